@@ -1,0 +1,181 @@
+# Makefile - the whole build of mscclc and libmscclrt, out of tree into $(BUILD).
+# Directories add sources just by existing (wildcards below); each may add rules in its own
+# module.mk. `make` builds everything, `make test` runs every host-only test,
+# `make test-gpu` the GPU tests, `make install PREFIX=...` installs.
+
+BUILD     ?= build
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CUDA_HOME ?= $(firstword $(wildcard /usr/local/cuda) /usr/local/cuda)
+VERSION   := 0.1.0
+MAJOR     := 0
+
+CC        ?= cc
+CFLAGS    ?= -O2 -g
+WARN      := -std=c11 -Wall -Wextra -Wshadow -Wwrite-strings -Wstrict-prototypes \
+             -Wmissing-prototypes -Wno-unused-parameter -Werror
+# Generated C (bison, flex, embedded kernels) is not ours: relaxed warnings.
+GENWARN   := -std=gnu11 -w
+CPPFLAGS  += -D_GNU_SOURCE -Iruntime/include -Iruntime -Iruntime/plan -Ikernels -Icompiler \
+             -I$(BUILD)/gen -isystem $(CUDA_HOME)/include
+LDLIBS    := -lcjson -lpthread -ldl -lm
+
+ifdef DEBUG
+CFLAGS    := -O0 -g -DMSCCL_DEBUG=1
+endif
+ifdef SAN
+CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=address,undefined
+endif
+ifdef TSAN
+CFLAGS    += -fsanitize=thread -fno-omit-frame-pointer
+LDFLAGS   += -fsanitize=thread
+endif
+
+MAKEFLAGS += -r
+ifndef V
+Q = @printf '  %-7s %s\n' $(1) $@;
+endif
+
+.PHONY: all test test-gpu test-sanitize install uninstall clean check-man help deps
+all:
+
+# ---- dependencies: installed by the build itself when missing (Debian) -----------------------
+DEPS_STAMP := $(BUILD)/.deps-ok
+$(DEPS_STAMP): .ci/install-deps.sh
+	@mkdir -p $(@D)
+	@sh .ci/install-deps.sh
+	@touch $@
+deps: $(DEPS_STAMP)
+
+# ---- sources ---------------------------------------------------------------------------------
+PLAN_SRC  := $(wildcard runtime/plan/*.c)
+RT_SRC    := $(filter-out runtime/cmd/% runtime/shim/%,$(wildcard runtime/*/*.c))
+CMD_SRC   := $(wildcard runtime/cmd/*.c)
+MSCCLC_SRC:= $(filter-out compiler/main.c,$(wildcard compiler/*.c))
+GRAMMAR   := $(wildcard grammar/coll.y)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+KERNEL_FILES := $(sort $(wildcard kernels/*.cuh kernels/*.h kernels/*.def))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+RT_OBJ     := $(call obj,$(RT_SRC)) $(BUILD)/obj/gen/kernel_sources.o
+MSCCLC_OBJ := $(call obj,$(MSCCLC_SRC)) $(call obj,$(PLAN_SRC))
+ifneq ($(GRAMMAR),)
+MSCCLC_OBJ += $(BUILD)/obj/gen/parse.o $(BUILD)/obj/gen/lex.o
+endif
+
+LIBRT_SO   := $(BUILD)/lib/libmscclrt.so.$(MAJOR)
+LIBRT_A    := $(BUILD)/lib/libmscclrt.a
+LIBMSCCLC_A:= $(BUILD)/lib/libmscclc.a
+MSCCLC     := $(BUILD)/bin/mscclc
+CMDS       := $(patsubst runtime/cmd/%.c,$(BUILD)/bin/%,$(subst _,-,$(CMD_SRC)))
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+
+all: $(DEPS_STAMP) $(LIBRT_SO) $(LIBRT_A) $(LIBMSCCLC_A) $(if $(wildcard compiler/main.c),$(MSCCLC)) $(CMDS)
+
+# ---- compile rules -----------------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c Makefile | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(call Q,CC)$(CC) $(CPPFLAGS) $(GENWARN) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+# bison and flex (reentrant, locations); the scanner needs the parser's header
+$(BUILD)/gen/parse.c $(BUILD)/gen/parse.h &: grammar/coll.y | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(call Q,BISON)bison -Wall -Werror --header=$(BUILD)/gen/parse.h -o $(BUILD)/gen/parse.c $<
+$(BUILD)/gen/lex.c $(BUILD)/gen/lex.h &: grammar/coll.l | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(call Q,FLEX)flex --header-file=$(BUILD)/gen/lex.h -o $(BUILD)/gen/lex.c $<
+$(BUILD)/obj/gen/lex.o: $(BUILD)/gen/parse.h
+$(BUILD)/obj/gen/parse.o: $(BUILD)/gen/lex.h
+$(call obj,$(MSCCLC_SRC)): $(if $(GRAMMAR),$(BUILD)/gen/parse.h $(BUILD)/gen/lex.h)
+
+# the device library, embedded as C strings so NVRTC needs no install tree
+$(BUILD)/tools/embed: runtime/codegen/tools/embed.c
+	@mkdir -p $(@D)
+	$(call Q,CC)$(CC) $(WARN) $(CFLAGS) $< -o $@
+$(BUILD)/gen/kernel_sources.c: $(BUILD)/tools/embed $(KERNEL_FILES)
+	@mkdir -p $(@D)
+	$(call Q,EMBED)$(BUILD)/tools/embed $@ $(KERNEL_FILES)
+
+# ---- libraries and programs ---------------------------------------------------------------------
+$(LIBRT_A): $(RT_OBJ)
+	@mkdir -p $(@D)
+	@rm -f $@
+	$(call Q,AR)ar rcs $@ $^
+$(LIBMSCCLC_A): $(MSCCLC_OBJ)
+	@mkdir -p $(@D)
+	@rm -f $@
+	$(call Q,AR)ar rcs $@ $^
+$(LIBRT_SO): $(RT_OBJ) runtime/libmscclrt.map
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) -shared -Wl,-soname,libmscclrt.so.$(MAJOR) \
+	  -Wl,--version-script=runtime/libmscclrt.map $(LDFLAGS) -o $@ $(RT_OBJ) $(LDLIBS)
+	@ln -sf libmscclrt.so.$(MAJOR) $(BUILD)/lib/libmscclrt.so
+
+$(MSCCLC): $(BUILD)/obj/compiler/main.o $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# commands: runtime/cmd/mscclrt_run.c -> build/bin/mscclrt-run, static against libmscclrt
+$(BUILD)/bin/%: $(LIBRT_A) $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $(BUILD)/obj/runtime/cmd/$(subst -,_,$*).o \
+	  $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+$(foreach c,$(CMD_SRC),$(eval $(BUILD)/bin/$(subst _,-,$(notdir $(basename $(c)))): $(call obj,$(c))))
+
+# unit tests: tests/unit/test_x.c -> build/tests/test_x, linked against both static libraries
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBRT_A) $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+
+# ---- tests -----------------------------------------------------------------------------------------
+test: all $(UNIT_BIN)
+	@BUILD=$(BUILD) UPDATE=$(UPDATE) sh tests/run.sh
+
+test-gpu: all $(UNIT_BIN)
+	@BUILD=$(BUILD) sh tests/gpu/run.sh
+
+# the loader and CPU backend under ASan+UBSan, then the CPU backend under TSan
+test-sanitize:
+	$(MAKE) BUILD=$(BUILD)-asan SAN=1 test
+	$(MAKE) BUILD=$(BUILD)-tsan TSAN=1 all $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(UNIT_BIN))
+	BUILD=$(BUILD)-tsan ONLY=tsan sh tests/run.sh
+
+check-man:
+	@for m in man/*.[0-9]; do groff -mandoc -Tutf8 -ww -z $$m 2>&1 | grep . && exit 1; done; \
+	  echo "man pages ok"
+
+-include $(wildcard */module.mk)
+
+# ---- install -------------------------------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/mscclc/stdlib
+	install -m 755 $(MSCCLC) $(CMDS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(LIBRT_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libmscclrt.so.$(MAJOR) $(DESTDIR)$(PREFIX)/lib/libmscclrt.so
+	install -m 644 $(LIBRT_A) $(LIBMSCCLC_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 runtime/include/*.h $(DESTDIR)$(PREFIX)/include/
+	cp -r stdlib/. $(DESTDIR)$(PREFIX)/share/mscclc/stdlib/
+	for m in man/*.[0-9]; do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
+	  install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' runtime/mscclrt.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/mscclc $(patsubst $(BUILD)/bin/%,$(DESTDIR)$(PREFIX)/bin/%,$(CMDS))
+	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt.* $(DESTDIR)$(PREFIX)/lib/libmscclc.a
+	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc
+	rm -rf $(DESTDIR)$(PREFIX)/share/mscclc
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+
+help:
+	@echo "make [all|test|test-gpu|test-sanitize|install PREFIX=..|clean|check-man] [V=1 DEBUG=1 SAN=1]"
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,126 @@
+/*
+ * mscclrt.h - the whole public C API of libmscclrt: load MSCCL++ execution plans, run them on
+ * a CPU reference backend (one host thread per rank) or on GPUs, and report errors.
+ *
+ * Thread safety: libmscclrt keeps no unsynchronised global state. Different communicators may be
+ * used from different threads at the same time. Calls on one communicator must be serialised by
+ * the caller. A loaded plan is read-only and may be shared between threads and communicators.
+ * mscclrt_result_string, mscclrt_last_error and mscclrt_version may be called from any thread.
+ * Error text is kept per thread. No call ever exits or aborts the process.
+ */
+#ifndef MSCCLRT_H
+#define MSCCLRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MSCCLRT_API __attribute__((visibility("default")))
+
+#define MSCCLRT_VERSION_MAJOR 0
+#define MSCCLRT_VERSION_MINOR 1
+#define MSCCLRT_VERSION_PATCH 0
+#define MSCCLRT_VERSION_STRING "0.1.0"
+
+typedef enum mscclrt_result {
+    MSCCLRT_SUCCESS = 0,
+    MSCCLRT_ERR_INVALID_ARG,    /* bad value from the caller; no state changed           */
+    MSCCLRT_ERR_INVALID_USAGE,  /* call not allowed now (e.g. comm already destroyed)     */
+    MSCCLRT_ERR_PLAN,           /* plan malformed, or does not fit this call or group     */
+    MSCCLRT_ERR_SYSTEM,         /* OS call or allocation failed; errno text in message    */
+    MSCCLRT_ERR_CUDA,           /* driver or NVRTC failure; CUDA's name for it in message */
+    MSCCLRT_ERR_REMOTE,         /* a peer went away or sent something malformed          */
+    MSCCLRT_ERR_TIMEOUT,        /* a wait ran past its limit; message names who           */
+    MSCCLRT_ERR_UNAVAILABLE,    /* a needed library or device is absent on this machine   */
+    MSCCLRT_ERR_INTERNAL,       /* a bug in libmscclrt: please report                     */
+} mscclrt_result;
+
+/* Data types and reduction operators: the same values as NCCL's ncclDataType_t / ncclRedOp_t. */
+typedef enum mscclrt_dtype {
+    MSCCLRT_INT8 = 0, MSCCLRT_UINT8 = 1, MSCCLRT_INT32 = 2, MSCCLRT_UINT32 = 3,
+    MSCCLRT_INT64 = 4, MSCCLRT_UINT64 = 5, MSCCLRT_FLOAT16 = 6, MSCCLRT_FLOAT32 = 7,
+    MSCCLRT_FLOAT64 = 8, MSCCLRT_BFLOAT16 = 9, MSCCLRT_FP8_E4M3 = 10, MSCCLRT_FP8_E5M2 = 11,
+    MSCCLRT_DTYPE_COUNT
+} mscclrt_dtype;
+
+typedef enum mscclrt_redop {
+    MSCCLRT_SUM = 0, MSCCLRT_PROD = 1, MSCCLRT_MAX = 2, MSCCLRT_MIN = 3, MSCCLRT_AVG = 4,
+    MSCCLRT_REDOP_COUNT
+} mscclrt_redop;
+
+/* LL packet format of a call (spec §4): LL16 = 8 data bytes per 16-byte packet (default). */
+typedef enum mscclrt_packet { MSCCLRT_LL16 = 0, MSCCLRT_LL8 = 1 } mscclrt_packet;
+
+MSCCLRT_API const char *mscclrt_version(void);                   /* "0.1.0" */
+MSCCLRT_API const char *mscclrt_result_string(mscclrt_result r); /* static text, never NULL */
+MSCCLRT_API const char *mscclrt_last_error(void); /* this thread's last failure, with context */
+
+/* Names <-> values: "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32",
+ * "uint32", "int64", "uint64", "fp8_e4m3", "fp8_e5m2"; "sum", "prod", "max", "min", "avg". */
+MSCCLRT_API const char *mscclrt_dtype_name(mscclrt_dtype t);
+MSCCLRT_API size_t mscclrt_dtype_size(mscclrt_dtype t);          /* 0 for an invalid value */
+MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *out);
+MSCCLRT_API const char *mscclrt_redop_name(mscclrt_redop op);
+MSCCLRT_API mscclrt_result mscclrt_redop_parse(const char *name, mscclrt_redop *out);
+
+/* ==== plans ===================================================================================
+ * A plan is an MSCCL++ execution plan (JSON), validated completely at load. Immutable after
+ * load; thread-safe to share. */
+typedef struct mscclrt_plan mscclrt_plan;
+
+/* Loads and validates a plan file. On failure *out = NULL and mscclrt_last_error() names the
+ * file, the JSON path and the value (e.g. "plan.json: gpus[3].threadblocks[2].ops[5]..."). */
+MSCCLRT_API mscclrt_result mscclrt_plan_load(mscclrt_plan **out, const char *path);
+/* Same, from text in memory; `what` names it in messages (may be NULL). */
+MSCCLRT_API mscclrt_result mscclrt_plan_parse(mscclrt_plan **out, const char *text, size_t len,
+                                              const char *what);
+MSCCLRT_API void mscclrt_plan_free(mscclrt_plan *plan);          /* NULL is a no-op */
+
+typedef struct mscclrt_plan_info {
+    const char *name;          /* borrowed from the plan */
+    const char *collective;    /* "allreduce", "allgather", ... */
+    int nranks;
+    int inplace;               /* plan's "inplace" */
+    int protocol_ll;           /* 1 for "LL" */
+    int threads_per_block;
+    uint32_t alignment;        /* buffer_alignment */
+    uint64_t min_message_size, max_message_size;
+} mscclrt_plan_info;
+MSCCLRT_API mscclrt_result mscclrt_plan_get_info(const mscclrt_plan *plan, mscclrt_plan_info *info);
+/* Per-rank input and output byte counts for a message of `bytes` as nccl-tests counts it
+ * (allgather: bytes = output; reducescatter and alltoall: bytes = input), checked against the
+ * plan's alignment, chunk counts and size range. */
+MSCCLRT_API mscclrt_result mscclrt_plan_call_sizes(const mscclrt_plan *plan, size_t bytes,
+                                                   size_t *in_bytes, size_t *out_bytes);
+/* The smallest legal `bytes` for this plan (respecting alignment, chunks and min size). */
+MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size_t *bytes);
+
+/* ==== CPU reference backend ===================================================================
+ * An in-process group of nranks host "ranks", one thread each, running plans over host
+ * buffers with the intended semantics of the plan format (see libmscclrt(3) for where it
+ * differs from MSCCL++'s executor). Used by CI to prove plans compute their collective. */
+typedef struct mscclrt_cpu_comm mscclrt_cpu_comm;
+
+MSCCLRT_API mscclrt_result mscclrt_cpu_comm_create(mscclrt_cpu_comm **out, int nranks);
+MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm);  /* NULL is a no-op */
+/* Runs one call of `plan` on every rank and returns when all ranks finished (or failed).
+ * send[r]/recv[r] are rank r's buffers of in_bytes/out_bytes (recv[r] may equal send[r] or
+ * contain it, for in-place calls). Contexts (scratch, semaphores, LL flags) persist in the comm
+ * between calls, as on a GPU. A run that stops making progress fails with MSCCLRT_ERR_TIMEOUT
+ * naming the rank, thread block, op and what it waits for (MSCCLRT_CPU_TIMEOUT_MS). */
+MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const mscclrt_plan *plan,
+                                               void *const *send, void *const *recv,
+                                               size_t in_bytes, size_t out_bytes,
+                                               mscclrt_dtype dtype, mscclrt_redop op,
+                                               mscclrt_packet packet);
+
+/* ==== GPU communicators and execution ==========================================================
+ * (section owned by the GPU runtime: bootstrap, communicators, execute on a stream) */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
