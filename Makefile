@@ -13,7 +13,11 @@ MAJOR     := 0
 CC        ?= cc
 CFLAGS    ?= -O2 -g
 WARN      := -std=c11 -Wall -Wextra -Wshadow -Wwrite-strings -Wstrict-prototypes \
-             -Wmissing-prototypes -Wno-unused-parameter -Werror
+             -Wmissing-prototypes -Wno-unused-parameter
+# -Werror in CI (.ci/run sets WERROR=1) and whenever asked; our code must build warning-free
+ifdef WERROR
+WARN      += -Werror
+endif
 # Generated C (bison, flex, embedded kernels) is not ours: relaxed warnings.
 GENWARN   := -std=gnu11 -w
 CPPFLAGS  += -D_GNU_SOURCE -Iruntime/include -Iruntime -Iruntime/plan -Ikernels -Icompiler \

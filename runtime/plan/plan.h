@@ -90,7 +90,10 @@ struct PlanOp {
     int ninner;
     PlanOp *inner;                 /* owned; [ninner]; never nested pipelines */
     PlanLoc loc;                   /* where the compiler made it; diagnostics only */
+    int data_sync;                 /* compiler only (never in JSON): PLAN_SYNC_BEFORE/AFTER bits
+                                      of a sync op, as the DSL's data_sync (spec §8.5) */
 };
+enum { PLAN_SYNC_BEFORE = 1, PLAN_SYNC_AFTER = 2, PLAN_SYNC_BOTH = 3 };
 
 typedef struct {
     int id;                        /* == position in PlanGpu.tbs (spec §9.14) */

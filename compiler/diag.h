@@ -1,0 +1,31 @@
+/*
+ * diag.h - compiler diagnostics in GCC/Clang form: "file:line:col: error: message", the source
+ * line and a caret. Every stage (parser, sema, lowering, passes) reports through one Diag, which
+ * counts errors and stops reporting past the error limit. The driver prints "N errors generated."
+ */
+#ifndef MSCCLC_DIAG_H
+#define MSCCLC_DIAG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "plan.h"   /* PlanLoc: line/col, both counted from 1; 0:0 means "no position" */
+
+typedef struct Diag Diag;
+
+/* `source` (len bytes, borrowed; must outlive the Diag) is used to print the line under a
+ * message. Messages go to `out` (or, when out is NULL, are collected for diag_text). */
+Diag *diag_new(const char *filename, const char *source, size_t len, FILE *out, int error_limit);
+void diag_free(Diag *d);
+void diag_error(Diag *d, PlanLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_warning(Diag *d, PlanLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_note(Diag *d, PlanLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* An error with a caret range of `width` bytes (~ under the range). */
+void diag_error_range(Diag *d, PlanLoc loc, int width, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int diag_errors(const Diag *d);
+int diag_warnings(const Diag *d);
+const char *diag_text(const Diag *d);   /* collected text when out == NULL; "" otherwise */
+
+#endif
