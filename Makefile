@@ -41,7 +41,7 @@ ifndef V
 Q = @printf '  %-7s %s\n' $(1) $@;
 endif
 
-.PHONY: all test test-gpu test-sanitize install uninstall clean check-man help deps
+.PHONY: run all test test-gpu test-sanitize install uninstall clean check-man help deps
 all:
 
 # ---- dependencies: installed by the build itself when missing (Debian) -----------------------
@@ -135,6 +135,10 @@ $(foreach c,$(CMD_SRC),$(eval $(BUILD)/bin/$(subst _,-,$(notdir $(basename $(c))
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBRT_A) $(LIBMSCCLC_A)
 	@mkdir -p $(@D)
 	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+
+# the README's main job: compile a stdlib allreduce for 8 ranks, dump it, run it
+run: all
+	@BUILD=$(BUILD) sh examples/demo.sh
 
 # ---- tests -----------------------------------------------------------------------------------------
 test: all $(UNIT_BIN)
