@@ -1,0 +1,154 @@
+/*
+ * cuda_driver.c - opens libcuda.so.1 and libnvrtc with dlopen on first use and fills the
+ * function tables of cuda_driver.h. Nothing here runs until a GPU path asks for it, so the
+ * library loads on hosts with no driver; absence is MSCCLRT_ERR_UNAVAILABLE, never a crash.
+ */
+#include "cuda/cuda_driver.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+CudaDriver cu;
+Nvrtc nvrtc;
+
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static mscclrt_result cu_status = MSCCLRT_ERR_INTERNAL;
+static char cu_why[512];
+
+static pthread_once_t nvrtc_once = PTHREAD_ONCE_INIT;
+static mscclrt_result nvrtc_status = MSCCLRT_ERR_INTERNAL;
+static char nvrtc_why[1024];
+
+static void *sym(void *lib, const char *name) {
+    dlerror();
+    return dlsym(lib, name);
+}
+
+static void cu_open(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(cu_why, sizeof cu_why, "CUDA driver not available: dlopen(libcuda.so.1): %s",
+                 e ? e : "unknown error");
+        cu_status = MSCCLRT_ERR_UNAVAILABLE;
+        return;
+    }
+#define CU_RESOLVE(field, name, ret, params) \
+    if (!(*(void **)&cu.field = sym(lib, name))) { \
+        snprintf(cu_why, sizeof cu_why, "CUDA driver too old: libcuda.so.1 lacks %s", name); \
+        cu_status = MSCCLRT_ERR_UNAVAILABLE; \
+        return; \
+    }
+    CU_DRIVER_FUNCTIONS(CU_RESOLVE)
+#undef CU_RESOLVE
+    /* multicast: only when explicitly enabled (see cuda_driver.h) */
+    if (param_int(PARAM_ENABLE_NVLS) == 1) {
+        int ok = 1;
+#define CU_RESOLVE_MC(field, name, ret, params) \
+        if (!(*(void **)&cu.field = sym(lib, name))) ok = 0;
+        CU_MULTICAST_FUNCTIONS(CU_RESOLVE_MC)
+#undef CU_RESOLVE_MC
+        cu.multicast = ok;
+        if (!ok) LOG_WARN("MSCCLRT_ENABLE_NVLS=1 but the driver lacks the multicast API");
+    }
+    CuResult r = cu.cuInit(0);
+    if (r != CU_OK) {
+        const char *name = "?";
+        if (cu.cuGetErrorName(r, &name) != CU_OK) name = "?";
+        snprintf(cu_why, sizeof cu_why, "CUDA driver not usable: cuInit: %s (%d)", name, r);
+        cu_status = MSCCLRT_ERR_UNAVAILABLE;
+        return;
+    }
+    cu.cuDriverGetVersion(&cu.version);
+    LOG_INFO(LOG_SUB_INIT, "CUDA driver %d.%d loaded%s", cu.version / 1000, cu.version % 1000 / 10,
+             cu.multicast ? " (multicast enabled)" : "");
+    cu_status = MSCCLRT_SUCCESS;
+}
+
+mscclrt_result cu_load(void) {
+    pthread_once(&cu_once, cu_open);
+    if (cu_status != MSCCLRT_SUCCESS) return rt_fail(cu_status, "%s", cu_why);
+    return MSCCLRT_SUCCESS;
+}
+
+static int nvrtc_try(const char *path) {
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        size_t len = strlen(nvrtc_why);
+        const char *e = dlerror();
+        if (len < sizeof nvrtc_why - 1)
+            snprintf(nvrtc_why + len, sizeof nvrtc_why - len, "%s%s", len ? "; " : "",
+                     e ? e : path);
+        return 0;
+    }
+#define NV_RESOLVE(field, name, ret, params) \
+    if (!(*(void **)&nvrtc.field = sym(lib, name))) { \
+        dlclose(lib); \
+        return 0; \
+    }
+    NVRTC_FUNCTIONS(NV_RESOLVE)
+#undef NV_RESOLVE
+    snprintf(nvrtc.path, sizeof nvrtc.path, "%s", path);
+    nvrtc.nvrtcVersion(&nvrtc.major, &nvrtc.minor);
+    return 1;
+}
+
+static void nvrtc_open(void) {
+    static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+    const char *home = getenv("CUDA_HOME");
+    const char *dirs[] = {home && *home ? home : NULL, "/usr/local/cuda"};
+    char path[512];
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        if (!dirs[d]) continue;
+        for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], names[n]);
+            if (nvrtc_try(path)) goto found;
+        }
+    }
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+        if (nvrtc_try(names[n])) goto found;
+    nvrtc_status = MSCCLRT_ERR_UNAVAILABLE;
+    return;
+found:
+    LOG_INFO(LOG_SUB_CG, "NVRTC %d.%d from %s", nvrtc.major, nvrtc.minor, nvrtc.path);
+    nvrtc_status = MSCCLRT_SUCCESS;
+}
+
+mscclrt_result nvrtc_load(void) {
+    pthread_once(&nvrtc_once, nvrtc_open);
+    if (nvrtc_status != MSCCLRT_SUCCESS)
+        return rt_fail(nvrtc_status, "NVRTC not available (searched $CUDA_HOME/lib64, "
+                       "/usr/local/cuda/lib64 and the default path): %s", nvrtc_why);
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result cu_check(CuResult r, const char *what) {
+    if (r == CU_OK) return MSCCLRT_SUCCESS;
+    const char *name = "CUDA_ERROR_UNKNOWN", *text = "";
+    if (cu.cuGetErrorName) cu.cuGetErrorName(r, &name);
+    if (cu.cuGetErrorString) cu.cuGetErrorString(r, &text);
+    return rt_fail(MSCCLRT_ERR_CUDA, "%s: %s (%d: %s)", what, name ? name : "?", r,
+                   text ? text : "");
+}
+
+mscclrt_result nvrtc_check(NvrtcResult r, const char *what) {
+    if (r == 0) return MSCCLRT_SUCCESS;
+    const char *text = nvrtc.nvrtcGetErrorString ? nvrtc.nvrtcGetErrorString(r) : "?";
+    return rt_fail(MSCCLRT_ERR_CUDA, "%s: %s (%d)", what, text ? text : "?", r);
+}
+
+mscclrt_result cu_device_arch(int ordinal, int *arch) {
+    CuDevice d;
+    int major = 0, minor = 0;
+    TRY(cu_check(cu.cuDeviceGet(&d, ordinal), "cuDeviceGet"));
+    TRY(cu_check(cu.cuDeviceGetAttribute(&major, CU_ATTR_CC_MAJOR, d), "cuDeviceGetAttribute"));
+    TRY(cu_check(cu.cuDeviceGetAttribute(&minor, CU_ATTR_CC_MINOR, d), "cuDeviceGetAttribute"));
+    *arch = major * 10 + minor;
+    return MSCCLRT_SUCCESS;
+}
