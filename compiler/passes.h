@@ -32,6 +32,7 @@
 #define MSCCLC_PASSES_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "diag.h"
 #include "plan.h"
@@ -64,7 +65,35 @@ bool pass_check_limits(Plan *p, Diag *d);
  * Also reports signals or semaphore counts left unbalanced at the end of a launch. */
 bool pass_check_deadlock(Plan *p, Diag *d);
 
+/* ---- helpers shared by the passes (pass_util.c); also handy for lowering and tests ---------- */
+
 /* True for the lowering's representation of an unfused glre (see above). */
 bool pass_is_glre(const PlanOp *op);
+/* signal, rlxsignal, wait, rlxwait, flush, sem_acquire, sem_release: the ops with data_sync. */
+bool pass_is_sync_op(PlanOpKind k);
+/* Same entry: kind, buffer type (local) or id (remote/switch), index and size. */
+bool pass_ref_eq(const PlanRef *a, const PlanRef *b);
+/* GPU-level channel index behind TB-local channel `local` of type t (memory/port/switch) of TB
+ * `tb`, or -1 when the TB has no such entry or the GPU has no such channel. */
+int pass_gpu_channel(const PlanGpu *g, const PlanTb *tb, PlanChanType t, int local);
+/* §6.2 pairing: the GPU-level channel of the peer that pairs with rank r's memory/port channel
+ * `ch` (k-th occurrence of p in r's list <-> k-th occurrence of r in p's list). Sets *peer.
+ * Returns -1 when the pair is one of the peer's unpaired fillers (or the input is invalid). */
+int pass_paired_channel(const Plan *p, int r, PlanChanType t, int ch, int *peer);
+/* Owner rank and buffer type of a remote entry of `op` in TB `tb` of rank r (resolved through
+ * the TB's refs for the op's channel type and gpus[r].remote_buffers). false if invalid. */
+bool pass_remote_target(const Plan *p, int r, const PlanTb *tb, const PlanOp *op,
+                        const PlanRef *ref, int *owner, PlanBuf *type);
+/* The entries of op that are LL packets in scratch which the op waits for (reads) and that it
+ * writes as packets (local scratch, remote scratch, or multicast), as indices into op->src /
+ * op->dst; return how many (at most PLAN_MAX_OP_ENTRIES). */
+int pass_packet_reads(const PlanOp *op, int *src_idx);
+int pass_packet_writes(const PlanOp *op, int *dst_idx);
+/* Largest chunk size in bytes over the plan's message-size range for rank r (§3.3); false when
+ * unbounded (max_message_size is 2^64-1) or the chunk counts are 0. */
+bool pass_max_chunk_bytes(const Plan *p, int r, uint64_t *out);
+/* Largest iteration count a pipeline op of rank r can have (§3.6) over the plan's message-size
+ * range, in *out; false when it cannot be bounded (no finite max_message_size, unit_size 0). */
+bool pass_pipeline_max_iterations(const Plan *p, int r, const PlanOp *pipe, uint64_t *out);
 
 #endif
