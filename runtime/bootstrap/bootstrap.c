@@ -1,0 +1,607 @@
+/*
+ * bootstrap.c - the rank side of the bootstrap: joining through the root, then direct
+ * rank-to-rank messages (tagged send/recv, allgather, barrier) over lazily opened TCP
+ * connections, one per ordered pair. A single progress loop accepts and authenticates
+ * incoming connections and reads whatever messages arrive into a queue; blocked sends run it
+ * too, so two ranks sending large messages to each other never deadlock.
+ */
+#include "bootstrap/boot_internal.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+/* A received message waiting to be asked for. */
+typedef struct BootMsg {
+    struct BootMsg *next;
+    int src, kind, tag;
+    size_t len;
+    uint8_t data[];        /* len bytes */
+} BootMsg;
+
+/* An accepted connection: first a BootConnect, then messages from one peer. */
+typedef struct BootIn {
+    int fd;                /* owned; -1 once closed */
+    int peer;              /* -1 until the BootConnect has been checked */
+    BootAddr from;         /* for log lines */
+    union { BootConnect conn; BootMsgHdr hdr; } h;   /* header being read */
+    size_t hgot;           /* bytes of h read */
+    BootMsg *msg;          /* owned: payload being read, NULL while reading a header */
+    size_t mgot;           /* payload bytes read */
+} BootIn;
+
+struct Boot {
+    uint32_t magic;        /* BOOT_MAGIC while alive */
+    int rank, nranks;
+    int timeout_ms;        /* bound of every wait */
+    uint8_t secret[BOOT_SECRET_BYTES];
+    int listen_fd;         /* owned */
+    BootPeerWire *peers;   /* owned, [nranks]: the root's table */
+    int *out_fd;           /* owned, [nranks]: our connection to each peer, -1 until first send */
+    BootIn *ins;           /* owned, [nins] of cap */
+    int nins, cap;
+    bool *gone;            /* owned, [nranks]: the peer's connection to us has closed */
+    BootMsg *q_head, *q_tail;   /* owned: unexpected messages, in arrival order */
+    int32_t coll_seq;      /* sequence number of the next collective */
+    int *node_of;          /* owned, [nranks] */
+    int nnodes, node, local_rank, local_size;
+};
+
+/* ---- incoming side --------------------------------------------------------------------------- */
+
+static void in_close(BootIn *in) {
+    if (in->fd >= 0) close(in->fd);
+    in->fd = -1;
+    free(in->msg);
+    in->msg = NULL;
+}
+
+static void q_push(Boot *b, BootMsg *m) {
+    m->next = NULL;
+    if (b->q_tail) b->q_tail->next = m;
+    else b->q_head = m;
+    b->q_tail = m;
+}
+
+static BootMsg *q_take(Boot *b, int src, int kind, int tag) {
+    for (BootMsg **pp = &b->q_head, *prev = NULL; *pp; prev = *pp, pp = &(*pp)->next) {
+        BootMsg *m = *pp;
+        if (m->src != src || m->kind != kind || m->tag != tag) continue;
+        *pp = m->next;
+        if (b->q_tail == m) b->q_tail = prev;
+        return m;
+    }
+    return NULL;
+}
+
+/* Checks a complete BootConnect; false closes the connection (after a WARN). */
+static bool in_check_connect(Boot *b, BootIn *in) {
+    const BootConnect *c = &in->h.conn;
+    char from[80];
+    boot_addr_str(&in->from, from, sizeof from);
+    if (c->magic != BOOT_MAGIC || c->version != BOOT_VERSION || c->kind != BK_CONNECT) {
+        LOG_WARN("boot: rank %d refused a connection from %s: not a bootstrap peer "
+                 "(magic 0x%08x version %u kind %u)", b->rank, from, c->magic, c->version, c->kind);
+        return false;
+    }
+    if (!boot_secret_equal(c->secret, b->secret)) {
+        LOG_WARN("boot: rank %d refused a connection from %s claiming rank %d: wrong secret",
+                 b->rank, from, (int)c->rank);
+        return false;
+    }
+    if (c->nranks != b->nranks || c->rank < 0 || c->rank >= b->nranks || c->rank == b->rank) {
+        LOG_WARN("boot: rank %d refused a connection from %s: rank %d of %d does not fit this group "
+                 "of %d", b->rank, from, (int)c->rank, (int)c->nranks, b->nranks);
+        return false;
+    }
+    for (int i = 0; i < b->nins; i++)
+        if (&b->ins[i] != in && b->ins[i].fd >= 0 && b->ins[i].peer == c->rank) {
+            LOG_WARN("boot: rank %d refused a second connection from rank %d (%s)", b->rank,
+                     (int)c->rank, from);
+            return false;
+        }
+    in->peer = c->rank;
+    LOG_TRACE(LOG_SUB_BOOT, "rank %d: rank %d connected from %s", b->rank, in->peer, from);
+    return true;
+}
+
+/* Checks a complete message header and starts its payload; false closes the connection. */
+static bool in_check_hdr(Boot *b, BootIn *in) {
+    const BootMsgHdr *h = &in->h.hdr;
+    if (h->magic != BOOT_MAGIC || h->version != BOOT_VERSION || (h->kind != BK_USER && h->kind != BK_COLL) ||
+        h->src != in->peer || h->len > BOOT_MAX_MSG) {
+        LOG_WARN("boot: rank %d: malformed message from rank %d (magic 0x%08x version %u kind %u "
+                 "src %d len %llu); dropping the connection", b->rank, in->peer, h->magic, h->version,
+                 h->kind, (int)h->src, (unsigned long long)h->len);
+        return false;
+    }
+    BootMsg *m = malloc(sizeof *m + (size_t)h->len);
+    if (!m) {
+        LOG_WARN("boot: rank %d: out of memory for a %llu-byte message from rank %d", b->rank,
+                 (unsigned long long)h->len, in->peer);
+        return false;
+    }
+    m->src = h->src, m->kind = h->kind, m->tag = h->tag, m->len = (size_t)h->len;
+    in->msg = m;
+    in->mgot = 0;
+    return true;
+}
+
+/* Reads everything available on one connection (non-blocking). */
+static void in_read(Boot *b, BootIn *in) {
+    while (in->fd >= 0) {
+        char *dst;
+        size_t want;
+        if (in->msg) {
+            dst = (char *)in->msg->data + in->mgot, want = in->msg->len - in->mgot;
+        } else {
+            size_t hsize = in->peer < 0 ? sizeof(BootConnect) : sizeof(BootMsgHdr);
+            dst = (char *)&in->h + in->hgot, want = hsize - in->hgot;
+        }
+        ssize_t n = want ? recv(in->fd, dst, want, MSG_DONTWAIT) : 0;
+        if (want && n < 0 && errno == EINTR) continue;
+        if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (want && n <= 0) {
+            if (in->peer >= 0) {
+                if (in->msg || in->hgot)
+                    LOG_WARN("boot: rank %d: rank %d closed its connection in the middle of a message",
+                             b->rank, in->peer);
+                b->gone[in->peer] = true;
+            }
+            in_close(in);
+            return;
+        }
+        if (in->msg) {
+            in->mgot += (size_t)n;
+            if (in->mgot == in->msg->len) {
+                q_push(b, in->msg);
+                in->msg = NULL;
+                in->hgot = 0;
+            }
+            continue;
+        }
+        in->hgot += (size_t)n;
+        if (in->peer < 0) {
+            if (in->hgot < sizeof(BootConnect)) continue;
+            in->hgot = 0;
+            if (!in_check_connect(b, in)) in_close(in);
+        } else {
+            if (in->hgot < sizeof(BootMsgHdr)) continue;
+            if (!in_check_hdr(b, in)) {
+                b->gone[in->peer] = true;
+                in_close(in);
+            } else if (in->msg->len == 0) {
+                q_push(b, in->msg);
+                in->msg = NULL;
+                in->hgot = 0;
+            }
+        }
+    }
+}
+
+static void boot_accept(Boot *b) {
+    for (;;) {
+        BootSockAddr sa;
+        socklen_t len = sizeof sa;
+        int fd = accept4(b->listen_fd, &sa.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        int slot = -1;
+        for (int i = 0; i < b->nins; i++)
+            if (b->ins[i].fd < 0) { slot = i; break; }
+        if (slot < 0) {
+            if (b->nins == b->cap) {
+                int cap = b->cap ? 2 * b->cap : 8;
+                BootIn *ni = realloc(b->ins, sizeof *ni * (size_t)cap);
+                if (!ni) { close(fd); return; }
+                b->ins = ni;
+                b->cap = cap;
+            }
+            slot = b->nins++;
+        }
+        BootIn *in = &b->ins[slot];
+        memset(in, 0, sizeof *in);
+        in->fd = fd;
+        in->peer = -1;
+        boot_addr_from_sock(&in->from, &sa);
+    }
+}
+
+/* Waits until something happens (or deadline) and handles it: accepts, reads. If out_fd >= 0,
+ * also returns as soon as it is writable. */
+static void boot_progress(Boot *b, int64_t deadline, int out_fd) {
+    struct pollfd stack[64], *pfd = stack;
+    int n = 0, cap = b->nins + 2;
+    if (cap > 64 && !(pfd = malloc(sizeof *pfd * (size_t)cap))) { pfd = stack; cap = 64; }
+    pfd[n++] = (struct pollfd){.fd = b->listen_fd, .events = POLLIN};
+    if (out_fd >= 0) pfd[n++] = (struct pollfd){.fd = out_fd, .events = POLLOUT};
+    int first_in = n;
+    for (int i = 0; i < b->nins && n < cap; i++)
+        pfd[n++] = (struct pollfd){.fd = b->ins[i].fd, .events = POLLIN};   /* fd -1 is ignored */
+    int64_t left = deadline - boot_now_ms();
+    if (left < 0) left = 0;
+    if (poll(pfd, (nfds_t)n, left > 1000 ? 1000 : (int)left) > 0) {
+        for (int k = first_in; k < n; k++)
+            if (pfd[k].revents) in_read(b, &b->ins[k - first_in]);
+        if (pfd[0].revents) boot_accept(b);
+    }
+    if (pfd != stack) free(pfd);
+}
+
+/* ---- outgoing side --------------------------------------------------------------------------- */
+
+static mscclrt_result out_write(Boot *b, int peer, const void *buf, size_t n, int64_t deadline) {
+    const char *p = buf;
+    int fd = b->out_fd[peer];
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) { p += w; n -= (size_t)w; continue; }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return rt_fail_errno(MSCCLRT_ERR_REMOTE, "boot: rank %d: sending to rank %d", b->rank, peer);
+        if (boot_now_ms() >= deadline)
+            return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: rank %d: rank %d did not receive for %d ms "
+                           "(%zu bytes still to send)", b->rank, peer, b->timeout_ms, n);
+        boot_progress(b, deadline, fd);   /* keep draining our side while we wait */
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result out_open(Boot *b, int peer, int64_t deadline) {
+    char who[32];
+    snprintf(who, sizeof who, "rank %d", peer);
+    int fd;
+    TRY(boot_connect(&b->peers[peer].listen, deadline, who, &fd));
+    boot_set_nonblock(fd, true);
+    b->out_fd[peer] = fd;
+    BootConnect c = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = BK_CONNECT,
+                     .rank = b->rank, .nranks = b->nranks};
+    memcpy(c.secret, b->secret, BOOT_SECRET_BYTES);
+    return out_write(b, peer, &c, sizeof c, deadline);
+}
+
+static mscclrt_result send_msg(Boot *b, int peer, int kind, int tag, const void *buf, size_t len,
+                               int64_t deadline) {
+    if (peer == b->rank) {
+        BootMsg *m = malloc(sizeof *m + len);
+        if (!m) return rt_fail(MSCCLRT_ERR_SYSTEM, "boot: out of memory for a %zu-byte message", len);
+        m->src = peer, m->kind = kind, m->tag = tag, m->len = len;
+        if (len) memcpy(m->data, buf, len);
+        q_push(b, m);
+        return MSCCLRT_SUCCESS;
+    }
+    if (b->out_fd[peer] < 0) TRY(out_open(b, peer, deadline));
+    BootMsgHdr h = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = (uint16_t)kind,
+                    .src = b->rank, .tag = tag, .len = len};
+    TRY(out_write(b, peer, &h, sizeof h, deadline));
+    return out_write(b, peer, buf, len, deadline);
+}
+
+static mscclrt_result take_msg(Boot *b, BootMsg *m, void *buf, size_t len) {
+    if (m->len != len) {
+        mscclrt_result r = rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d sent %zu bytes for %s %d, "
+                                   "expected %zu", b->rank, m->src, m->len,
+                                   m->kind == BK_USER ? "tag" : "collective", m->tag, len);
+        free(m);
+        return r;
+    }
+    if (len) memcpy(buf, m->data, len);
+    free(m);
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- public operations -------------------------------------------------------------------- */
+
+static mscclrt_result boot_check(const Boot *b, const char *fn) {
+    if (!b || b->magic != BOOT_MAGIC)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "%s: not a live bootstrap handle", fn);
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result check_peer(const Boot *b, int peer, const char *fn) {
+    if (peer < 0 || peer >= b->nranks)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: peer %d out of range [0, %d)", fn, peer, b->nranks);
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result boot_send(Boot *b, int peer, int tag, const void *buf, size_t len) {
+    TRY(boot_check(b, "boot_send"));
+    TRY(check_peer(b, peer, "boot_send"));
+    if (len && !buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_send: buf is NULL for %zu bytes", len);
+    return send_msg(b, peer, BK_USER, tag, buf, len, boot_now_ms() + b->timeout_ms);
+}
+
+mscclrt_result boot_recv(Boot *b, int peer, int tag, void *buf, size_t len) {
+    TRY(boot_check(b, "boot_recv"));
+    TRY(check_peer(b, peer, "boot_recv"));
+    if (len && !buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_recv: buf is NULL for %zu bytes", len);
+    int64_t deadline = boot_now_ms() + b->timeout_ms;
+    for (;;) {
+        BootMsg *m = q_take(b, peer, BK_USER, tag);
+        if (m) return take_msg(b, m, buf, len);
+        if (b->gone[peer])
+            return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d closed its connection before "
+                           "sending tag %d", b->rank, peer, tag);
+        if (boot_now_ms() >= deadline)
+            return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: rank %d: rank %d did not send tag %d within %d ms",
+                           b->rank, peer, tag, b->timeout_ms);
+        boot_progress(b, deadline, -1);
+    }
+}
+
+mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank) {
+    TRY(boot_check(b, "boot_allgather"));
+    if (per_rank && !buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_allgather: buf is NULL");
+    int32_t seq = b->coll_seq++;
+    int64_t deadline = boot_now_ms() + b->timeout_ms;
+    char *base = buf;
+    const char *mine = per_rank ? base + (size_t)b->rank * per_rank : NULL;
+    /* everyone sends its slice straight to everyone: a missing rank is then named exactly */
+    for (int k = 1; k < b->nranks; k++) {
+        int p = (b->rank + k) % b->nranks;
+        TRY(send_msg(b, p, BK_COLL, seq, mine, per_rank, deadline));
+    }
+    int have = 1, n = b->nranks;
+    bool *got = calloc((size_t)n, 1);
+    if (!got) return rt_fail(MSCCLRT_ERR_SYSTEM, "boot: out of memory");
+    got[b->rank] = true;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    while (have < n) {
+        for (int p = 0; p < n; p++) {
+            if (got[p]) continue;
+            BootMsg *m = q_take(b, p, BK_COLL, seq);
+            if (m) {
+                TRY_GOTO(take_msg(b, m, per_rank ? base + (size_t)p * per_rank : NULL, per_rank), res, out);
+                got[p] = true;
+                have++;
+            } else if (b->gone[p]) {
+                res = rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d left the group during a "
+                              "collective (#%d)", b->rank, p, (int)seq);
+                goto out;
+            }
+        }
+        if (have == n) break;
+        if (boot_now_ms() >= deadline) {
+            int *miss = malloc(sizeof(int) * (size_t)n), nm = 0;
+            char list[256] = "?";
+            if (miss) {
+                for (int p = 0; p < n; p++)
+                    if (!got[p]) miss[nm++] = p;
+                boot_rank_list(list, sizeof list, miss, nm);
+                free(miss);
+            }
+            res = rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: rank %d: collective #%d timed out after %d ms: "
+                          "no answer from rank%s %s", b->rank, (int)seq, b->timeout_ms,
+                          n - have == 1 ? "" : "s", list);
+            goto out;
+        }
+        boot_progress(b, deadline, -1);
+    }
+out:
+    free(got);
+    return res;
+}
+
+mscclrt_result boot_barrier(Boot *b) {
+    TRY(boot_check(b, "boot_barrier"));
+    return boot_allgather(b, NULL, 0);
+}
+
+int boot_rank(const Boot *b) { return b->rank; }
+int boot_nranks(const Boot *b) { return b->nranks; }
+int boot_timeout_ms(const Boot *b) { return b->timeout_ms; }
+int boot_local_rank(const Boot *b) { return b->local_rank; }
+int boot_local_size(const Boot *b) { return b->local_size; }
+int boot_node(const Boot *b) { return b->node; }
+int boot_nnodes(const Boot *b) { return b->nnodes; }
+int boot_node_of(const Boot *b, int rank) { return rank >= 0 && rank < b->nranks ? b->node_of[rank] : -1; }
+int boot_pid_of(const Boot *b, int rank) { return rank >= 0 && rank < b->nranks ? b->peers[rank].pid : -1; }
+const uint8_t *boot_secret(const Boot *b) { return b->secret; }
+
+/* ---- joining ------------------------------------------------------------------------------- */
+
+/* This host's identity: MSCCLRT_HOSTID, else hostname + the kernel's boot id. */
+static void host_identity(char out[BOOT_HOSTID_BYTES]) {
+    memset(out, 0, BOOT_HOSTID_BYTES);
+    const char *over = param_str(PARAM_HOSTID);
+    if (*over) {
+        snprintf(out, BOOT_HOSTID_BYTES, "%s", over);
+        return;
+    }
+    char host[64] = "", bootid[64] = "";
+    gethostname(host, sizeof host - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(bootid, sizeof bootid, f)) bootid[0] = '\0';
+        fclose(f);
+        bootid[strcspn(bootid, "\r\n")] = '\0';
+    }
+    snprintf(out, BOOT_HOSTID_BYTES, "%s:%s", host, bootid);
+}
+
+static void compute_nodes(Boot *b) {
+    int *rep = b->node_of;   /* reuse: node_of[r] = node; reps found by scanning earlier ranks */
+    int *first = malloc(sizeof(int) * (size_t)b->nranks);   /* first rank of each node */
+    b->nnodes = 0;
+    for (int r = 0; r < b->nranks; r++) {
+        int node = -1;
+        for (int k = 0; first && k < b->nnodes; k++)
+            if (strncmp(b->peers[first[k]].hostid, b->peers[r].hostid, BOOT_HOSTID_BYTES) == 0) { node = k; break; }
+        if (node < 0) {
+            node = b->nnodes++;
+            if (first) first[node] = r;
+        }
+        rep[r] = node;
+    }
+    free(first);
+    b->node = b->node_of[b->rank];
+    b->local_rank = b->local_size = 0;
+    for (int r = 0; r < b->nranks; r++) {
+        if (b->node_of[r] != b->node) continue;
+        if (r < b->rank) b->local_rank++;
+        b->local_size++;
+    }
+}
+
+void boot_close(Boot *b) {
+    if (!b) return;
+    b->magic = 0;
+    for (int i = 0; b->out_fd && i < b->nranks; i++)
+        if (b->out_fd[i] >= 0) {
+            shutdown(b->out_fd[i], SHUT_WR);
+            close(b->out_fd[i]);
+        }
+    for (int i = 0; i < b->nins; i++) in_close(&b->ins[i]);
+    while (b->q_head) {
+        BootMsg *m = b->q_head;
+        b->q_head = m->next;
+        free(m);
+    }
+    if (b->listen_fd >= 0) close(b->listen_fd);
+    free(b->ins);
+    free(b->out_fd);
+    free(b->gone);
+    free(b->peers);
+    free(b->node_of);
+    free(b);
+}
+
+/* Reads the root's answer: the table, or the reason the rendezvous failed. */
+static mscclrt_result read_reply(Boot *b, int fd, const char *root, int64_t deadline) {
+    BootReply rep;
+    mscclrt_result r = boot_read_all(fd, &rep, sizeof rep, deadline, "root");
+    if (r == MSCCLRT_ERR_TIMEOUT)
+        return rt_fail(r, "boot: rank %d of %d: the root at %s did not answer within %d ms", b->rank,
+                       b->nranks, root, b->timeout_ms);
+    if (r != MSCCLRT_SUCCESS)
+        return rt_fail(r, "boot: rank %d of %d: the root at %s closed the connection without an answer "
+                       "(wrong secret, or a root serving another group? see its log)", b->rank, b->nranks, root);
+    if (rep.magic != BOOT_MAGIC || rep.version != BOOT_VERSION || (rep.kind != BK_TABLE && rep.kind != BK_ABORT))
+        return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: malformed answer from the root at %s (magic 0x%08x "
+                       "version %u kind %u)", b->rank, root, rep.magic, rep.version, rep.kind);
+    if (rep.kind == BK_ABORT) {
+        char text[1024];
+        if (rep.len == 0 || rep.len > sizeof text)
+            return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: the root at %s refused us with a %u-byte "
+                           "reason (allowed 1..%zu)", b->rank, root, rep.len, sizeof text);
+        TRY(boot_read_all(fd, text, rep.len, deadline, "root"));
+        text[rep.len - 1] = '\0';
+        mscclrt_result code = rep.arg == MSCCLRT_ERR_TIMEOUT ? MSCCLRT_ERR_TIMEOUT : MSCCLRT_ERR_INVALID_ARG;
+        return rt_fail(code, "%s (rank %d)", text, b->rank);
+    }
+    if (rep.arg != b->nranks || rep.len != (uint64_t)b->nranks * sizeof(BootPeerWire))
+        return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: the root's table has %d ranks in %u bytes, "
+                       "expected %d in %zu", b->rank, (int)rep.arg, rep.len, b->nranks,
+                       (size_t)b->nranks * sizeof(BootPeerWire));
+    TRY(boot_read_all(fd, b->peers, rep.len, deadline, "root"));
+    for (int i = 0; i < b->nranks; i++) b->peers[i].hostid[BOOT_HOSTID_BYTES - 1] = '\0';
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int timeout_ms) {
+    mscclrt_result res;
+    int root_fd = -1;
+    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: out is NULL");
+    *out = NULL;
+    if (!id) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: id is NULL");
+    BootIdWire w;
+    memcpy(&w, id->bytes, sizeof w);
+    if (w.magic != BOOT_MAGIC || w.version != BOOT_VERSION)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: id is not a bootstrap id of this version "
+                       "(magic 0x%08x version %u, want 0x%08x version %u)", w.magic, w.version,
+                       BOOT_MAGIC, BOOT_VERSION);
+    if (nranks <= 0 || nranks > BOOT_MAX_RANKS)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: nranks %d out of range [1, %d]", nranks, BOOT_MAX_RANKS);
+    if (rank < 0 || rank >= nranks)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: rank %d out of range [0, %d)", rank, nranks);
+    if (timeout_ms <= 0) timeout_ms = (int)param_int(PARAM_BOOT_TIMEOUT_MS);
+    if (timeout_ms <= 0) timeout_ms = 30000;
+
+    Boot *b = calloc(1, sizeof *b);
+    if (!b) return rt_fail(MSCCLRT_ERR_SYSTEM, "boot_init: out of memory");
+    b->magic = BOOT_MAGIC;
+    b->rank = rank, b->nranks = nranks, b->timeout_ms = timeout_ms;
+    b->listen_fd = -1;
+    memcpy(b->secret, w.secret, BOOT_SECRET_BYTES);
+    b->peers = calloc((size_t)nranks, sizeof *b->peers);
+    b->out_fd = malloc(sizeof(int) * (size_t)nranks);
+    b->gone = calloc((size_t)nranks, sizeof *b->gone);
+    b->node_of = calloc((size_t)nranks, sizeof *b->node_of);
+    if (!b->peers || !b->out_fd || !b->gone || !b->node_of) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "boot_init: out of memory for %d ranks", nranks);
+        goto fail;
+    }
+    for (int i = 0; i < nranks; i++) b->out_fd[i] = -1;
+
+    int64_t deadline = boot_now_ms() + timeout_ms;
+    char root[80];
+    boot_addr_str(&w.root, root, sizeof root);
+    TRY_GOTO(boot_connect(&w.root, deadline, "the bootstrap root", &root_fd), res, fail);
+    /* listen on the address that routes to the root: the one peers can most likely reach */
+    BootSockAddr me;
+    socklen_t mlen = sizeof me;
+    if (getsockname(root_fd, &me.sa, &mlen) != 0) {
+        res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "boot: getsockname");
+        goto fail;
+    }
+    BootAddr local, bound;
+    boot_addr_from_sock(&local, &me);
+    local.port_be[0] = local.port_be[1] = 0;
+    TRY_GOTO(boot_listen(&local, false, &b->listen_fd, &bound), res, fail);
+
+    BootHello h = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = BK_HELLO, .rank = rank,
+                   .nranks = nranks, .pid = (int32_t)getpid(), .listen = bound};
+    int64_t left = deadline - boot_now_ms();
+    h.wait_ms = left > 0 ? (uint32_t)left : 0;
+    memcpy(h.secret, w.secret, BOOT_SECRET_BYTES);
+    host_identity(h.hostid);
+    TRY_GOTO(boot_write_all(root_fd, &h, sizeof h, deadline, "the bootstrap root"), res, fail);
+    TRY_GOTO(read_reply(b, root_fd, root, deadline), res, fail);
+    close(root_fd);
+    root_fd = -1;
+
+    compute_nodes(b);
+    char where[80];
+    boot_addr_str(&bound, where, sizeof where);
+    LOG_INFO(LOG_SUB_BOOT, "rank %d of %d joined through %s; listening on %s; node %d of %d, local rank "
+             "%d of %d", rank, nranks, root, where, b->node, b->nnodes, b->local_rank, b->local_size);
+    *out = b;
+    return MSCCLRT_SUCCESS;
+fail:
+    if (root_fd >= 0) close(root_fd);
+    boot_close(b);
+    return res;
+}
+
+mscclrt_result boot_get_unique_id(BootId *id) {
+    if (!id) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_get_unique_id: id is NULL");
+    memset(id, 0, sizeof *id);
+    BootIdWire w;
+    memset(&w, 0, sizeof w);
+    w.magic = BOOT_MAGIC;
+    w.version = BOOT_VERSION;
+    size_t got = 0;
+    while (got < sizeof w.secret) {
+        ssize_t n = getrandom(w.secret + got, sizeof w.secret - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return rt_fail_errno(MSCCLRT_ERR_SYSTEM, "boot_get_unique_id: getrandom");
+        got += (size_t)n;
+    }
+    BootAddr a;
+    int fd;
+    TRY(boot_addr_pick_local(&a));
+    TRY(boot_listen(&a, false, &fd, &w.root));
+    int wait = (int)param_int(PARAM_BOOT_TIMEOUT_MS);
+    TRY(boot_root_start(fd, &w.root, w.secret, wait > 0 ? wait : 30000));
+    memcpy(id->bytes, &w, sizeof w);
+    char where[80];
+    boot_addr_str(&w.root, where, sizeof where);
+    LOG_INFO(LOG_SUB_BOOT, "bootstrap root listening on %s", where);
+    return MSCCLRT_SUCCESS;
+}

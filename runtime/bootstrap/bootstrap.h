@@ -1,0 +1,101 @@
+/*
+ * bootstrap.h - the TCP rendezvous that turns nranks processes (or threads) into a group, and
+ * the small host-side collectives built on it (allgather, tagged send/recv, barrier). Everything
+ * above it (communicators, the IPC/RDMA transports, the proxy) exchanges its setup data here.
+ *
+ * Overview (as NCCL's bootstrap):
+ *   1. A BootId names a root: an address, a port and a 32-byte secret. boot_get_unique_id()
+ *      (called once, usually on rank 0) starts a detached root thread listening there and
+ *      fills the id; the id is then handed to every rank by the application (MPI_Bcast, a
+ *      file, torch.distributed...). boot_init_env() needs no id: rank 0 starts the root on
+ *      MSCCLRT_MASTER_ADDR/PORT (torchrun's MASTER_ADDR/MASTER_PORT) and the secret comes from
+ *      MSCCLRT_BOOT_SECRET or, failing that, from the port (a weaker guarantee: anything that
+ *      knows the port can join; it only keeps stray or stale connections out).
+ *   2. Every rank opens its own listening socket, connects to the root and sends a hello
+ *      (rank, nranks, listening address, host identity, secret). The root refuses and logs a
+ *      connection that does not present the secret, and keeps waiting for the real ranks. When
+ *      all nranks have arrived it sends everyone the table of addresses and host identities;
+ *      on timeout it tells those who came which ranks did not.
+ *   3. Afterwards ranks talk directly: a rank connects to a peer the first time it sends to it
+ *      (one TCP connection per ordered pair, authenticated with the secret). Messages carry a
+ *      magic, a version, the sender, a tag and a length, all checked by the receiver; messages
+ *      that arrive before they are asked for wait in a queue, so send/recv match by
+ *      (peer, tag) in FIFO order and never deadlock on socket buffers (a blocked send keeps
+ *      draining incoming data).
+ *
+ * Every wait is bounded by the Boot's timeout (boot_init's timeout_ms, or MSCCLRT_BOOT_TIMEOUT_MS,
+ * default 30000) and fails with MSCCLRT_ERR_TIMEOUT and a message naming the rank(s) that did not
+ * answer. Nothing here needs a GPU.
+ *
+ * Thread safety: a Boot is used by one thread at a time (its rank's). Several Boots may live in
+ * one process (thread mode: each thread calls boot_init with the same id and its own rank).
+ */
+#ifndef MSCCLRT_BOOTSTRAP_H
+#define MSCCLRT_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mscclrt.h"
+
+#define BOOT_ID_BYTES 128
+/* Opaque to users; a magic-tagged wire struct inside (address, port, secret). Plain bytes:
+ * copy it with memcpy, send it anywhere. */
+typedef struct BootId { unsigned char bytes[BOOT_ID_BYTES]; } BootId;
+
+typedef struct Boot Boot;
+
+/* Makes a fresh id (random secret from getrandom) and starts the root thread that serves one
+ * rendezvous on it. The root listens on the address of MSCCLRT_SOCKET_IFNAME (an interface
+ * name or prefix, e.g. "eth0", "lo"), else of the first non-loopback interface that is up,
+ * else 127.0.0.1. The root waits MSCCLRT_BOOT_TIMEOUT_MS for the first rank, then as long as
+ * the arrived ranks are willing to wait; it exits when the rendezvous is done. */
+mscclrt_result boot_get_unique_id(BootId *id);
+
+/* Joins the group named by id as `rank` of `nranks`. timeout_ms <= 0 means
+ * MSCCLRT_BOOT_TIMEOUT_MS; the value bounds this call and every later wait on the Boot.
+ * On failure *out = NULL and the error names the cause (missing ranks, unreachable root...). */
+mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int timeout_ms);
+
+/* Joins a group described by the environment, in this order of preference:
+ *   address: MSCCLRT_MASTER_ADDR, MASTER_ADDR       port: MSCCLRT_MASTER_PORT, MASTER_PORT
+ *   rank:    RANK, OMPI_COMM_WORLD_RANK, SLURM_PROCID
+ *   size:    WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS
+ *   local:   LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID (checked against the
+ *            host-identity grouping; a mismatch is a warning, boot_local_rank stays host-based)
+ * Rank 0 runs the root, listening on every address at the port. MSCCLRT_INVALID_USAGE names
+ * the variables that are missing. */
+mscclrt_result boot_init_env(Boot **out);
+
+/* Leaves the group and frees everything. NULL is a no-op. No collective step: peers that still
+ * wait on this rank will see its connection close (MSCCLRT_ERR_REMOTE). */
+void boot_close(Boot *b);
+
+/* Every rank contributes per_rank bytes at buf + rank * per_rank; on return buf holds all
+ * ranks' slices. Collective: all ranks call it in the same order. */
+mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank);
+/* Returns when every rank has entered it. */
+mscclrt_result boot_barrier(Boot *b);
+/* Tagged point-to-point messages. Messages from one peer with one tag are received in the
+ * order sent; different tags do not block each other. recv fails with MSCCLRT_ERR_REMOTE if the
+ * peer sends a different length than len. peer may be the caller's own rank. */
+mscclrt_result boot_send(Boot *b, int peer, int tag, const void *buf, size_t len);
+mscclrt_result boot_recv(Boot *b, int peer, int tag, void *buf, size_t len);
+
+int boot_rank(const Boot *b);
+int boot_nranks(const Boot *b);
+int boot_timeout_ms(const Boot *b);
+/* Host grouping. Two ranks are on one node when their host identities are equal: hostname plus
+ * /proc/sys/kernel/random/boot_id, or MSCCLRT_HOSTID when set (lets one host act as several
+ * nodes in tests). Nodes are numbered by their lowest rank; local ranks by rank order. */
+int boot_local_rank(const Boot *b);
+int boot_local_size(const Boot *b);
+int boot_node(const Boot *b);
+int boot_nnodes(const Boot *b);
+int boot_node_of(const Boot *b, int rank);   /* node of any rank; -1 if out of range */
+int boot_pid_of(const Boot *b, int rank);    /* process id that rank reported; -1 if out of range */
+/* 32 bytes shared by every member of the group (the id's secret): lets transports
+ * authenticate their own side channels (e.g. IPC fd passing). */
+const uint8_t *boot_secret(const Boot *b);
+
+#endif
