@@ -1,0 +1,225 @@
+/*
+ * api_plan.c - public entry points for plans (mscclrt_plan_*) and the names of data types and
+ * reduction operators. Argument checks happen here; the plan module does the loading and the
+ * geometry, and its messages become this thread's error text (MSCCLRT_ERR_PLAN).
+ */
+#include "core/api_plan.h"
+#include "core/err.h"
+#include "core/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const Plan *api_plan_model(const mscclrt_plan *p) {
+    if (!p || p->magic != API_PLAN_MAGIC) return NULL;
+    return p->plan;
+}
+
+/* Wraps a freshly loaded model into a handle (takes ownership of pl). */
+static mscclrt_result wrap(mscclrt_plan **out, Plan *pl, const char *fn) {
+    mscclrt_plan *h = calloc(1, sizeof *h);
+    if (!h) {
+        plan_free(pl);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    }
+    h->magic = API_PLAN_MAGIC;
+    h->plan = pl;
+    *out = h;
+    LOG_INFO(LOG_SUB_PLAN, "loaded plan '%s' (%s, %d ranks, protocol %s)", pl->name,
+             pl->collective_name, pl->ngpus, pl->protocol_ll ? "LL" : "Simple");
+    return MSCCLRT_SUCCESS;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_plan_load(mscclrt_plan **out, const char *path) {
+    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_load: out argument is NULL");
+    *out = NULL;
+    if (!path) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_load: path argument is NULL");
+    PlanErr e;
+    Plan *pl = plan_load_file(path, &e);
+    if (!pl) return rt_fail(MSCCLRT_ERR_PLAN, "%s", e.msg);
+    return wrap(out, pl, "mscclrt_plan_load");
+}
+
+MSCCLRT_API mscclrt_result mscclrt_plan_parse(mscclrt_plan **out, const char *text, size_t len,
+                                              const char *what) {
+    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_parse: out argument is NULL");
+    *out = NULL;
+    if (!text && len > 0)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_parse: text argument is NULL");
+    PlanErr e;
+    Plan *pl = plan_parse(text ? text : "", len, what ? what : "<memory>", &e);
+    if (!pl) return rt_fail(MSCCLRT_ERR_PLAN, "%s", e.msg);
+    return wrap(out, pl, "mscclrt_plan_parse");
+}
+
+MSCCLRT_API void mscclrt_plan_free(mscclrt_plan *plan) {
+    if (!plan || plan->magic != API_PLAN_MAGIC) return;
+    plan->magic = 0;
+    plan_free(plan->plan);
+    plan->plan = NULL;
+    free(plan);
+}
+
+MSCCLRT_API mscclrt_result mscclrt_plan_get_info(const mscclrt_plan *plan, mscclrt_plan_info *info) {
+    const Plan *p = api_plan_model(plan);
+    if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_get_info: plan argument is %s",
+                           plan ? "not a live plan" : "NULL");
+    if (!info) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_get_info: info argument is NULL");
+    memset(info, 0, sizeof *info);
+    info->name = p->name;
+    info->collective = p->collective_name;
+    info->nranks = p->ngpus;
+    info->inplace = p->inplace;
+    info->protocol_ll = p->protocol_ll;
+    info->threads_per_block = p->threads;
+    info->alignment = p->alignment;
+    info->min_message_size = p->min_size;
+    info->max_message_size = p->max_size;
+    return MSCCLRT_SUCCESS;
+}
+
+/* Checks one call of `bytes` against every rank's geometry; sizes out on success. */
+static mscclrt_result check_call(const Plan *p, uint64_t bytes, uint64_t *in, uint64_t *out,
+                                 const char *fn) {
+    plan_call_sizes(p, bytes, in, out);
+    for (int r = 0; r < p->ngpus; r++) {
+        PlanGeom g;
+        PlanErr e;
+        if (!plan_geom(p, r, *in, *out, &g, &e))
+            return rt_fail(MSCCLRT_ERR_PLAN, "%s: message of %llu bytes: %s", fn,
+                           (unsigned long long)bytes, e.msg);
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_plan_call_sizes(const mscclrt_plan *plan, size_t bytes,
+                                                   size_t *in_bytes, size_t *out_bytes) {
+    const Plan *p = api_plan_model(plan);
+    if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_call_sizes: plan argument is %s",
+                           plan ? "not a live plan" : "NULL");
+    if (!in_bytes || !out_bytes)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_call_sizes: %s argument is NULL",
+                       in_bytes ? "out_bytes" : "in_bytes");
+    uint64_t in, out;
+    TRY(check_call(p, bytes, &in, &out, "mscclrt_plan_call_sizes"));
+    if (in > SIZE_MAX || out > SIZE_MAX)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_call_sizes: sizes overflow size_t");
+    *in_bytes = (size_t)in;
+    *out_bytes = (size_t)out;
+    return MSCCLRT_SUCCESS;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b) {
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* lcm, or 0 on overflow */
+static uint64_t lcm64(uint64_t a, uint64_t b) {
+    if (a == 0 || b == 0) return 0;
+    uint64_t q = a / gcd64(a, b);
+    if (q > UINT64_MAX / b) return 0;
+    return q * b;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size_t *bytes) {
+    const Plan *p = api_plan_model(plan);
+    if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_min_bytes: plan argument is %s",
+                           plan ? "not a live plan" : "NULL");
+    if (!bytes) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_min_bytes: bytes argument is NULL");
+    /* `bytes` must split into aligned chunks of the buffer(s) it measures, on every rank */
+    uint64_t A = p->alignment, unit = 1;
+    for (int r = 0; r < p->ngpus && unit; r++) {
+        const PlanGpu *g = &p->gpus[r];
+        if (p->collective != PLAN_COLL_ALLGATHER) unit = lcm64(unit, A * g->input_chunks);
+        if (p->collective != PLAN_COLL_REDUCESCATTER && unit)
+            unit = lcm64(unit, A * g->output_chunks);
+    }
+    if (unit == 0)
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': the chunk counts of its ranks have no common "
+                       "message size below 2^64", p->name);
+    uint64_t b = p->min_size <= unit ? unit : (p->min_size + unit - 1) / unit * unit;
+    if (b < p->min_size || b > p->max_size)
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': no message size in [%llu, %llu] is a multiple "
+                       "of %llu bytes (alignment x chunks)", p->name,
+                       (unsigned long long)p->min_size, (unsigned long long)p->max_size,
+                       (unsigned long long)unit);
+    uint64_t in, out;
+    TRY(check_call(p, b, &in, &out, "mscclrt_plan_min_bytes"));
+    if (b > SIZE_MAX) return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': smallest size overflows size_t",
+                                     p->name);
+    *bytes = (size_t)b;
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- names of data types and operators (values are NCCL's) ------------------------------------ */
+
+static const struct { const char *name; size_t size; } dtypes[MSCCLRT_DTYPE_COUNT] = {
+    [MSCCLRT_INT8] = {"int8", 1},         [MSCCLRT_UINT8] = {"uint8", 1},
+    [MSCCLRT_INT32] = {"int32", 4},       [MSCCLRT_UINT32] = {"uint32", 4},
+    [MSCCLRT_INT64] = {"int64", 8},       [MSCCLRT_UINT64] = {"uint64", 8},
+    [MSCCLRT_FLOAT16] = {"float16", 2},   [MSCCLRT_FLOAT32] = {"float32", 4},
+    [MSCCLRT_FLOAT64] = {"float64", 8},   [MSCCLRT_BFLOAT16] = {"bfloat16", 2},
+    [MSCCLRT_FP8_E4M3] = {"fp8_e4m3", 1}, [MSCCLRT_FP8_E5M2] = {"fp8_e5m2", 1},
+};
+
+/* Common spellings accepted by the parse functions besides the canonical names. */
+static const struct { const char *alias; mscclrt_dtype t; } dtype_aliases[] = {
+    {"half", MSCCLRT_FLOAT16},  {"fp16", MSCCLRT_FLOAT16}, {"f16", MSCCLRT_FLOAT16},
+    {"float", MSCCLRT_FLOAT32}, {"fp32", MSCCLRT_FLOAT32}, {"f32", MSCCLRT_FLOAT32},
+    {"double", MSCCLRT_FLOAT64}, {"fp64", MSCCLRT_FLOAT64}, {"f64", MSCCLRT_FLOAT64},
+    {"bf16", MSCCLRT_BFLOAT16}, {"int", MSCCLRT_INT32},    {"char", MSCCLRT_INT8},
+};
+
+MSCCLRT_API const char *mscclrt_dtype_name(mscclrt_dtype t) {
+    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? dtypes[t].name : "invalid";
+}
+
+MSCCLRT_API size_t mscclrt_dtype_size(mscclrt_dtype t) {
+    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? dtypes[t].size : 0;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *out) {
+    if (!name || !out)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_dtype_parse: %s argument is NULL",
+                       name ? "out" : "name");
+    for (int t = 0; t < MSCCLRT_DTYPE_COUNT; t++)
+        if (strcmp(name, dtypes[t].name) == 0) {
+            *out = (mscclrt_dtype)t;
+            return MSCCLRT_SUCCESS;
+        }
+    for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
+        if (strcmp(name, dtype_aliases[i].alias) == 0) {
+            *out = dtype_aliases[i].t;
+            return MSCCLRT_SUCCESS;
+        }
+    return rt_fail(MSCCLRT_ERR_INVALID_ARG, "unknown data type '%s' (expected float16, bfloat16, "
+                   "float32, float64, int8, uint8, int32, uint32, int64, uint64, fp8_e4m3 or "
+                   "fp8_e5m2)", name);
+}
+
+static const char *const redops[MSCCLRT_REDOP_COUNT] = {
+    [MSCCLRT_SUM] = "sum", [MSCCLRT_PROD] = "prod", [MSCCLRT_MAX] = "max",
+    [MSCCLRT_MIN] = "min", [MSCCLRT_AVG] = "avg",
+};
+
+MSCCLRT_API const char *mscclrt_redop_name(mscclrt_redop op) {
+    return (unsigned)op < MSCCLRT_REDOP_COUNT ? redops[op] : "invalid";
+}
+
+MSCCLRT_API mscclrt_result mscclrt_redop_parse(const char *name, mscclrt_redop *out) {
+    if (!name || !out)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_parse: %s argument is NULL",
+                       name ? "out" : "name");
+    for (int r = 0; r < MSCCLRT_REDOP_COUNT; r++)
+        if (strcmp(name, redops[r]) == 0) {
+            *out = (mscclrt_redop)r;
+            return MSCCLRT_SUCCESS;
+        }
+    return rt_fail(MSCCLRT_ERR_INVALID_ARG, "unknown reduction operator '%s' (expected sum, prod, "
+                   "max, min or avg)", name);
+}
