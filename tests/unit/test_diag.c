@@ -1,0 +1,121 @@
+/*
+ * test_diag.c - unit tests of the compiler's diagnostics (compiler/diag.c): the GCC/Clang form,
+ * the source line and caret (tabs kept), ranges, notes and warnings, the error limit, positions
+ * outside the source, and the collected-text mode.
+ */
+#include "diag.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../harness.h"
+
+static const char *SRC =
+    "program p {\n"
+    "    copy(input[9], output[1])\n"
+    "\tx = 1;\r\n"
+    "last";
+
+int main(void) {
+    TEST("diag/error_caret", {
+        Diag *d = diag_new("ring.coll", SRC, strlen(SRC), NULL, 20);
+        diag_error(d, (PlanLoc){2, 10}, "chunk %d out of range for buffer '%s' (%d chunks)", 9, "input", 8);
+        CHECK_STR("ring.coll:2:10: error: chunk 9 out of range for buffer 'input' (8 chunks)\n"
+                  "    copy(input[9], output[1])\n"
+                  "         ^\n",
+                  diag_text(d));
+        CHECK_EQ_INT(1, diag_errors(d));
+        CHECK_EQ_INT(0, diag_warnings(d));
+        diag_free(d);
+    });
+    TEST("diag/error_range_tilde", {
+        Diag *d = diag_new("ring.coll", SRC, strlen(SRC), NULL, 20);
+        diag_error_range(d, (PlanLoc){2, 10}, 8, "bad");
+        CHECK_STR("ring.coll:2:10: error: bad\n"
+                  "    copy(input[9], output[1])\n"
+                  "         ^~~~~~~~\n",
+                  diag_text(d));
+        diag_free(d);
+    });
+    TEST("diag/range_clamped_to_line", {
+        Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 0);
+        diag_error_range(d, (PlanLoc){4, 3}, 50, "x");
+        CHECK_STR("f:4:3: error: x\nlast\n  ^~\n", diag_text(d));
+        diag_free(d);
+    });
+    TEST("diag/tab_copied_and_cr_dropped", {
+        Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 0);
+        diag_warning(d, (PlanLoc){3, 4}, "unused '%s'", "x");
+        CHECK_STR("f:3:4: warning: unused 'x'\n\tx = 1;\n\t  ^\n", diag_text(d));
+        CHECK_EQ_INT(1, diag_warnings(d));
+        CHECK_EQ_INT(0, diag_errors(d));
+        diag_free(d);
+    });
+    TEST("diag/note_and_no_position", {
+        Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 0);
+        diag_note(d, (PlanLoc){1, 9}, "'p' declared here");
+        diag_error(d, (PlanLoc){0, 0}, "no main program");
+        CHECK_STR("f:1:9: note: 'p' declared here\nprogram p {\n        ^\n"
+                  "f: error: no main program\n",
+                  diag_text(d));
+        diag_free(d);
+    });
+    TEST("diag/line_outside_source", {
+        Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 0);
+        diag_error(d, (PlanLoc){99, 1}, "far");
+        CHECK_STR("f:99:1: error: far\n", diag_text(d));
+        diag_free(d);
+        d = diag_new(NULL, NULL, 0, NULL, 0);   /* no source, no name */
+        diag_error(d, (PlanLoc){3, 2}, "x");
+        CHECK_STR("<input>:3:2: error: x\n", diag_text(d));
+        diag_free(d);
+    });
+    TEST("diag/column_past_end_of_line", {
+        Diag *d = diag_new("f", "ab\n", 3, NULL, 0);
+        diag_error(d, (PlanLoc){1, 7}, "expected ';'");
+        CHECK_STR("f:1:7: error: expected ';'\nab\n  ^\n", diag_text(d));
+        diag_free(d);
+    });
+    TEST("diag/error_limit", {
+        Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 2);
+        diag_error(d, (PlanLoc){1, 1}, "e1");
+        diag_error(d, (PlanLoc){1, 1}, "e2");
+        diag_error(d, (PlanLoc){1, 1}, "e3");
+        diag_note(d, (PlanLoc){1, 1}, "n3");
+        diag_error(d, (PlanLoc){1, 1}, "e4");
+        const char *t = diag_text(d);
+        CHECK_CONTAINS(t, "error: e1");
+        CHECK_CONTAINS(t, "error: e2");
+        CHECK(strstr(t, "e3") == NULL);
+        CHECK(strstr(t, "n3") == NULL);
+        CHECK(strstr(t, "e4") == NULL);
+        CHECK_CONTAINS(t, "f: fatal error: too many errors emitted, stopping now [-ferror-limit=2]\n");
+        CHECK_EQ_INT(4, diag_errors(d));
+        diag_free(d);
+    });
+    TEST("diag/stream_mode", {
+        FILE *f = tmpfile();
+        CHECK(f != NULL);
+        if (f) {
+            Diag *d = diag_new("g.coll", SRC, strlen(SRC), f, 20);
+            diag_error(d, (PlanLoc){1, 1}, "boom %d", 7);
+            CHECK_STR("", diag_text(d));
+            rewind(f);
+            char buf[256] = {0};
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = 0;
+            CHECK_STR("g.coll:1:1: error: boom 7\nprogram p {\n^\n", buf);
+            diag_free(d);
+            fclose(f);
+        }
+    });
+    TEST("diag/many_messages_collected", {
+        Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 0);
+        for (int i = 0; i < 500; i++) diag_error(d, (PlanLoc){2, 5}, "error number %d", i);
+        CHECK_EQ_INT(500, diag_errors(d));
+        CHECK_CONTAINS(diag_text(d), "f:2:5: error: error number 499\n");
+        CHECK_CONTAINS(diag_text(d), "f:2:5: error: error number 0\n");
+        diag_free(d);
+    });
+    return harness_report();
+}
