@@ -1,0 +1,146 @@
+/*
+ * compile.c - libmscclc's entry point (mscclc.h): parse -> sema + lower -> the passes of passes.h
+ * in their required order -> plan_validate. Owns the compile's arena and Diag; hands the Plan to
+ * the caller. An out-of-memory anywhere in the arena lands here and becomes an internal error.
+ */
+#include "mscclc.h"
+
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ast.h"
+#include "diag.h"
+#include "passes.h"
+#include "sema.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char *dup_text(const char *t) {
+    size_t n = strlen(t) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, t, n);
+    return d;
+}
+
+/* The passes after lowering, in the order passes.h requires (see the reasons there). */
+static bool run_passes(Sema *s, Diag *d) {
+    Plan *p = s->plan;
+    if (!pass_check_signals(p, d)) return false;
+    if (s->fusion && !s->opt->no_fusion && !pass_fuse(p, d)) return false;
+    if (!pass_data_sync(p, d)) return false;
+    if (!pass_auto_sync(p, d)) return false;
+    if (!pass_replicate(p, s->instances, d)) return false;
+    if (!pass_check_limits(p, d)) return false;
+    if (!pass_check_deadlock(p, d)) return false;
+    return diag_errors(d) == 0;
+}
+
+typedef struct {
+    Sema *s;
+    const char *src;
+    size_t len;
+    MscclcResult *res;
+    bool oom;           /* the arena ran out of memory; the job was abandoned */
+} Job;
+
+static void job_run(Job *j) {
+    Sema *s = j->s;
+    Diag *d = s->diag;
+    MscclcResult *res = j->res;
+    double t0 = now();
+    AstProgram prog;
+    bool ok = ast_parse(s->arena, d, j->src, j->len, &prog);
+    double t1 = now();
+    res->seconds[0] = t1 - t0;
+    /* sema runs even after syntax errors (the tree holds what parsed), so one run reports more */
+    ok = sema_run(s, &prog) && ok;
+    double t2 = now();
+    res->seconds[1] = t2 - t1;
+    if (!ok || diag_errors(d) > 0) {
+        res->status = MSCCLC_ERR_INPUT;
+        return;
+    }
+    ok = run_passes(s, d);
+    double t3 = now();
+    res->seconds[2] = t3 - t2;
+    if (!ok) {
+        res->status = MSCCLC_ERR_INPUT;
+        return;
+    }
+    PlanErr perr;
+    if (!plan_validate(s->plan, s->opt->filename ? s->opt->filename : "<input>", &perr)) {
+        diag_error(d, (PlanLoc){0, 0}, "internal error: the compiled plan is invalid: %s (please report)",
+                   perr.msg);
+        res->status = MSCCLC_ERR_INTERNAL;
+        return;
+    }
+    res->seconds[3] = now() - t3;
+    res->status = MSCCLC_OK;
+    res->plan = s->plan;
+    s->plan = NULL;
+}
+
+/* Runs the job with the arena's out-of-memory jump pointing here. */
+static void job_guarded(Job *job) {
+    Job *volatile j = job;
+    jmp_buf env;
+    if (setjmp(env)) {
+        j->oom = true;
+        return;
+    }
+    arena_on_oom(j->s->arena, &env);
+    job_run(j);
+}
+
+MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *options, MscclcResult *res) {
+    static const MscclcOptions defaults = {0};
+    memset(res, 0, sizeof *res);
+    const MscclcOptions *opt = options ? options : &defaults;
+    int limit = opt->error_limit == 0 ? 20 : opt->error_limit < 0 ? 0 : opt->error_limit;
+    Diag *d = diag_new(opt->filename, src, len, opt->diag_out, limit);
+    Arena *arena = arena_new();
+    Sema *s = calloc(1, sizeof *s);
+    if (!d || !arena || !s) {
+        diag_free(d);
+        arena_free(arena);
+        free(s);
+        res->status = MSCCLC_ERR_INTERNAL;
+        res->diagnostics = dup_text("mscclc: out of memory\n");
+        return res->status;
+    }
+    s->arena = arena;
+    s->diag = d;
+    s->opt = opt;
+    Job job = {s, src, len, res, false};
+    job_guarded(&job);
+    arena_on_oom(arena, NULL);
+    if (job.oom) {
+        diag_error(d, (PlanLoc){0, 0}, "internal error: out of memory");
+        res->status = MSCCLC_ERR_INTERNAL;
+        plan_free(res->plan);
+        res->plan = NULL;
+    }
+    lower_release(s);
+    plan_free(s->plan);
+    res->errors = diag_errors(d);
+    res->warnings = diag_warnings(d);
+    res->diagnostics = dup_text(diag_text(d));
+    diag_free(d);
+    arena_free(arena);
+    free(s);
+    return res->status;
+}
+
+void mscclc_result_free(MscclcResult *res) {
+    if (!res) return;
+    plan_free(res->plan);
+    free(res->diagnostics);
+    res->plan = NULL;
+    res->diagnostics = NULL;
+}

@@ -1,0 +1,53 @@
+/*
+ * mscclc.h - libmscclc, the compiler as a library: .coll source text + parameter overrides +
+ * options -> a Plan (plan.h) or NULL, plus the diagnostics text. Runs parse -> sema -> lower ->
+ * the passes of passes.h -> plan_validate. Reentrant: no global state; one call per thread.
+ */
+#ifndef MSCCLC_H
+#define MSCCLC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plan.h"
+
+#define MSCCLC_VERSION "0.1.0"
+#define MSCCLC_PRODUCER "mscclc " MSCCLC_VERSION   /* the plan's "producer" field */
+
+/* A `-D NAME=VALUE` override of a `param` declaration. */
+typedef struct {
+    const char *name;
+    int64_t value;
+} MscclcDefine;
+
+typedef struct {
+    const char *filename;          /* for diagnostics ("<input>" when NULL) */
+    const MscclcDefine *defines;   /* [ndefines], borrowed */
+    int ndefines;
+    bool no_fusion;                /* --no-fusion: skip fusion whatever the program says */
+    int error_limit;               /* stop reporting after this many errors; 0 = 20, < 0 = none */
+    FILE *diag_out;                /* diagnostics stream; NULL = collect into the result */
+} MscclcOptions;
+
+typedef enum {
+    MSCCLC_OK = 0,                 /* plan produced */
+    MSCCLC_ERR_INPUT = 1,          /* errors in the source (diagnostics say which) */
+    MSCCLC_ERR_INTERNAL = 3,       /* compiler bug or out of memory */
+} MscclcStatus;
+
+typedef struct {
+    MscclcStatus status;
+    Plan *plan;                    /* owned by the caller (plan_free); NULL unless MSCCLC_OK */
+    char *diagnostics;             /* owned (free()); collected text, "" when diag_out was set */
+    int errors, warnings;
+    double seconds[4];             /* time spent in parse, sema+lower, passes, validate */
+} MscclcResult;
+
+/* Compiles `src` (len bytes; need not be NUL-terminated). Always fills *res; returns res->status. */
+MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *opt, MscclcResult *res);
+/* Frees the plan and text of a result (safe on a zeroed or already freed result). */
+void mscclc_result_free(MscclcResult *res);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * sema.h - the evaluator shared by sema.c (names, values, expressions, declarations, control flow,
+ * compile-time checks) and lower.c (op statements -> per-rank, per-TB PlanOps in the Plan).
+ * A .coll program is executed at compile time: loops and ifs run, and every op statement
+ * reached appends ops to the plan. All memory is the compile's arena except the Plan itself.
+ */
+#ifndef MSCCLC_SEMA_H
+#define MSCCLC_SEMA_H
+
+#include "ast.h"
+#include "diag.h"
+#include "mscclc.h"
+#include "plan.h"
+
+#define SEMA_MAX_DIMS 6        /* subscripts of a channel/semaphore array element */
+#define SEMA_MAX_RANKS 4096    /* `ranks` header limit */
+#define SEMA_MAX_TB 1024       /* thread block indices 0..1023 */
+
+typedef struct Channel Channel;
+typedef struct Semaphore Semaphore;
+typedef struct Value Value;
+
+typedef enum {
+    V_INT,      /* i */
+    V_STR,      /* s */
+    V_LIST,     /* items[n] */
+    V_RANGE,    /* lo, hi, step (half-open) */
+    V_RANK,     /* rank */
+    V_BUF,      /* a whole buffer of a rank: rank, buf (0 input, 1 output, 2+k scratch decl k) */
+    V_CHUNK,    /* a chunk range; see below */
+    V_CHAN,     /* chan */
+    V_SEM,      /* sem */
+} ValueKind;
+
+struct Value {
+    ValueKind kind;
+    int64_t i;              /* V_INT */
+    const char *s;          /* V_STR */
+    Value *items;           /* V_LIST: [n] */
+    int n;
+    int64_t lo, hi, step;   /* V_RANGE */
+    int rank;               /* V_RANK, V_BUF, V_CHUNK */
+    int buf;                /* V_BUF, V_CHUNK: 0 input, 1 output, 2 + k = scratch declaration k */
+    int64_t a, b;           /* V_CHUNK: the slice [a:b) as written, in the named buffer */
+    PlanBuf type;           /* V_CHUNK: the plan buffer after in-place aliasing and scratch layout */
+    uint32_t index, size;   /* V_CHUNK: chunk range in `type` */
+    Channel *chan;          /* V_CHAN */
+    Semaphore *sem;         /* V_SEM */
+};
+
+struct Channel {
+    PlanChanType type;      /* memory, port or switch */
+    const char *name;       /* "c[0][1]" for messages */
+    int src, dst;           /* memory/port: from src to dst */
+    int gpu_index;          /* memory/port: GPU-level index on src */
+    PlanBuf buf;            /* switch: buffer_type */
+    int nranks;             /* switch members */
+    int *ranks;             /* [nranks] */
+    int *index_of;          /* switch: [Sema.nranks] GPU-level switch index per rank, -1 if not a member */
+};
+
+struct Semaphore {
+    const char *name;
+    int rank;
+    int id;                 /* index into gpus[rank].sem_init */
+};
+
+typedef struct {
+    const char *name;
+    int64_t chunks;         /* size */
+    uint32_t offset;        /* first chunk in the rank's scratch */
+    SrcLoc loc;
+} ScratchDecl;
+
+typedef struct Symbol Symbol;
+typedef struct ElemTable ElemTable;
+typedef struct PipeSlot PipeSlot;
+
+typedef struct {
+    Arena *arena;
+    Diag *diag;
+    const MscclcOptions *opt;
+    Plan *plan;                 /* owned until handed to the caller; NULL before `program` */
+    /* header */
+    const char *name;
+    PlanCollective coll;
+    int nranks;
+    int64_t chunk_factor;
+    int64_t custom_in, custom_out;   /* `chunks in = A, out = B` (custom) */
+    bool inplace;
+    bool fusion;
+    int instances;
+    int64_t in_chunks, out_chunks;   /* per rank, before replication */
+    /* names */
+    Symbol **scopes;            /* let/loop bindings (innermost last) */
+    int nscope, capscope;
+    Symbol **globals;           /* params, scratch, channel and semaphore arrays */
+    int nglobals, capglobals;
+    int64_t iterations;         /* loop iterations so far (bounded) */
+    ElemTable *elems;           /* array elements of channel/semaphore arrays */
+    ScratchDecl *scratch;       /* [nscratch] */
+    int nscratch, capscratch;
+    uint32_t scratch_total;     /* chunks per rank */
+    bool *define_used;          /* [opt->ndefines] */
+    /* lowering */
+    struct BarrierList *barriers;   /* [nranks]: each rank's distinct barrier TB lists (lower.c) */
+    bool in_pipeline;
+    uint64_t pipe_unit;
+    uint32_t pipe_chunks;
+    SrcLoc pipe_loc;
+    PipeSlot *pipes;            /* open pipeline ops of the current pipeline block */
+    int npipes, cappipes;
+    /* diagnostics */
+    PlanLoc *reported;          /* positions that already have an error (one error per position) */
+    int nreported, capreported;
+} Sema;
+
+/* sema.c */
+/* Reports an error at `loc` unless one was already reported there (loops repeat statements). */
+void sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+bool sema_eval(Sema *s, const Expr *e, Value *out);
+bool sema_eval_int(Sema *s, const Expr *e, int64_t *out);
+bool sema_eval_chunk(Sema *s, const Expr *e, Value *out);       /* V_CHUNK (a whole V_BUF too) */
+bool sema_eval_chunk_list(Sema *s, const Expr *e, Value **items, int *n);
+/* The bare word of an argument (`relaxed`, `sum`, `input`) or NULL if it is not a plain name. */
+const char *sema_word(const Expr *e);
+/* Runs the whole program: every statement, then the final checks. */
+bool sema_run(Sema *s, const AstProgram *prog);
+/* Executes a statement list in a new scope (used by lower.c for pipeline bodies). */
+void sema_exec_block(Sema *s, const AstList *body);
+/* "rank 3's input", "rank 0's scratch 's'" */
+const char *sema_buf_desc(Sema *s, int rank, int buf);
+
+/* lower.c */
+/* Creates the Plan once the header is known (false on a header the plan cannot express). */
+bool lower_begin(Sema *s, SrcLoc loc);
+/* `expr @ place` and `pipeline(...) { body }` statements. */
+void lower_op(Sema *s, const Stmt *st);
+void lower_pipeline(Sema *s, const Stmt *st);
+/* Chunk counts, scratch size; false on an inconsistency. */
+bool lower_finish(Sema *s);
+void lower_release(Sema *s);
+
+#endif
