@@ -1,0 +1,270 @@
+/*
+ * test_plan_write.c - the plan writer: every compat plan survives load -> write -> load with an
+ * identical model and byte-identical text (the DSL's json.dumps(indent=2) layout), the exact DSL
+ * key order, compact output, exact 64-bit integers and the atomic file write.
+ */
+#include "../harness.h"
+#include "test_plan_util.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Position of needle in hay, or -1. */
+static long pos(const char *hay, const char *needle) {
+    const char *p = hay ? strstr(hay, needle) : NULL;
+    return p ? (long)(p - hay) : -1;
+}
+
+/* Checks that the needles occur in hay in this order, each after the previous one. */
+static bool in_order(const char *hay, const char *const *needles, int n) {
+    long at = -1;
+    for (int i = 0; i < n; i++) {
+        const char *p = strstr(hay + (at < 0 ? 0 : at), needles[i]);
+        if (!p) {
+            fprintf(stderr, "missing or out of order: %s\n", needles[i]);
+            return false;
+        }
+        at = (long)(p - hay) + 1;
+    }
+    return true;
+}
+
+/* A plan built in memory that uses every key the writer can emit. */
+static Plan *build_full_plan(void) {
+    Plan *p = plan_new("full", PLAN_COLL_ALLREDUCE, 2);
+    if (!p) return NULL;
+    p->max_size = 9007199254740993ull; /* 2^53 + 1: not representable as a double */
+    p->min_size = 4096;
+    p->threads = 512;
+    p->ntags = 1;
+    p->tags = calloc(1, sizeof *p->tags);
+    p->tags[0] = strdup("nvlink");
+    for (int r = 0; r < 2; r++) {
+        PlanGpu *g = &p->gpus[r];
+        int q = 1 - r, both[2] = {0, 1};
+        g->input_chunks = g->output_chunks = 2;
+        g->scratch_chunks = 2;
+        plan_gpu_add_peer(g, PLAN_CHAN_MEMORY, q);
+        plan_gpu_add_peer(g, PLAN_CHAN_PORT, q);
+        plan_gpu_add_switch(g, PLAN_BUF_SCRATCH, both, 2);
+        plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY);
+        plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_PORT);
+        plan_gpu_add_semaphore(g, 1);
+        plan_gpu_ensure_tbs(g, 2);
+        PlanTb *tb = &g->tbs[0];
+        plan_tb_use_channel(tb, PLAN_CHAN_MEMORY, 0);
+        plan_tb_use_channel(tb, PLAN_CHAN_PORT, 0);
+        plan_tb_use_channel(tb, PLAN_CHAN_SWITCH, 0);
+        plan_tb_use_remote(tb, PLAN_CHAN_MEMORY, 0);
+        plan_tb_use_remote(tb, PLAN_CHAN_PORT, 0);
+        PlanOp op;
+        plan_op_init(&op, PLAN_OP_BARRIER);
+        op.barrier_id = 3;
+        op.num_threadblocks = 2;
+        plan_tb_append(tb, &op);
+        plan_tb_append(&g->tbs[1], &op);
+        plan_op_init(&op, PLAN_OP_PWS);
+        op.chan_type = PLAN_CHAN_PORT;
+        op.nchan = 1;
+        op.nsrc = op.ndst = 1;
+        op.src[0] = (PlanRef){PLAN_REF_LOCAL, PLAN_BUF_INPUT, 0, 1, 1, -1};
+        op.dst[0] = (PlanRef){PLAN_REF_REMOTE, PLAN_BUF_INPUT, 0, 1, 1, -1};
+        plan_tb_append(tb, &op);
+        plan_op_init(&op, PLAN_OP_SEM_RELEASE);
+        op.nsem = 1;
+        plan_tb_append(tb, &op);
+        plan_op_init(&op, PLAN_OP_RRE);
+        op.chan_type = PLAN_CHAN_MEMORY;
+        op.reduce_op = PLAN_RED_SUM;
+        op.tbg_id = 1;
+        op.tbg_size = 2;
+        op.nsrc = 2;
+        op.ndst = 1;
+        op.src[0] = (PlanRef){PLAN_REF_LOCAL, PLAN_BUF_INPUT, 0, 0, 1, -1};
+        op.src[1] = (PlanRef){PLAN_REF_REMOTE, PLAN_BUF_INPUT, 0, 0, 1, -1};
+        op.dst[0] = (PlanRef){PLAN_REF_LOCAL, PLAN_BUF_INPUT, 0, 0, 1, -1};
+        plan_tb_append(tb, &op);
+        PlanOp pipe;
+        plan_op_init(&pipe, PLAN_OP_PIPELINE);
+        pipe.unit_size = 1 << 20;
+        pipe.num_chunks = 1;
+        pipe.ninner = 1;
+        pipe.inner = calloc(1, sizeof *pipe.inner);
+        plan_op_init(&pipe.inner[0], PLAN_OP_GSTORE);
+        pipe.inner[0].chan_type = PLAN_CHAN_SWITCH;
+        pipe.inner[0].nsrc = pipe.inner[0].ndst = 1;
+        pipe.inner[0].src[0] = (PlanRef){PLAN_REF_LOCAL, PLAN_BUF_OUTPUT, 0, 0, 1, r};
+        pipe.inner[0].dst[0] = (PlanRef){PLAN_REF_SWITCH, PLAN_BUF_INPUT, 0, 0, 1, -1};
+        plan_tb_append(tb, &pipe);
+        plan_op_release(&pipe);
+    }
+    return p;
+}
+
+static int count_files(const char *dir, const char *needle) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strstr(e->d_name, needle)) n++;
+    closedir(d);
+    return n;
+}
+
+static void t_compat_round_trip(void) {
+    for (int i = 0; i < NCOMPAT; i++) {
+        char path[256];
+        snprintf(path, sizeof path, COMPAT_DIR "%s.json", compat_plans[i]);
+        size_t len;
+        char *orig = tp_read_file(path, &len);
+        CHECK(orig != NULL);
+        PlanErr e;
+        Plan *a = plan_load_file(path, &e);
+        if (!a) fprintf(stderr, "%s\n", e.msg);
+        CHECK(a != NULL);
+        if (!a || !orig) continue;
+        char *text = plan_to_json(a, false, NULL);
+        CHECK(text != NULL);
+        Plan *b = text ? plan_parse(text, strlen(text), "written", &e) : NULL;
+        CHECK(b != NULL);
+        char why[256] = "";
+        bool eq = b && tp_plan_eq(a, b, why, sizeof why);
+        if (!eq) fprintf(stderr, "%s: models differ: %s\n", path, why);
+        CHECK(eq);
+        /* the DSL's own layout: identical bytes up to the trailing newline */
+        while (len > 0 && (orig[len - 1] == '\n' || orig[len - 1] == ' ')) orig[--len] = '\0';
+        if (text && strcmp(orig, text) != 0) fprintf(stderr, "%s: text differs\n", path);
+        CHECK(text && strcmp(orig, text) == 0);
+        /* compact form: no layout whitespace, same model */
+        char *compact = plan_to_json(a, true, NULL);
+        CHECK(compact && !strchr(compact, '\n') && !strstr(compact, ": "));
+        Plan *c = compact ? plan_parse(compact, strlen(compact), "compact", &e) : NULL;
+        CHECK(c && tp_plan_eq(a, c, why, sizeof why));
+        plan_free(a);
+        plan_free(b);
+        plan_free(c);
+        free(text);
+        free(compact);
+        free(orig);
+    }
+}
+
+static void t_key_order(void) {
+    PlanErr e;
+    Plan *p = plan_load_file(COMPAT_DIR "reduce.json", &e);
+    CHECK(p != NULL);
+    char *t = p ? plan_to_json(p, false, "mscclc 0.1.0") : NULL;
+    static const char *const top[] = {
+        "\n  \"name\": ", "\n  \"collective\": ", "\n  \"protocol\": ", "\n  \"inplace\": ",
+        "\n  \"reuse_resources\": ", "\n  \"gpus\": ", "\n  \"num_threads_per_block\": ",
+        "\n  \"use_double_scratch_buffer\": ", "\n  \"buffer_alignment\": ",
+        "\n  \"min_message_size\": ", "\n  \"max_message_size\": 18446744073709551615",
+        "\n  \"producer\": \"mscclc 0.1.0\"\n}"};
+    CHECK(t && in_order(t, top, 12));
+    static const char *const gpu[] = {"\"id\": 0", "\"input_chunks\"", "\"output_chunks\"",
+                                      "\"scratch_chunks\"", "\"threadblocks\"", "\"ops\"",
+                                      "\"remote_buffer_refs\"", "\"connected_to\"",
+                                      "\"remote_buffers\"", "\"access_channel_types\"",
+                                      "\"semaphores\": []"};
+    CHECK(t && in_order(t, gpu, 11));
+    CHECK(pos(t, "\"tags\"") < 0); /* only written when there are tags */
+    free(t);
+    plan_free(p);
+}
+
+static void t_op_keys_and_extensions(void) {
+    Plan *p = build_full_plan();
+    PlanErr e;
+    CHECK(p != NULL);
+    bool ok = p && plan_validate(p, "full", &e);
+    if (!ok) fprintf(stderr, "%s\n", p ? e.msg : "oom");
+    CHECK(ok);
+    char *t = p ? plan_to_json(p, false, NULL) : NULL;
+    CHECK(t != NULL);
+    if (t) {
+        CHECK_CONTAINS(t, "\"max_message_size\": 9007199254740993,\n  \"tags\": [\n    \"nvlink\"\n  ]\n}");
+        static const char *const barrier[] = {"\"name\": \"barrier\"", "\"barrier_id\": 3",
+                                              "\"num_threadblocks\": 2"};
+        CHECK(in_order(t, barrier, 3));
+        static const char *const pws[] = {"\"name\": \"pws\"", "\"src_buff\"", "\"dst_buff\"",
+                                          "\"buffer_id\": 0", "\"channel_ids\"",
+                                          "\"channel_type\": \"port\""};
+        CHECK(in_order(t, pws, 6));
+        static const char *const rre[] = {"\"name\": \"rre\"", "\"src_buff\"", "\"dst_buff\"",
+                                          "\"channel_type\": \"memory\"",
+                                          "\"reduce_op\": \"sum\"", "\"tbg_info\"",
+                                          "\"tb_id\": 1", "\"tbg_size\": 2"};
+        CHECK(in_order(t, rre, 8));
+        static const char *const pipe[] = {"\"name\": \"pipeline\"", "\"iter_context\"",
+                                           "\"unit_size\": 1048576", "\"num_chunks\": 1",
+                                           "\"ops\"", "\"name\": \"gstore\"", "\"rank\": 0",
+                                           "\"type\": \"o\"", "\"switch_channel_id\": 0",
+                                           "\"channel_type\": \"switch\""};
+        CHECK(in_order(t, pipe, 10));
+        static const char *const tbch[] = {"\"channel_type\": \"memory\"", "\"channel_ids\"",
+                                           "\"channel_type\": \"port\"",
+                                           "\"channel_type\": \"switch\"",
+                                           "\"remote_buffer_refs\"",
+                                           "\"access_channel_type\": \"memory\"",
+                                           "\"access_channel_type\": \"port\""};
+        CHECK(in_order(t, tbch, 7));
+        CHECK_CONTAINS(t, "\"access_channel_types\": [\n            \"memory\",\n"
+                          "            \"port\"\n          ]");
+        CHECK_CONTAINS(t, "\"rank_groups\": [\n            {\n              \"size\": 2,");
+        CHECK_CONTAINS(t, "\"semaphores\": [\n        {\n          \"init_value\": 1");
+        /* a nop is just its name; sem ops carry their ids */
+        CHECK_CONTAINS(t, "\"name\": \"sem_release\",\n              \"semaphore_ids\": [\n"
+                          "                0\n              ]\n            }");
+        Plan *q = plan_parse(t, strlen(t), "full", &e);
+        char why[256] = "";
+        CHECK(q && tp_plan_eq(p, q, why, sizeof why));
+        if (q) CHECK(q->max_size == 9007199254740993ull);
+        plan_free(q);
+        /* determinism */
+        char *t2 = plan_to_json(p, false, NULL);
+        CHECK(t2 && strcmp(t, t2) == 0);
+        free(t2);
+    }
+    free(t);
+    plan_free(p);
+}
+
+static void t_atomic_file(void) {
+    Plan *p = build_full_plan();
+    PlanErr e;
+    char dir[] = "/tmp/test_plan_write.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[300], bad[300];
+    snprintf(path, sizeof path, "%s/out.json", dir);
+    CHECK(p && plan_write_file(p, path, true, NULL, &e));
+    Plan *q = plan_load_file(path, &e);
+    CHECK(q != NULL);
+    plan_free(q);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644);
+    /* a directory where the file should go: rename fails, nothing is left behind */
+    snprintf(bad, sizeof bad, "%s/isdir", dir);
+    CHECK(mkdir(bad, 0755) == 0);
+    e.msg[0] = '\0';
+    CHECK(!plan_write_file(p, bad, false, NULL, &e));
+    CHECK_CONTAINS(e.msg, "isdir: rename failed");
+    CHECK_EQ_INT(0, count_files(dir, ".tmp."));
+    /* a directory that does not exist */
+    snprintf(bad, sizeof bad, "%s/nodir/out.json", dir);
+    CHECK(!plan_write_file(p, bad, false, NULL, &e));
+    CHECK_CONTAINS(e.msg, "cannot create temporary file");
+    snprintf(bad, sizeof bad, "%s/isdir", dir);
+    rmdir(bad);
+    unlink(path);
+    CHECK(rmdir(dir) == 0);
+    plan_free(p);
+}
+
+int main(void) {
+    TEST("plan_write/compat_round_trip", t_compat_round_trip());
+    TEST("plan_write/key_order", t_key_order());
+    TEST("plan_write/op_keys_and_extensions", t_op_keys_and_extensions());
+    TEST("plan_write/atomic_file", t_atomic_file());
+    return harness_report();
+}
