@@ -1,0 +1,146 @@
+/*
+ * transport.h - how a rank gets at another rank's device memory. A Transport is a function
+ * table (NCCL's ncclTransport): can it reach this peer, export a local buffer into a
+ * fixed-size descriptor, ship descriptors to a peer, import a peer's descriptor as a local
+ * pointer, close that import. Today: "ipc" (CUDA IPC inside one host: legacy cuIpc handles for
+ * cuMemAlloc memory, POSIX fds over a Unix socket for cuMem/VMM memory). RDMA (libibverbs) and
+ * TCP transports plug into the same table later.
+ *
+ * Also here: fd passing (FdPass), the Unix-socket side channel that carries VMM file
+ * descriptors between processes of one host; it needs no GPU and is tested with memfds.
+ *
+ * Everything is collective only where it says so; otherwise calls are local or pairwise.
+ * Thread safety: an XportIpc / FdPass belongs to one rank (one thread at a time).
+ */
+#ifndef MSCCLRT_TRANSPORT_H
+#define MSCCLRT_TRANSPORT_H
+
+#include <assert.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "cuda/cuda_driver.h"
+#include "mscclrt.h"
+
+/* ==== fd passing (fdpass.c) ==================================================================
+ * Each rank binds a Unix datagram socket in the abstract namespace; names are exchanged over the
+ * bootstrap. fdpass_send() passes one descriptor (SCM_RIGHTS) with a 64-bit key; fdpass_recv()
+ * waits for the descriptor with that key from that peer, keeping others that arrive first.
+ * Every datagram carries the group's secret and must come from the peer's own socket name, so
+ * other local processes cannot inject descriptors. Limits: peers must share a host and network
+ * namespace (as CUDA IPC needs the same host anyway). */
+typedef struct FdPass FdPass;
+
+/* Collective over b (all ranks call it): binds this rank's socket and learns everyone's. */
+mscclrt_result fdpass_create(FdPass **out, Boot *b);
+void fdpass_destroy(FdPass *f);   /* NULL is a no-op; closes descriptors received but not taken */
+/* The caller keeps its fd (the peer gets a duplicate). Waits at most the Boot's timeout for
+ * room in the peer's queue. */
+mscclrt_result fdpass_send(FdPass *f, int peer, uint64_t key, int fd);
+/* *fd_out is a new descriptor owned by the caller (close-on-exec). Timeout: the Boot's. */
+mscclrt_result fdpass_recv(FdPass *f, int peer, uint64_t key, int *fd_out);
+
+/* ==== descriptors ===========================================================================
+ * What one transport's export produces and its import consumes: fixed size, sent as plain
+ * bytes between processes, so it starts with magic + version and is checked on receipt. */
+#define XPORT_DESC_BYTES 256
+typedef struct XportDesc { unsigned char bytes[XPORT_DESC_BYTES]; } XportDesc;
+
+#define IPC_DESC_MAGIC   0x4d534950u   /* "MSIP" */
+#define IPC_DESC_VERSION 1
+typedef enum { IPC_KIND_LEGACY = 1, IPC_KIND_VMM = 2 } IpcKind;
+
+/* The "ipc" transport's descriptor of a registered buffer. */
+typedef struct IpcDesc {
+    uint32_t magic;          /* IPC_DESC_MAGIC */
+    uint16_t version;        /* IPC_DESC_VERSION */
+    uint16_t kind;           /* IpcKind: which handle below is valid */
+    int32_t owner_rank;      /* exporting rank (checked against the sender) */
+    int32_t owner_pid;
+    uint64_t owner_nonce;    /* random per exporting process: same-process detection that
+                                survives pid namespaces */
+    uint64_t export_id;      /* unique per export within owner process; keys caches and fds */
+    uint64_t base;           /* exporter's allocation base address (its own address space) */
+    uint64_t size;           /* whole allocation, bytes: what an importer maps */
+    uint64_t offset;         /* registered pointer - base */
+    uint64_t bytes;          /* registered length from the pointer; offset + bytes <= size */
+    int32_t device;          /* exporter's device ordinal */
+    uint32_t reserved0;
+    uint8_t handle[64];      /* IPC_KIND_LEGACY: the CUipcMemHandle. IPC_KIND_VMM: unused, the
+                                handle is a POSIX fd sent through FdPass under export_id */
+    uint8_t reserved[24];
+} IpcDesc;
+static_assert(sizeof(IpcDesc) == 160, "IpcDesc is a wire format");
+static_assert(sizeof(IpcDesc) <= sizeof(XportDesc), "IpcDesc must fit an XportDesc");
+
+/* Checks a descriptor received from `sender` (magic, version, kind, ranges); the message names
+ * what is wrong. */
+mscclrt_result ipc_desc_check(const IpcDesc *d, int sender);
+
+/* ==== the "ipc" transport (ipc.c) ============================================================
+ * Exporting: xport_ipc_export() finds the allocation that holds [ptr, ptr+bytes) (its base and
+ * size from cuMemGetAddressRange) and describes it:
+ *   - memory from cuMemAlloc/cudaMalloc: a cuIpcGetMemHandle handle inside the descriptor;
+ *   - cuMem/VMM memory (cuMemRetainAllocationHandle succeeds): cuMemExportToShareableHandle as a
+ *     POSIX fd (the allocation must have been created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+ *     which xport_ipc_send() passes to the peer once.
+ * Registration is cached per allocation (base, size, CUDA buffer id): exporting any range of an
+ * allocation again reuses the handle and never re-exports; a peer that already has an fd does
+ * not get it again; an importer maps each (exporter, allocation) once and counts references.
+ * Importing in the exporter's own process (thread mode) returns the exporter's pointer after
+ * granting this device access (cuCtxEnablePeerAccess or cuMemSetAccess).
+ *
+ * A buffer must lie inside one physical allocation (a VMM range built from several chunks is
+ * refused: register each chunk). Caller's CUDA context must be current (cuCtxSetCurrent) for
+ * export and import; the transport does not change it. */
+typedef struct XportIpc XportIpc;
+
+/* Collective over b (creates the FdPass). Borrows b, which must outlive the XportIpc. Fails
+ * with MSCCLRT_ERR_UNAVAILABLE (from cu_load) on hosts without a CUDA driver. */
+mscclrt_result xport_ipc_create(XportIpc **out, Boot *b);
+/* Unmaps every import, releases every export handle, closes fds. NULL is a no-op. Peers'
+ * mappings of our memory stay valid until they close them (CUDA keeps the memory alive). */
+void xport_ipc_destroy(XportIpc *x);
+
+/* Describes [ptr, ptr+bytes) of a local device allocation. No communication. */
+mscclrt_result xport_ipc_export(XportIpc *x, CuDevPtr ptr, size_t bytes, IpcDesc *desc);
+/* Forgets the registration of the allocation holding ptr (call before freeing memory that
+ * will be reused: later exports then make a new handle). Unknown ptr: no-op. */
+void xport_ipc_deregister(XportIpc *x, CuDevPtr ptr);
+/* Sends desc to peer under bootstrap tag `tag` (and, for VMM, the fd on first use per peer).
+ * Pairs with xport_ipc_recv(peer's x, our rank, tag). */
+mscclrt_result xport_ipc_send(XportIpc *x, int peer, int tag, const IpcDesc *desc);
+/* Receives and checks a descriptor sent by peer under tag (and its fd if one is due). */
+mscclrt_result xport_ipc_recv(XportIpc *x, int peer, int tag, IpcDesc *desc);
+/* send then recv: swaps descriptors with one peer. */
+mscclrt_result xport_ipc_exchange(XportIpc *x, int peer, int tag, const IpcDesc *mine, IpcDesc *theirs);
+/* Maps a received descriptor into this process; *peer_ptr addresses the exporter's registered
+ * pointer (base + offset), valid for desc->bytes. Each import takes a reference. */
+mscclrt_result xport_ipc_import(XportIpc *x, const IpcDesc *desc, CuDevPtr *peer_ptr);
+/* Drops the reference taken by import of a pointer it returned; unmaps on the last one. */
+mscclrt_result xport_ipc_close(XportIpc *x, CuDevPtr peer_ptr);
+
+/* ==== the transport table ==================================================================== */
+typedef struct Transport {
+    const char *name;        /* "ipc"; later "ib", "tcp" */
+    /* Can this rank reach peer's memory through this transport? (ipc: same node) */
+    bool (*can_connect)(const Boot *b, int peer);
+    /* Collective over b: the per-rank state (ctx) of this transport. */
+    mscclrt_result (*create)(void **ctx, Boot *b);
+    void (*destroy)(void *ctx);
+    mscclrt_result (*export_mem)(void *ctx, CuDevPtr ptr, size_t bytes, XportDesc *desc);
+    mscclrt_result (*send_desc)(void *ctx, int peer, int tag, const XportDesc *desc);
+    mscclrt_result (*recv_desc)(void *ctx, int peer, int tag, XportDesc *desc);
+    mscclrt_result (*import_mem)(void *ctx, const XportDesc *desc, CuDevPtr *peer_ptr);
+    mscclrt_result (*close_mem)(void *ctx, CuDevPtr peer_ptr);
+} Transport;
+
+extern const Transport xport_ipc;
+/* Every transport, in order of preference; NULL-terminated. */
+extern const Transport *const xport_all[];
+/* The first transport in xport_all that can reach peer, or NULL. */
+const Transport *xport_pick(const Boot *b, int peer);
+
+#endif
