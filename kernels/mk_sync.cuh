@@ -1,0 +1,83 @@
+/*
+ * mk_sync.cuh - synchronisation of the device library: channel semaphores (signal = atomic add
+ * with release at system scope on the peer's inbound counter; wait = count the expected value,
+ * then spin with acquire loads), counting semaphores inside one rank, grid-subset barriers,
+ * and the LL flag kept per context and thread block in device memory (graph-safe).
+ */
+#ifndef MK_SYNC_CUH
+#define MK_SYNC_CUH
+
+#include "mk_types.cuh"
+
+namespace mk {
+
+__device__ __forceinline__ u64 ld_acquire_sys(const u64 *p) {
+    u64 v;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ u64 ld_relaxed_sys(const u64 *p) {
+    u64 v;
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ u32 ld_acquire_gpu(const u32 *p) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ int ld_acquire_gpu_s32(const int *p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void st_release_gpu(u32 *p, u32 v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* ---- channel semaphores ------------------------------------------------------------------------ */
+/* signal: one thread; `peer` is the peer's inbound counter of the paired channel */
+__device__ __forceinline__ void signal(u64 peer) {
+    asm volatile("red.release.sys.global.add.u64 [%0], 1;" ::"l"(peer) : "memory");
+}
+__device__ __forceinline__ void signal_relaxed(u64 peer) {
+    asm volatile("red.relaxed.sys.global.add.u64 [%0], 1;" ::"l"(peer) : "memory");
+}
+/* wait: one thread; consumes one signal of the channel whose counters are inbound/expected */
+__device__ __forceinline__ void wait(u64 *inbound, u64 *expected) {
+    const u64 want = atomicAdd(expected, 1ull) + 1;
+    while (ld_acquire_sys(inbound) < want) { }
+}
+__device__ __forceinline__ void wait_relaxed(u64 *inbound, u64 *expected) {
+    const u64 want = atomicAdd(expected, 1ull) + 1;
+    while (ld_relaxed_sys(inbound) < want) { }
+}
+
+/* ---- counting semaphores (spec §5.2 sem_acquire / sem_release), device scope ------------------ */
+__device__ __forceinline__ void sem_acquire(int *s) {
+    int old;
+    asm volatile("atom.acquire.gpu.global.add.s32 %0, [%1], -1;" : "=r"(old) : "l"(s) : "memory");
+    if (old <= 0)
+        while (ld_acquire_gpu_s32(s) < old) { }
+}
+__device__ __forceinline__ void sem_release(int *s) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(s) : "memory");
+}
+
+/* ---- grid-subset barrier: every participant calls it with the same n ------------------------- */
+__device__ __forceinline__ void barrier(MkBarrier *b, u32 n) {
+    __syncthreads();
+    if (n > 1 && threadIdx.x == 0) {
+        const u32 gen = ld_acquire_gpu(&b->gen);
+        if (atomicAdd(&b->count, 1u) == n - 1) {
+            b->count = 0;
+            st_release_gpu(&b->gen, gen + 1);
+        } else {
+            while (ld_acquire_gpu(&b->gen) == gen) { }
+        }
+    }
+    __syncthreads();
+}
+
+} /* namespace mk */
+#endif

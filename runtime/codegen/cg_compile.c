@@ -1,0 +1,261 @@
+/*
+ * cg_compile.c - NVRTC compilation of generated kernels, with the device library
+ * (mscclrt_kernel_files[], embedded at build time) as in-memory headers, and a cubin cache:
+ * in memory per process, and on disk under $MSCCLRT_CACHE_DIR (default ~/.cache/mscclrt).
+ * The key hashes source, headers, options, architecture and NVRTC version; files are written
+ * to a temporary name and renamed, so concurrent processes never read a partial cubin.
+ */
+#include "codegen/codegen.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "cuda/cuda_driver.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct { const char *name; const char *text; } KernelFile;
+extern const KernelFile mscclrt_kernel_files[];
+extern const int mscclrt_kernel_nfiles;
+
+#define CACHE_MAGIC "MSCCLRTC"
+#define CACHE_VERSION 1u
+
+uint64_t cg_hash(const void *data, size_t n, uint64_t seed) {
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ull ^ seed;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* in-memory cache: a short list, searched under a lock (compiles are rare) */
+typedef struct MemEntry {
+    uint64_t k1, k2;
+    void *cubin;
+    size_t len;
+    struct MemEntry *next;
+} MemEntry;
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static MemEntry *mem_head;
+
+static bool mem_get(uint64_t k1, uint64_t k2, void **cubin, size_t *len) {
+    bool hit = false;
+    pthread_mutex_lock(&mem_lock);
+    for (MemEntry *e = mem_head; e; e = e->next)
+        if (e->k1 == k1 && e->k2 == k2) {
+            *cubin = malloc(e->len);
+            if (*cubin) {
+                memcpy(*cubin, e->cubin, e->len);
+                *len = e->len;
+                hit = true;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&mem_lock);
+    return hit;
+}
+static void mem_put(uint64_t k1, uint64_t k2, const void *cubin, size_t len) {
+    MemEntry *e = malloc(sizeof *e);
+    void *copy = malloc(len);
+    if (!e || !copy) {
+        free(e);
+        free(copy);
+        return;
+    }
+    memcpy(copy, cubin, len);
+    *e = (MemEntry){k1, k2, copy, len, NULL};
+    pthread_mutex_lock(&mem_lock);
+    e->next = mem_head;
+    mem_head = e;
+    pthread_mutex_unlock(&mem_lock);
+}
+
+/* The cache directory, or "" when disabled. */
+static void cache_dir(char *out, size_t n) {
+    const char *d = param_str(PARAM_CACHE_DIR);
+    out[0] = 0;
+    if (!strcmp(d, "none")) return;
+    if (*d) {
+        snprintf(out, n, "%s", d);
+    } else {
+        const char *home = getenv("HOME");
+        if (!home || !*home) return;
+        char tmp[1024];
+        snprintf(tmp, sizeof tmp, "%s/.cache", home);
+        mkdir(tmp, 0755);
+        snprintf(out, n, "%s/.cache/mscclrt", home);
+    }
+    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+        LOG_WARN("kernel cache %s: mkdir: %s; caching disabled", out, strerror(errno));
+        out[0] = 0;
+    }
+}
+
+static bool disk_get(const char *path, uint64_t k1, uint64_t k2, void **cubin, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char magic[8];
+    uint64_t hdr[4]; /* version, k1, k2, length */
+    bool ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, CACHE_MAGIC, 8) &&
+              fread(hdr, sizeof hdr, 1, f) == 1 && hdr[0] == CACHE_VERSION && hdr[1] == k1 &&
+              hdr[2] == k2 && hdr[3] > 0 && hdr[3] < (1u << 30);
+    void *buf = ok ? malloc(hdr[3]) : NULL;
+    ok = ok && buf && fread(buf, 1, hdr[3], f) == hdr[3];
+    fclose(f);
+    if (!ok) {
+        free(buf);
+        LOG_INFO(LOG_SUB_CG, "kernel cache: ignoring unreadable entry %s", path);
+        return false;
+    }
+    *cubin = buf;
+    *len = hdr[3];
+    return true;
+}
+
+static void disk_put(const char *dir, const char *path, uint64_t k1, uint64_t k2,
+                     const void *cubin, size_t len) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s/.tmp.%ld.%lx.XXXXXX", dir, (long)getpid(),
+             (unsigned long)(uintptr_t)&tmp);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        LOG_WARN("kernel cache %s: cannot create a temporary file: %s", dir, strerror(errno));
+        return;
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        close(fd);
+        unlink(tmp);
+        return;
+    }
+    uint64_t hdr[4] = {CACHE_VERSION, k1, k2, len};
+    bool ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
+              fwrite(cubin, 1, len, f) == len;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        LOG_WARN("kernel cache: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+    }
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static mscclrt_result nvrtc_build(const char *src, const char *arch_opt, const char *what,
+                                  void **cubin, size_t *len) {
+    const char *names[64], *texts[64];
+    int nh = 0;
+    for (int i = 0; i < mscclrt_kernel_nfiles && nh < 64; i++, nh++) {
+        names[nh] = mscclrt_kernel_files[i].name;
+        texts[nh] = mscclrt_kernel_files[i].text;
+    }
+    const char *opts[] = {arch_opt, "-std=c++17", "--fmad=false", "-DMSCCLRT_NVRTC=1"};
+    NvrtcProgram prog = NULL;
+    TRY(nvrtc_check(nvrtc.nvrtcCreateProgram(&prog, src, "mscclrt_kernel.cu", nh, texts, names),
+                    "nvrtcCreateProgram"));
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    NvrtcResult cr = nvrtc.nvrtcCompileProgram(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    if (cr != 0) {
+        size_t n = 0;
+        char *log = NULL;
+        if (nvrtc.nvrtcGetProgramLogSize(prog, &n) == 0 && (log = malloc(n + 1))) {
+            nvrtc.nvrtcGetProgramLog(prog, log);
+            log[n] = 0;
+        }
+        /* first 20 lines into the message, all of it to INFO */
+        char head[4096] = "";
+        if (log) {
+            const char *p = log;
+            size_t used = 0;
+            for (int line = 0; line < 20 && *p && used + 2 < sizeof head; line++) {
+                const char *e = strchr(p, '\n');
+                size_t l = e ? (size_t)(e - p + 1) : strlen(p);
+                if (used + l >= sizeof head) l = sizeof head - used - 1;
+                memcpy(head + used, p, l);
+                used += l;
+                head[used] = 0;
+                p += l;
+            }
+            LOG_INFO(LOG_SUB_CG, "NVRTC log for %s:\n%s", what, log);
+        }
+        res = rt_fail(MSCCLRT_ERR_CUDA, "NVRTC compile of %s failed (%s):\n%s", what,
+                      nvrtc.nvrtcGetErrorString(cr), head);
+        free(log);
+        goto out;
+    }
+    size_t n = 0;
+    TRY_GOTO(nvrtc_check(nvrtc.nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize"), res, out);
+    *cubin = malloc(n ? n : 1);
+    if (!*cubin) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "NVRTC: out of memory for a %zu-byte cubin", n);
+        goto out;
+    }
+    TRY_GOTO(nvrtc_check(nvrtc.nvrtcGetCUBIN(prog, *cubin), "nvrtcGetCUBIN"), res, fail);
+    *len = n;
+    goto out;
+fail:
+    free(*cubin);
+    *cubin = NULL;
+out:
+    nvrtc.nvrtcDestroyProgram(&prog);
+    return res;
+}
+
+mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cubin,
+                          size_t *len, bool *cached) {
+    *cubin = NULL;
+    *len = 0;
+    if (cached) *cached = false;
+    char arch_opt[64];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=sm_%d", arch);
+    /* the key: source, every embedded header, options, NVRTC version (known once loaded) */
+    uint64_t k1 = cg_hash(src, strlen(src), 1), k2 = cg_hash(src, strlen(src), 2);
+    for (int i = 0; i < mscclrt_kernel_nfiles; i++) {
+        const char *t = mscclrt_kernel_files[i].text;
+        k1 = cg_hash(t, strlen(t), k1);
+        k2 = cg_hash(t, strlen(t), k2 ^ 0x9e3779b97f4a7c15ull);
+    }
+    k1 = cg_hash(arch_opt, strlen(arch_opt), k1);
+    k2 = cg_hash(arch_opt, strlen(arch_opt), k2);
+    const uint64_t m1 = k1, m2 = k2; /* in-process key: the NVRTC version cannot change */
+    if (mem_get(m1, m2, cubin, len)) {
+        if (cached) *cached = true;
+        return MSCCLRT_SUCCESS;
+    }
+    TRY(nvrtc_load());
+    int ver = nvrtc.major * 1000 + nvrtc.minor;
+    k1 = cg_hash(&ver, sizeof ver, k1);
+    k2 = cg_hash(&ver, sizeof ver, k2);
+    char dir[1024], path[1100] = "";
+    cache_dir(dir, sizeof dir);
+    if (dir[0]) {
+        snprintf(path, sizeof path, "%s/%016llx%016llx-sm%d.cubin", dir, (unsigned long long)k1,
+                 (unsigned long long)k2, arch);
+        if (disk_get(path, k1, k2, cubin, len)) {
+            mem_put(m1, m2, *cubin, *len);
+            if (cached) *cached = true;
+            LOG_INFO(LOG_SUB_CG, "%s: cubin from cache %s", what, path);
+            return MSCCLRT_SUCCESS;
+        }
+    }
+    double t0 = now_s();
+    TRY(nvrtc_build(src, arch_opt, what, cubin, len));
+    LOG_INFO(LOG_SUB_CG, "%s: compiled for sm_%d in %.2f s (%zu bytes)", what, arch,
+             now_s() - t0, *len);
+    mem_put(m1, m2, *cubin, *len);
+    if (path[0]) disk_put(dir, path, k1, k2, *cubin, *len);
+    return MSCCLRT_SUCCESS;
+}

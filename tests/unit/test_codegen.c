@@ -1,0 +1,152 @@
+/*
+ * test_codegen.c - code generation without a GPU: generates the CUDA source of every rank of
+ * every compat plan (or of the plan files given as arguments) for several data types,
+ * operators and packet types, and compiles it with NVRTC for sm_90 (NVRTC needs no GPU).
+ * Sources of one plan are compiled together as one translation unit to keep CI fast.
+ * Exits 77 (skip) when NVRTC cannot be loaded.
+ */
+#include "../harness.h"
+#include "test_plan_util.h"
+
+#include "codegen/codegen.h"
+#include "cuda/cuda_driver.h"
+#include "mscclrt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct { char *s; size_t len, cap; } Buf;
+
+static void buf_add(Buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 65536;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) exit(1);
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = 0;
+}
+
+/* append src with its kernel and table names made unique by suffix k */
+static void add_renamed(Buf *b, const char *src, int k) {
+    const char *p = src;
+    char suf[32];
+    snprintf(suf, sizeof suf, "_%d", k);
+    for (;;) {
+        const char *a = strstr(p, "MkTab"), *c = strstr(p, CG_KERNEL_NAME);
+        const char *q = a && (!c || a < c) ? a : c;
+        if (!q) break;
+        size_t n = (size_t)(q - p) + (q == a ? 5 : strlen(CG_KERNEL_NAME));
+        buf_add(b, p, n);
+        buf_add(b, suf, strlen(suf));
+        p += n;
+    }
+    buf_add(b, p, strlen(p));
+}
+
+typedef struct { mscclrt_dtype dt; mscclrt_redop op; mscclrt_packet pk; } Combo;
+
+static void compile_plan(const char *path, bool sweep) {
+    PlanErr err;
+    Plan *p = plan_load_file(path, &err);
+    CHECK(p != NULL);
+    if (!p) {
+        fprintf(stderr, "%s: %s\n", path, err.msg);
+        return;
+    }
+    Combo combos[64];
+    int nc = 0;
+    combos[nc++] = (Combo){MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16};
+    if (sweep) {
+        for (int d = 0; d < MSCCLRT_DTYPE_COUNT; d++)
+            if (d != MSCCLRT_FLOAT32) combos[nc++] = (Combo){(mscclrt_dtype)d, MSCCLRT_SUM, MSCCLRT_LL16};
+        for (int o = 1; o < MSCCLRT_REDOP_COUNT; o++) {
+            combos[nc++] = (Combo){MSCCLRT_FLOAT16, (mscclrt_redop)o, MSCCLRT_LL16};
+            combos[nc++] = (Combo){MSCCLRT_BFLOAT16, (mscclrt_redop)o, MSCCLRT_LL8};
+            combos[nc++] = (Combo){MSCCLRT_FP8_E4M3, (mscclrt_redop)o, MSCCLRT_LL8};
+            combos[nc++] = (Combo){MSCCLRT_INT64, (mscclrt_redop)o, MSCCLRT_LL16};
+        }
+        combos[nc++] = (Combo){MSCCLRT_INT32, MSCCLRT_SUM, MSCCLRT_LL8};
+    }
+    bool nvls = false;
+    for (int r = 0; r < p->ngpus; r++) nvls = nvls || p->gpus[r].nswitch > 0;
+    Buf all = {0};
+    int k = 0;
+    for (int r = 0; r < p->ngpus; r++)
+        for (int c = 0; c < nc; c++) {
+            char *src = NULL;
+            mscclrt_result res = cg_generate(p, r, combos[c].dt, combos[c].op, combos[c].pk, &src);
+            /* multimem reduces only some dtype/operator pairs: a clear refusal is correct */
+            if (res == MSCCLRT_ERR_PLAN && nvls && strstr(mscclrt_last_error(), "multimem")) continue;
+            if (res != MSCCLRT_SUCCESS)
+                fprintf(stderr, "%s rank %d combo %d: %s\n", path, r, c, mscclrt_last_error());
+            CHECK_EQ_INT(MSCCLRT_SUCCESS, res);
+            if (!src) continue;
+            CHECK_CONTAINS(src, CG_KERNEL_NAME);
+            add_renamed(&all, src, k++);
+            free(src);
+        }
+    void *cubin = NULL;
+    size_t len = 0;
+    mscclrt_result res = cg_compile(all.s, 90, path, &cubin, &len, NULL);
+    if (res != MSCCLRT_SUCCESS) fprintf(stderr, "%s\n", mscclrt_last_error());
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, res);
+    CHECK(len > 0);
+    free(cubin);
+    free(all.s);
+    plan_free(p);
+}
+
+int main(int argc, char **argv) {
+    setenv("MSCCLRT_CACHE_DIR", "none", 1);
+    if (nvrtc_load() != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "skipping: %s\n", mscclrt_last_error());
+        return 77;
+    }
+    if (argc > 1) {
+        for (int i = 1; i < argc; i++) {
+            char name[600];
+            snprintf(name, sizeof name, "codegen %s", argv[i]);
+            TEST(name, compile_plan(argv[i], false));
+        }
+        return harness_report();
+    }
+    for (int i = 0; i < NCOMPAT; i++) {
+        char path[256], name[300];
+        snprintf(path, sizeof path, COMPAT_DIR "%s.json", compat_plans[i]);
+        snprintf(name, sizeof name, "codegen compat %s", compat_plans[i]);
+        bool sweep = !strcmp(compat_plans[i], "reduce_pack") || !strcmp(compat_plans[i], "reduce");
+        TEST(name, compile_plan(path, sweep));
+    }
+    TEST("codegen refuses LL8 reductions of 8-byte types", {
+        PlanErr err;
+        Plan *p = plan_load_file(COMPAT_DIR "allreduce_packet.json", &err);
+        CHECK(p != NULL);
+        char *src = NULL;
+        if (p) {
+            CHECK_EQ_INT(MSCCLRT_ERR_PLAN, cg_generate(p, 0, MSCCLRT_FLOAT64, MSCCLRT_SUM, MSCCLRT_LL8, &src));
+            CHECK_CONTAINS(mscclrt_last_error(), "LL8");
+            CHECK(src == NULL);
+        }
+        plan_free(p);
+    });
+    TEST("codegen layout pairs the k-th channel with the k-th", {
+        PlanErr err;
+        Plan *p = plan_load_file(COMPAT_DIR "allreduce.json", &err);
+        CHECK(p != NULL);
+        if (p) {
+            CgLayout l;
+            CHECK_EQ_INT(MSCCLRT_SUCCESS, cg_layout(p, 0, &l));
+            CHECK_EQ_INT(8, l.nchan[0]);
+            CHECK_EQ_INT(8, l.nslots);
+            for (int k = 0; k < 8; k++) CHECK_EQ_INT(k, cg_inbound_slot(p, 1, 0, 0, k));
+            CHECK_EQ_INT(-1, cg_inbound_slot(p, 1, 0, 0, 8));
+        }
+        plan_free(p);
+    });
+    return harness_report();
+}
