@@ -34,7 +34,7 @@ static bool run_passes(Sema *s, Diag *d) {
     if (!pass_check_signals(p, d)) return false;
     if (s->fusion && !s->opt->no_fusion && !pass_fuse(p, d)) return false;
     if (!pass_data_sync(p, d)) return false;
-    if (!pass_auto_sync(p, d)) return false;
+    if (s->auto_sync && !pass_auto_sync(p, d)) return false;
     if (!pass_replicate(p, s->instances, d)) return false;
     if (!pass_check_limits(p, d)) return false;
     if (!pass_check_deadlock(p, d)) return false;

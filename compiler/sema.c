@@ -896,6 +896,7 @@ static bool header_item(Sema *s, const HeaderItem *h, Header *hd) {
     if (strcmp(k, "double_scratch") == 0) return header_flag(s, h, &hd->dbl);
     if (strcmp(k, "reuse_resources") == 0) return header_flag(s, h, &hd->reuse);
     if (strcmp(k, "fusion") == 0) return header_flag(s, h, &s->fusion);
+    if (strcmp(k, "auto_sync") == 0) return header_flag(s, h, &s->auto_sync);
     sema_error(s, h->loc, "unknown header key '%s'", k);
     return false;
 }
@@ -911,6 +912,7 @@ static void exec_program(Sema *s, const Stmt *st) {
     s->chunk_factor = 1;
     s->instances = 1;
     s->fusion = true;
+    s->auto_sync = true;
     bool ok = true;
     for (int i = 0; i < st->header.n; i++) ok &= header_item(s, st->header.v[i], &hd);
     if (!ok) return;

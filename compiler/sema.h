@@ -88,7 +88,8 @@ typedef struct {
     int64_t chunk_factor;
     int64_t custom_in, custom_out;   /* `chunks in = A, out = B` (custom) */
     bool inplace;
-    bool fusion;
+    bool fusion;                /* header `fusion` (default on) */
+    bool auto_sync;             /* header `auto_sync` (default on): run pass_auto_sync */
     int instances;
     int64_t in_chunks, out_chunks;   /* per rank, before replication */
     /* names */

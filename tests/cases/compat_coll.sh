@@ -1,0 +1,29 @@
+#!/bin/sh
+# compat_coll.sh - compiles each tests/compat/NAME.coll and checks that the plan has the same
+# per-rank, per-TB op sequences, channel and remote-buffer tables as MSCCL++'s own plan NAME.json
+# (../shared/compat/mscclpp-plans, or tests/compat/expected when the shared tree is absent).
+BUILD=${BUILD:-build}
+CC=${CC:-cc}
+plans=../shared/compat/mscclpp-plans
+[ -d "$plans" ] || plans=tests/compat/expected
+[ -f "$BUILD/lib/libmscclc.a" ] || { echo "no $BUILD/lib/libmscclc.a"; exit 1; }
+bin=$BUILD/tests/compare_plans
+mkdir -p "$BUILD/tests"
+$CC -std=c11 -O1 -D_GNU_SOURCE -Iruntime/plan -Ikernels -Icompiler tests/compat/compare_plans.c \
+    "$BUILD/lib/libmscclc.a" -lcjson -lm -o "$bin" || { echo "cannot build compare_plans"; exit 1; }
+fail=0
+for src in tests/compat/*.coll; do
+    name=$(basename "$src" .coll)
+    want=$plans/$name.json
+    if [ ! -f "$want" ]; then
+        echo "testing compat/$name ... skipped"
+        continue
+    fi
+    if "$bin" "$src" "$want"; then
+        echo "testing compat/$name ... passed"
+    else
+        echo "testing compat/$name ... failed"
+        fail=1
+    fi
+done
+exit $fail
