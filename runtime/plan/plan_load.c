@@ -953,9 +953,8 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
         size_t k = 0;
         while (off + k < len && k < 16 && buf[off + k] != '\n') k++;
         if (len == 0 || off >= len)
-            snprintf(err->msg, sizeof err->msg, "%s:%d:%d: JSON syntax error: unexpected end of "
-                     "text (truncated file, or nesting deeper than %d)", what, line, col,
-                     CJSON_NESTING_LIMIT);
+            snprintf(err->msg, sizeof err->msg, "%s:%d:%d: JSON syntax error at the end of the "
+                     "text (truncated file?)", what, line, col);
         else
             snprintf(err->msg, sizeof err->msg, "%s:%d:%d: JSON syntax error near '%.*s' (or "
                      "nesting deeper than %d)", what, line, col, (int)k, buf + off,
