@@ -84,18 +84,39 @@ typedef struct {
 
 typedef struct Exec Exec;
 
+/* Op status: ST_FAILED is 0 (false) and ST_DONE 1 (true), so bool helpers compose. */
+enum { ST_FAILED = 0, ST_DONE = 1, ST_BLOCKED = 2 };
+
+/* One thread block: where it is and the state of a wait it is in the middle of. */
 typedef struct {
     Exec *ex;
     int rank, tb;
-    _Atomic uint64_t progress;          /* read by the watchdog */
-    int op_idx, inner_idx;              /* where the thread is (messages) */
+    int op_idx, inner_idx;              /* top-level op; inner op of a pipeline or -1 */
+    uint64_t iter;                      /* pipeline iteration */
     PlanOpKind kind;
-    mscclrt_result res;                 /* written by the thread, read after join */
+    bool done;
+    int sub;                            /* channel/semaphore position inside a multi-id op */
+    bool armed;                         /* wait: `need` taken; barrier: arrived at `gen` */
+    uint64_t need;
+    uint32_t gen;
+    bool last_blocked;                  /* the last step was blocked */
+    bool describe;                      /* set once stopped: blocked paths record `why` */
+    mscclrt_result res;                 /* written by the rank thread, read after join */
     bool blocked;                       /* stopped while waiting (timeout) */
     char why[640];
+} TbRun;
+
+/* One rank: a host thread that steps its thread blocks round-robin, one op per step, so
+ * the blocks of a rank advance together as on a GPU and each makes progress on its own. */
+typedef struct {
+    Exec *ex;
+    int rank;
+    TbRun *tbs;
+    int ntbs;
+    _Atomic uint64_t progress;          /* read by the watchdog */
     pthread_t th;
     bool started;
-} TbRun;
+} RankRun;
 
 struct Exec {
     mscclrt_cpu_comm *comm;
@@ -152,32 +173,17 @@ static bool tb_fail(TbRun *t, const char *fmt, ...) {
     return false;
 }
 
-/* Records what this thread block was waiting for when the run was stopped. Returns false. */
-static bool tb_stopped(TbRun *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool tb_stopped(TbRun *t, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    tb_vrecord(t, MSCCLRT_ERR_TIMEOUT, true, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-/* One step of a wait loop: false once the run is stopped. Spins briefly, then yields, then
- * sleeps, so hundreds of waiting threads do not starve the ones that make progress. */
-static bool tb_pause(TbRun *t, unsigned *spins) {
-    if (atomic_load_explicit(&t->ex->abort, memory_order_acquire)) return false;
-    unsigned s = ++*spins;
-    if (s > 2000) {
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    } else if (s > 16) {
-        sched_yield();
+/* The op cannot proceed yet. Once the run is stopped (describe), records what it waits
+ * for. Returns ST_BLOCKED. */
+static int tb_block(TbRun *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int tb_block(TbRun *t, const char *fmt, ...) {
+    if (t->describe) {
+        va_list ap;
+        va_start(ap, fmt);
+        tb_vrecord(t, MSCCLRT_ERR_TIMEOUT, true, fmt, ap);
+        va_end(ap);
     }
-    return true;
-}
-
-static void tb_progress(TbRun *t) {
-    atomic_fetch_add_explicit(&t->progress, 1, memory_order_relaxed);
+    return ST_BLOCKED;
 }
 
 /* ---- entries and spans ------------------------------------------------------------------------ */
@@ -297,41 +303,31 @@ static void pk_write(const Exec *ex, uint8_t *pkt, const uint8_t *data, uint64_t
     }
 }
 
-/* Waits for the packets carrying data bytes [0, n) at pkt (owner/buf/off only for messages). */
-static bool pk_read(TbRun *t, const uint8_t *pkt, uint8_t *data, uint64_t n, int owner,
-                    PlanBuf b, uint64_t pkt_off) {
+/* Whether every packet carrying data bytes [0, n) at pkt has this launch's flag
+ * (owner/buf/off only name the place in messages). */
+static int pk_ready(TbRun *t, const uint8_t *pkt, uint64_t n, int owner, PlanBuf b,
+                    uint64_t pkt_off) {
     const Exec *ex = t->ex;
     _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)pkt;
-    unsigned words = ex->payload / 4;
-    for (uint64_t k = 0; k < n / 4; k += words) {
-        unsigned spins = 0;
-        for (;;) {
-            bool ok = true;
-            uint64_t v[2] = {0, 0};
-            for (unsigned j = 0; j < words; j++) {
-                v[j] = atomic_load_explicit(&w[k + j], memory_order_acquire);
-                if ((uint32_t)(v[j] >> 32) != ex->flag) ok = false;
-            }
-            if (ok) {
-                for (unsigned j = 0; j < words; j++) {
-                    uint32_t d = (uint32_t)v[j];
-                    memcpy(data + 4 * (k + j), &d, 4);
-                }
-                break;
-            }
-            if (!tb_pause(t, &spins)) {
-                uint32_t seen = (uint32_t)(v[0] >> 32);
-                if (words == 2 && seen == ex->flag) seen = (uint32_t)(v[1] >> 32);
-                return tb_stopped(t, "waiting for %s packet %llu at byte %llu of rank %d's %s "
-                                  "buffer (flag %u, found %u)", ex->ll8 ? "LL8" : "LL16",
-                                  (unsigned long long)(k / words),
-                                  (unsigned long long)(pkt_off + 8 * k),
-                                  owner, plan_buf_long_name(b), ex->flag, seen);
-            }
-        }
+    for (uint64_t k = 0; k < n / 4; k++) {
+        uint64_t v = atomic_load_explicit(&w[k], memory_order_acquire);
+        if ((uint32_t)(v >> 32) != ex->flag)
+            return tb_block(t, "waiting for %s packet %llu at byte %llu of rank %d's %s buffer "
+                            "(flag %u, found %u)", ex->ll8 ? "LL8" : "LL16",
+                            (unsigned long long)(k * 4 / ex->payload),
+                            (unsigned long long)(pkt_off + 8 * (k - k % (ex->payload / 4))),
+                            owner, plan_buf_long_name(b), ex->flag, (uint32_t)(v >> 32));
     }
-    tb_progress(t);
-    return true;
+    return ST_DONE;
+}
+
+/* The data of packets already known to be ready (pk_ready). */
+static void pk_take(const uint8_t *pkt, uint8_t *data, uint64_t n) {
+    _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)pkt;
+    for (uint64_t k = 0; k < n / 4; k++) {
+        uint32_t d = (uint32_t)atomic_load_explicit(&w[k], memory_order_acquire);
+        memcpy(data + 4 * k, &d, 4);
+    }
 }
 
 /* ---- signals, flush, semaphores, barriers --------------------------------------------------- */
@@ -368,54 +364,62 @@ static bool do_signal(TbRun *t, const PlanOp *op, int k) {
     return true;
 }
 
-static bool do_wait(TbRun *t, const PlanOp *op, int k) {
+/* Wait on channel_ids[k]: take the next count once, then poll (acquire) until it arrived. */
+static int do_wait(TbRun *t, const PlanOp *op, int k) {
     int gch;
     CpuChan ch;
-    if (!chan_lookup(t, op, k, &gch, &ch)) return false;
+    if (!chan_lookup(t, op, k, &gch, &ch)) return ST_FAILED;
     CpuConn *c = conn_of(&t->ex->ctx->ranks[t->rank], op->chan_type, ch.peer, ch.occ);
-    uint64_t need = atomic_fetch_add_explicit(&c->expected, 1, memory_order_relaxed) + 1;
-    unsigned spins = 0;
-    uint64_t got;
-    while ((got = atomic_load_explicit(&c->inbound, memory_order_acquire)) < need)
-        if (!tb_pause(t, &spins))
-            return tb_stopped(t, "waiting for a signal on %s channel %d from rank %d (received "
-                              "%llu, need %llu)", plan_chan_name(op->chan_type), gch, ch.peer,
-                              (unsigned long long)got, (unsigned long long)need);
-    return true;
-}
-
-static bool do_sem_acquire(TbRun *t, int id) {
-    _Atomic int *s = &t->ex->ctx->ranks[t->rank].sems[id];
-    unsigned spins = 0;
-    for (;;) {
-        int v = atomic_load_explicit(s, memory_order_relaxed);
-        if (v > 0 && atomic_compare_exchange_weak_explicit(s, &v, v - 1, memory_order_acquire,
-                                                           memory_order_relaxed))
-            return true;
-        if (v <= 0 && !tb_pause(t, &spins))
-            return tb_stopped(t, "waiting on semaphore %d (value %d, needs a release)", id, v);
+    if (!t->armed) {
+        t->need = atomic_fetch_add_explicit(&c->expected, 1, memory_order_relaxed) + 1;
+        t->armed = true;
     }
+    uint64_t got = atomic_load_explicit(&c->inbound, memory_order_acquire);
+    if (got >= t->need) {
+        t->armed = false;
+        return ST_DONE;
+    }
+    return tb_block(t, "waiting for a signal on %s channel %d from rank %d (received %llu, need "
+                    "%llu)", plan_chan_name(op->chan_type), gch, ch.peer, (unsigned long long)got,
+                    (unsigned long long)t->need);
 }
 
-static bool do_barrier(TbRun *t, const PlanOp *op) {
+/* A counting semaphore: take one when the value is positive. */
+static int do_sem_acquire(TbRun *t, int id) {
+    _Atomic int *s = &t->ex->ctx->ranks[t->rank].sems[id];
+    int v = atomic_load_explicit(s, memory_order_relaxed);
+    while (v > 0)
+        if (atomic_compare_exchange_weak_explicit(s, &v, v - 1, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return ST_DONE;
+    return tb_block(t, "waiting on semaphore %d (value %d, needs a release)", id, v);
+}
+
+/* Grid-subset barrier (spec §5.2) on the rank's persistent barrier object: the last of
+ * num_threadblocks arrivals opens the next generation. */
+static int do_barrier(TbRun *t, const PlanOp *op) {
     if (op->barrier_id < 0 || op->barrier_id >= PLAN_MAX_BARRIERS)
         return tb_fail(t, "barrier_id %d out of range [0, %d)", op->barrier_id, PLAN_MAX_BARRIERS);
     int n = op->num_threadblocks;
-    if (n <= 1) return true;
+    if (n <= 1) return ST_DONE;
     CpuBarrier *b = &t->ex->comm->barriers[t->rank][op->barrier_id];
-    uint32_t gen = atomic_load_explicit(&b->gen, memory_order_acquire);
-    uint32_t arrived = atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) + 1;
-    if (arrived >= (uint32_t)n) {
-        atomic_store_explicit(&b->count, 0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&b->gen, 1, memory_order_release);
-        return true;
+    if (!t->armed) {
+        uint32_t gen = atomic_load_explicit(&b->gen, memory_order_acquire);
+        uint32_t arrived = atomic_fetch_add_explicit(&b->count, 1, memory_order_acq_rel) + 1;
+        if (arrived >= (uint32_t)n) {
+            atomic_store_explicit(&b->count, 0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&b->gen, 1, memory_order_release);
+            return ST_DONE;
+        }
+        t->armed = true;
+        t->gen = gen;
     }
-    unsigned spins = 0;
-    while (atomic_load_explicit(&b->gen, memory_order_acquire) == gen)
-        if (!tb_pause(t, &spins))
-            return tb_stopped(t, "waiting at barrier %d for %d thread blocks (%u arrived)",
-                              op->barrier_id, n, atomic_load_explicit(&b->count, memory_order_relaxed));
-    return true;
+    if (atomic_load_explicit(&b->gen, memory_order_acquire) != t->gen) {
+        t->armed = false;
+        return ST_DONE;
+    }
+    return tb_block(t, "waiting at barrier %d for %d thread blocks (%u arrived)", op->barrier_id,
+                    n, atomic_load_explicit(&b->count, memory_order_relaxed));
 }
 
 /* ---- data movement ------------------------------------------------------------------------------ */
@@ -424,7 +428,7 @@ static const PlanSwitch *ent_switch(const TbRun *t, const Ent *e) {
     return &t->ex->plan->gpus[t->rank].switches[e->sw_gpu];
 }
 
-static bool op_copy_like(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
+static int op_copy_like(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
     /* copy: src[0] -> dst[0]; put/pws/pwsf: src[m] -> dst[m]; get: src[m] (remote) -> dst[m] */
     int n = op->kind == PLAN_OP_COPY ? 1 : op->nsrc;
     if (op->ndst < n)
@@ -452,7 +456,7 @@ static bool op_copy_like(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t u
 }
 
 /* re, res, rre, rres: acc = src0 (op) src1 (op) ...; acc to every dst (spec §5.3-5.4). */
-static bool op_reduce(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
+static int op_reduce(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
     const Exec *ex = t->ex;
     Ent src[PLAN_MAX_OP_ENTRIES], dst[PLAN_MAX_OP_ENTRIES];
     uint8_t *sp[PLAN_MAX_OP_ENTRIES], *dp[PLAN_MAX_OP_ENTRIES];
@@ -503,7 +507,7 @@ static bool pkt_size_ok(TbRun *t, uint64_t n, uint64_t gran) {
 
 /* cpkt, upkt, ppkt (memory: data -> packets; port: packets copied as they are), rppkt.
  * Packet ops ignore pipeline offset/unit (spec §5.0). */
-static bool op_packets(TbRun *t, const PlanOp *op) {
+static int op_packets(TbRun *t, const PlanOp *op) {
     const Exec *ex = t->ex;
     if (op->nsrc < 1 || op->ndst < 1) return tb_fail(t, "needs a source and a destination");
     uint8_t buf[CPU_BLOCK];
@@ -523,9 +527,11 @@ static bool op_packets(TbRun *t, const PlanOp *op) {
             pk_write(ex, dp, sp, n);
             return true;
         }
+        int st = pk_ready(t, sp, n, s.owner, s.buf, 2 * s.off);
+        if (st != ST_DONE) return st;
         for (uint64_t pos = 0; pos < n; pos += CPU_BLOCK) {
             uint64_t b = n - pos < CPU_BLOCK ? n - pos : CPU_BLOCK;
-            if (!pk_read(t, sp + 2 * pos, buf, b, s.owner, s.buf, 2 * (s.off + pos))) return false;
+            pk_take(sp + 2 * pos, buf, b);
             memcpy(dp + pos, buf, b);
         }
         return true;
@@ -567,9 +573,11 @@ static bool op_packets(TbRun *t, const PlanOp *op) {
             if (!ent_resolve(t, op, &op->dst[m], "dst", m, &d[m]) ||
                 !(dp[m] = ent_pkt(t, &d[m], n, "dst", m)))
                 return false;
+        int st = pk_ready(t, sp, n, s.owner, s.buf, 2 * s.off);
+        if (st != ST_DONE) return st;
         for (uint64_t pos = 0; pos < n; pos += CPU_BLOCK) {
             uint64_t b = n - pos < CPU_BLOCK ? n - pos : CPU_BLOCK;
-            if (!pk_read(t, sp + 2 * pos, buf, b, s.owner, s.buf, 2 * (s.off + pos))) return false;
+            pk_take(sp + 2 * pos, buf, b);
             for (int m = 0; m < op->ndst; m++) pk_write(ex, dp[m] + 2 * pos, buf, b);
         }
         return true;
@@ -581,7 +589,7 @@ static bool op_packets(TbRun *t, const PlanOp *op) {
 
 /* repkt, respkt, recpkt, recspkt: acc = p1 (op) p2 ... (op) src0, in MSCCL++'s operand order
  * (packet sources first, the local value last); plain store to dst[0], packets to the rest. */
-static bool op_reduce_packets(TbRun *t, const PlanOp *op) {
+static int op_reduce_packets(TbRun *t, const PlanOp *op) {
     const Exec *ex = t->ex;
     Ent src[PLAN_MAX_OP_ENTRIES], dst[PLAN_MAX_OP_ENTRIES];
     uint8_t *sp[PLAN_MAX_OP_ENTRIES], *dp[PLAN_MAX_OP_ENTRIES];
@@ -599,16 +607,17 @@ static bool op_reduce_packets(TbRun *t, const PlanOp *op) {
     if (!(dp[0] = ent_data(t, &dst[0], n, "dst", 0))) return false;
     for (int m = 1; m < op->ndst; m++)
         if (!(dp[m] = ent_pkt(t, &dst[m], n, "dst", m))) return false;
+    for (int m = 1; m < op->nsrc; m++) {
+        int st = pk_ready(t, sp[m], n, src[m].owner, src[m].buf, 2 * src[m].off);
+        if (st != ST_DONE) return st;
+    }
     uint8_t acc[CPU_BLOCK], tmp[CPU_BLOCK];
     for (uint64_t pos = 0; pos < n; pos += CPU_BLOCK) {
         uint64_t b = n - pos < CPU_BLOCK ? n - pos : CPU_BLOCK;
         if (op->nsrc > 1) {
-            if (!pk_read(t, sp[1] + 2 * pos, acc, b, src[1].owner, src[1].buf, 2 * (src[1].off + pos)))
-                return false;
+            pk_take(sp[1] + 2 * pos, acc, b);
             for (int m = 2; m < op->nsrc; m++) {
-                if (!pk_read(t, sp[m] + 2 * pos, tmp, b, src[m].owner, src[m].buf,
-                             2 * (src[m].off + pos)))
-                    return false;
+                pk_take(sp[m] + 2 * pos, tmp, b);
                 check_reduce(ex->dt, ex->op, acc, tmp, b / ex->esz);
             }
             check_reduce(ex->dt, ex->op, acc, sp[0] + pos, b / ex->esz);
@@ -623,7 +632,7 @@ static bool op_reduce_packets(TbRun *t, const PlanOp *op) {
 
 /* Switch emulation: glres reduces over every member's buffer and stores to every member of
  * the destination group; gstore and gstorepkt store to every member (the sender included). */
-static bool op_switch(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
+static int op_switch(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
     const Exec *ex = t->ex;
     Ent s, d;
     if (op->nsrc < 1 || op->ndst < 1) return tb_fail(t, "needs a source and a destination");
@@ -642,9 +651,11 @@ static bool op_switch(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit
         if (!sp) return false;
         for (int m = 0; m < dg->nranks; m++)
             if (!(dp[m] = pkt_span(t, dg->ranks[m], d.buf, d.off, n, "dst", 0))) return false;
+        int st = pk_ready(t, sp, n, s.owner, s.buf, 2 * s.off);
+        if (st != ST_DONE) return st;
         for (uint64_t pos = 0; pos < n; pos += CPU_BLOCK) {
             uint64_t b = n - pos < CPU_BLOCK ? n - pos : CPU_BLOCK;
-            if (!pk_read(t, sp + 2 * pos, acc, b, s.owner, s.buf, 2 * (s.off + pos))) return false;
+            pk_take(sp + 2 * pos, acc, b);
             for (int m = 0; m < dg->nranks; m++) pk_write(ex, dp[m] + 2 * pos, acc, b);
         }
         return true;
@@ -682,97 +693,160 @@ static bool op_switch(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit
     return true;
 }
 
-static bool op_run(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
+/* Runs op, or reports ST_BLOCKED without side effects beyond the recorded wait state
+ * (t->sub, t->armed) so that the next step resumes it. */
+static int op_run(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
     t->kind = op->kind;
-    bool ok = true;
+    int st = ST_DONE;
+    CpuRankCtx *rc = &t->ex->ctx->ranks[t->rank];
     switch (op->kind) {
     case PLAN_OP_NOP:
         break;
     case PLAN_OP_BARRIER:
-        ok = do_barrier(t, op);
+        st = do_barrier(t, op);
         break;
     case PLAN_OP_SIGNAL: case PLAN_OP_RLXSIGNAL:
-        for (int k = 0; ok && k < op->nchan; k++) ok = do_signal(t, op, k);
+        for (int k = 0; st == ST_DONE && k < op->nchan; k++) st = do_signal(t, op, k);
         break;
     case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        for (int k = 0; ok && k < op->nchan; k++) ok = do_wait(t, op, k);
+        for (; st == ST_DONE && t->sub < op->nchan; t->sub += st == ST_DONE)
+            st = do_wait(t, op, t->sub);
         break;
     case PLAN_OP_FLUSH:
         /* puts complete in the issuing thread, so every earlier request is already done */
-        for (int k = 0; ok && k < op->nchan; k++) {
+        for (int k = 0; st == ST_DONE && k < op->nchan; k++) {
             int g;
             CpuChan ch;
-            ok = chan_lookup(t, op, k, &g, &ch);
+            st = chan_lookup(t, op, k, &g, &ch);
         }
         break;
     case PLAN_OP_SEM_ACQUIRE: case PLAN_OP_SEM_RELEASE:
-        for (int k = 0; ok && k < op->nsem; k++) {
-            int id = op->sem_ids[k];
-            if (id < 0 || id >= t->ex->ctx->ranks[t->rank].nsems) {
-                ok = tb_fail(t, "semaphore_ids[%d] = %d out of range [0, %d)", k, id,
-                             t->ex->ctx->ranks[t->rank].nsems);
-            } else if (op->kind == PLAN_OP_SEM_ACQUIRE) {
-                ok = do_sem_acquire(t, id);
-            } else {
-                atomic_fetch_add_explicit(&t->ex->ctx->ranks[t->rank].sems[id], 1,
-                                          memory_order_release);
-            }
+        for (int k = 0; k < op->nsem; k++)
+            if (op->sem_ids[k] < 0 || op->sem_ids[k] >= rc->nsems)
+                return tb_fail(t, "semaphore_ids[%d] = %d out of range [0, %d)", k, op->sem_ids[k],
+                               rc->nsems);
+        if (op->kind == PLAN_OP_SEM_RELEASE) {
+            for (int k = 0; k < op->nsem; k++)
+                atomic_fetch_add_explicit(&rc->sems[op->sem_ids[k]], 1, memory_order_release);
+        } else {
+            for (; st == ST_DONE && t->sub < op->nsem; t->sub += st == ST_DONE)
+                st = do_sem_acquire(t, op->sem_ids[t->sub]);
         }
         break;
     case PLAN_OP_COPY: case PLAN_OP_PUT: case PLAN_OP_PWS: case PLAN_OP_PWSF: case PLAN_OP_GET:
-        ok = op_copy_like(t, op, offset, unit);
+        st = op_copy_like(t, op, offset, unit);
         break;
     case PLAN_OP_CPKT: case PLAN_OP_UPKT: case PLAN_OP_PPKT: case PLAN_OP_RPPKT:
-        ok = op_packets(t, op);
+        st = op_packets(t, op);
         break;
     case PLAN_OP_RE: case PLAN_OP_RES: case PLAN_OP_RRE: case PLAN_OP_RRES:
-        ok = op_reduce(t, op, offset, unit);
+        st = op_reduce(t, op, offset, unit);
         break;
     case PLAN_OP_REPKT: case PLAN_OP_RESPKT: case PLAN_OP_RECPKT: case PLAN_OP_RECSPKT:
-        ok = op_reduce_packets(t, op);
+        st = op_reduce_packets(t, op);
         break;
     case PLAN_OP_GLRES: case PLAN_OP_GSTORE: case PLAN_OP_GSTOREPKT:
-        ok = op_switch(t, op, offset, unit);
+        st = op_switch(t, op, offset, unit);
         break;
     case PLAN_OP_PIPELINE:
-        ok = tb_fail(t, "nested pipeline");
+        st = tb_fail(t, "nested pipeline");
         break;
     default:
-        ok = tb_fail(t, "unknown op kind %d", (int)op->kind);
+        st = tb_fail(t, "unknown op kind %d", (int)op->kind);
         break;
     }
-    if (ok) tb_progress(t);
-    return ok;
+    if (st == ST_DONE) {
+        t->sub = 0;
+        t->armed = false;
+    }
+    return st;
 }
 
-static void *tb_main(void *arg) {
-    TbRun *t = arg;
-    Exec *ex = t->ex;
-    const PlanTb *tb = &ex->plan->gpus[t->rank].tbs[t->tb];
-    const CpuRankCtx *rc = &ex->ctx->ranks[t->rank];
-    for (int i = 0; i < tb->nops; i++) {
-        const PlanOp *op = &tb->ops[i];
-        t->op_idx = i;
-        t->inner_idx = -1;
-        t->kind = op->kind;
-        if (op->kind != PLAN_OP_PIPELINE) {
-            if (!op_run(t, op, 0, UINT64_MAX)) break;
-            continue;
-        }
-        /* spec §3.6: ub = per-chunk bytes, nIterations = ceil(K*ub/U) */
-        if (op->unit_size == 0) {
-            tb_fail(t, "pipeline unit_size is 0");
-            break;
-        }
-        uint64_t iters = ((uint64_t)op->num_chunks * rc->chunk + op->unit_size - 1) / op->unit_size;
-        bool ok = true;
-        for (uint64_t k = 0; ok && k < iters; k++)
-            for (int j = 0; ok && j < op->ninner; j++) {
-                t->inner_idx = j;
-                ok = op_run(t, &op->inner[j], k * op->unit_size, op->unit_size);
-            }
-        if (!ok) break;
+/* One step of a thread block: its next op (or pipeline inner op) runs or reports blocked. */
+static int tb_step(TbRun *t) {
+    const PlanTb *tb = &t->ex->plan->gpus[t->rank].tbs[t->tb];
+    if (t->op_idx >= tb->nops) {
+        t->done = true;
+        return ST_DONE;
     }
+    const PlanOp *op = &tb->ops[t->op_idx];
+    int st;
+    if (op->kind != PLAN_OP_PIPELINE) {
+        t->inner_idx = -1;
+        st = op_run(t, op, 0, UINT64_MAX);
+        if (st == ST_DONE) t->op_idx++;
+    } else {
+        /* spec §3.6: ub = per-chunk bytes, nIterations = ceil(K*ub/U) */
+        t->kind = op->kind;
+        if (op->unit_size == 0) return tb_fail(t, "pipeline unit_size is 0");
+        uint64_t chunk = t->ex->ctx->ranks[t->rank].chunk;
+        uint64_t iters = ((uint64_t)op->num_chunks * chunk + op->unit_size - 1) / op->unit_size;
+        if (t->iter >= iters || op->ninner == 0) {
+            st = ST_DONE;
+        } else {
+            if (t->inner_idx < 0) t->inner_idx = 0;
+            st = op_run(t, &op->inner[t->inner_idx], t->iter * op->unit_size, op->unit_size);
+            if (st == ST_DONE && ++t->inner_idx == op->ninner) {
+                t->inner_idx = 0;
+                t->iter++;
+            }
+        }
+        if (st == ST_DONE && (t->iter >= iters || op->ninner == 0)) {
+            t->op_idx++;
+            t->iter = 0;
+            t->inner_idx = -1;
+        }
+    }
+    if (st == ST_DONE && t->op_idx >= tb->nops) t->done = true;
+    return st;
+}
+
+/* The rank thread: round-robin over its thread blocks, one op each per round; when a whole
+ * round is blocked it spins briefly, then yields, then sleeps 50 us between rounds. */
+static void *rank_main(void *arg) {
+    RankRun *rr = arg;
+    Exec *ex = rr->ex;
+    int left = 0;
+    unsigned idle = 0;
+    for (int b = 0; b < rr->ntbs; b++) {
+        const PlanTb *tb = &ex->plan->gpus[rr->rank].tbs[b];
+        if (tb->nops == 0) rr->tbs[b].done = true;
+        else left++;
+    }
+    while (left > 0) {
+        bool moved = false;
+        for (int b = 0; b < rr->ntbs; b++) {
+            TbRun *t = &rr->tbs[b];
+            if (t->done) continue;
+            int st = tb_step(t);
+            if (st == ST_FAILED) goto stop;
+            t->last_blocked = st == ST_BLOCKED;
+            if (st == ST_DONE) {
+                moved = true;
+                if (t->done) left--;
+            }
+        }
+        if (atomic_load_explicit(&ex->abort, memory_order_acquire)) goto stop;
+        if (moved) {
+            idle = 0;
+            atomic_fetch_add_explicit(&rr->progress, 1, memory_order_relaxed);
+        } else if (++idle > 2000) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        } else if (idle > 16) {
+            sched_yield();
+        }
+    }
+    goto out;
+stop:
+    /* stopped (timeout or another block's error): record what each blocked block waits for */
+    for (int b = 0; b < rr->ntbs; b++) {
+        TbRun *t = &rr->tbs[b];
+        if (t->done || t->res != MSCCLRT_SUCCESS || !t->last_blocked) continue;
+        t->describe = true;
+        tb_step(t);
+    }
+out:
     pthread_mutex_lock(&ex->mu);
     ex->running--;
     pthread_cond_signal(&ex->cv);
@@ -1035,7 +1109,7 @@ static double now_ms(void) {
 }
 
 /* Waits for every thread; stops them all when none made progress for the timeout. */
-static bool exec_watch(Exec *ex, TbRun *runs, int nruns, long long timeout_ms) {
+static bool exec_watch(Exec *ex, RankRun *rr, int n, long long timeout_ms) {
     uint64_t last = 0;
     double changed = now_ms();
     bool timed_out = false;
@@ -1052,8 +1126,8 @@ static bool exec_watch(Exec *ex, TbRun *runs, int nruns, long long timeout_ms) {
         if (ex->running == 0) break;
         pthread_mutex_unlock(&ex->mu);
         uint64_t sum = 0;
-        for (int i = 0; i < nruns; i++)
-            sum += atomic_load_explicit(&runs[i].progress, memory_order_relaxed);
+        for (int i = 0; i < n; i++)
+            sum += atomic_load_explicit(&rr[i].progress, memory_order_relaxed);
         double t = now_ms();
         if (sum != last) {
             last = sum;
@@ -1095,9 +1169,11 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
     for (int r = 0; r < n; r++) nruns += p->gpus[r].ntbs;
     ex.bufs = calloc((size_t)n, sizeof *ex.bufs);
     TbRun *runs = calloc((size_t)nruns + 1, sizeof *runs);
-    if (!ex.bufs || !runs) {
+    RankRun *rr = calloc((size_t)n, sizeof *rr);
+    if (!ex.bufs || !runs || !rr) {
         free(ex.bufs);
         free(runs);
+        free(rr);
         return rt_fail(MSCCLRT_ERR_SYSTEM, "cpu: out of memory (%d thread blocks)", nruns);
     }
     for (int r = 0; r < n; r++) {
@@ -1115,37 +1191,43 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
     pthread_mutex_init(&ex.mu, NULL);
     pthread_cond_init(&ex.cv, NULL);
     int k = 0;
-    for (int r = 0; r < n; r++)
+    for (int r = 0; r < n; r++) {
+        rr[r].ex = &ex;
+        rr[r].rank = r;
+        rr[r].tbs = runs + k;
+        rr[r].ntbs = p->gpus[r].ntbs;
+        atomic_init(&rr[r].progress, 0);
         for (int b = 0; b < p->gpus[r].ntbs; b++, k++) {
             runs[k].ex = &ex;
             runs[k].rank = r;
             runs[k].tb = b;
             runs[k].inner_idx = -1;
-            atomic_init(&runs[k].progress, 0);
         }
+    }
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 1 << 20);
-    for (k = 0; k < nruns; k++) {
+    for (int r = 0; r < n; r++) {
         pthread_mutex_lock(&ex.mu);
         ex.running++;
         pthread_mutex_unlock(&ex.mu);
-        int e = pthread_create(&runs[k].th, &attr, tb_main, &runs[k]);
+        int e = pthread_create(&rr[r].th, &attr, rank_main, &rr[r]);
         if (e) {
             pthread_mutex_lock(&ex.mu);
             ex.running--;
             pthread_mutex_unlock(&ex.mu);
             atomic_store(&ex.abort, 1);
             errno = e;
-            res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "cpu: cannot start thread %d of %d", k, nruns);
+            res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "cpu: cannot start the thread of rank %d of %d",
+                                r, n);
             break;
         }
-        runs[k].started = true;
+        rr[r].started = true;
     }
     pthread_attr_destroy(&attr);
-    bool timed_out = exec_watch(&ex, runs, nruns, comm->timeout_ms);
-    for (k = 0; k < nruns; k++)
-        if (runs[k].started) pthread_join(runs[k].th, NULL);
+    bool timed_out = exec_watch(&ex, rr, n, comm->timeout_ms);
+    for (int r = 0; r < n; r++)
+        if (rr[r].started) pthread_join(rr[r].th, NULL);
     if (res == MSCCLRT_SUCCESS) {
         /* a plan error first; else the first blocked thread block of a timeout */
         int first = -1, blocked = 0;
@@ -1171,6 +1253,7 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
                               p->name, comm->timeout_ms);
         }
     }
+    free(rr);
     pthread_mutex_destroy(&ex.mu);
     pthread_cond_destroy(&ex.cv);
     free(runs);
