@@ -22,6 +22,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "cuda/cuda_driver.h"
+#include "transport/ipc_abi.h"
 #include "mscclrt.h"
 
 /* ==== fd passing (fdpass.c) ==================================================================
@@ -68,11 +69,12 @@ typedef struct IpcDesc {
     uint64_t bytes;          /* registered length from the pointer; offset + bytes <= size */
     int32_t device;          /* exporter's device ordinal */
     uint32_t reserved0;
-    uint8_t handle[64];      /* IPC_KIND_LEGACY: the CUipcMemHandle. IPC_KIND_VMM: unused, the
+    uint8_t handle[IPC_HANDLE_BYTES];   /* IPC_KIND_LEGACY: the CUipcMemHandle. IPC_KIND_VMM: unused, the
                                 handle is a POSIX fd sent through FdPass under export_id */
     uint8_t reserved[24];
 } IpcDesc;
 static_assert(sizeof(IpcDesc) == 160, "IpcDesc is a wire format");
+static_assert(sizeof(CuIpcMemHandle) == IPC_HANDLE_BYTES, "a legacy handle fills IpcDesc.handle");
 static_assert(sizeof(IpcDesc) <= sizeof(XportDesc), "IpcDesc must fit an XportDesc");
 
 /* Checks a descriptor received from `sender` (magic, version, kind, ranges); the message names
