@@ -508,6 +508,30 @@ static void t_fuse_pipeline_inner_and_absorbed_nop(void) {
     plan_free(p);
 }
 
+static void t_fuse_barrier_and_pipeline_syncs(void) {
+    Plan *p = mkplan(2, 2);
+    int c = chan(p, 0, 0, PLAN_CHAN_MEMORY, 1);
+    PlanOp b = mk(PLAN_OP_BARRIER);
+    b.num_threadblocks = 2;
+    add(p, 0, 0, b);
+    add(p, 0, 0, sync_op(PLAN_OP_WAIT, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));   /* before stripped */
+    PlanOp in[] = {data_op(PLAN_OP_COPY, L(PLAN_BUF_INPUT, 0, 1), L(PLAN_BUF_OUTPUT, 0, 1)),
+                   sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH)};
+    PlanOp pl = pipeline(1024, 1, in, 2);
+    add(p, 0, 0, pl);   /* doesn't start with a sync: the wait keeps its after */
+    free(pl.inner);
+    add(p, 0, 0, mk(PLAN_OP_NOP));   /* the pipeline ends with a sync: this nop goes */
+    add(p, 0, 0, sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+    CHECK(run_fuse(p));
+    CHECK_STR("barrier wait pipeline[copy signal] signal", kinds(tb0(p)));
+    CHECK_EQ_INT(PLAN_SYNC_AFTER, tb0(p)->ops[1].data_sync);
+    CHECK_EQ_INT(PLAN_SYNC_AFTER, tb0(p)->ops[3].data_sync);   /* pipeline ends with sync */
+    Diag *d = mkdiag();
+    CHECK(pass_data_sync(p, d));
+    CHECK_STR("barrier wait nop pipeline[copy nop signal nop] signal nop", kinds(tb0(p)));
+    diag_free(d);
+    plan_free(p);
+}
 static void test_fuse(void) {
     TEST("passes/fuse_nop_nop", t_fuse_nop_nop());
     TEST("passes/fuse_nop_barrier", t_fuse_nop_barrier());
@@ -534,6 +558,7 @@ static void test_fuse(void) {
     TEST("passes/fuse_rppkt_same_source", t_fuse_rppkt_same_source());
     TEST("passes/fuse_glre_gstore_glres_dst_index", t_fuse_glre_gstore_glres_dst_index());
     TEST("passes/fuse_copy_never", t_fuse_copy_never());
+    TEST("passes/fuse_barrier_and_pipeline_syncs", t_fuse_barrier_and_pipeline_syncs());
     TEST("passes/fuse_pipeline_inner_and_absorbed_nop", t_fuse_pipeline_inner_and_absorbed_nop());
 }
 
@@ -1244,8 +1269,67 @@ static void t_deadlock_pipeline_signal_repeats(void) {
     plan_free(p);
 }
 
+static void t_deadlock_self(void) {
+    /* unpacking packets that the same thread block only writes later */
+    Plan *p = mkplan(1, 1);
+    p->protocol_ll = true;
+    add(p, 0, 0, data_op(PLAN_OP_UPKT, L(PLAN_BUF_SCRATCH, 0, 1), L(PLAN_BUF_OUTPUT, 0, 1)));
+    add(p, 0, 0, data_op(PLAN_OP_CPKT, L(PLAN_BUF_INPUT, 0, 1), L(PLAN_BUF_SCRATCH, 0, 1)));
+    Diag *d = mkdiag();
+    CHECK(!pass_check_deadlock(p, d));
+    CHECK_STR("t.coll:1:5: error: deadlock: rank 0 tb 0 op 0 (upkt waiting for packets in scratch "
+              "chunk 0) waits for a later op of its own thread block\n", diag_text(d));
+    diag_free(d);
+    plan_free(p);
+}
+static void t_deadlock_port_pws(void) {
+    /* a port put-with-signal is consumed by the peer's port wait */
+    Plan *p = mkplan(2, 1);
+    int q = chan(p, 0, 0, PLAN_CHAN_PORT, 1);
+    int q1 = chan(p, 1, 0, PLAN_CHAN_PORT, 0);
+    int rb = remote(p, 0, 0, 1, PLAN_BUF_OUTPUT, PLAN_CHAN_PORT);
+    PlanOp o = data_op(PLAN_OP_PWS, L(PLAN_BUF_INPUT, 0, 1), R(rb, 0, 1));
+    o.chan_type = PLAN_CHAN_PORT;
+    o.nchan = 1;
+    o.chan_ids[0] = q;
+    add(p, 1, 0, sync_op(PLAN_OP_WAIT, PLAN_CHAN_PORT, q1, 0));
+    add(p, 0, 0, o);
+    Diag *d = mkdiag();
+    CHECK(pass_check_limits(p, d));
+    CHECK(pass_check_deadlock(p, d));
+    CHECK_STR("", diag_text(d));
+    diag_free(d);
+    /* the same put on rank 0 without the signal bit leaves rank 1 waiting */
+    p->gpus[0].tbs[0].ops[0].kind = PLAN_OP_PUT;
+    d = mkdiag();
+    CHECK(!pass_check_deadlock(p, d));
+    CHECK_CONTAINS(diag_text(d), "deadlock: rank 1 tb 0 op 0 (wait on port channel to rank 0) waits "
+                                 "for a signal that no remaining op of rank 0 sends");
+    diag_free(d);
+    plan_free(p);
+}
+static void t_deadlock_barrier_never_reached(void) {
+    Plan *p = mkplan(2, 2);
+    chan(p, 0, 1, PLAN_CHAN_MEMORY, 1);
+    chan(p, 1, 0, PLAN_CHAN_MEMORY, 0);
+    PlanOp b = mk(PLAN_OP_BARRIER);
+    b.num_threadblocks = 2;
+    add(p, 0, 0, b);
+    add(p, 0, 1, sync_op(PLAN_OP_WAIT, PLAN_CHAN_MEMORY, 0, 0));   /* rank 1 never signals */
+    add(p, 0, 1, b);
+    Diag *d = mkdiag();
+    CHECK(!pass_check_deadlock(p, d));
+    CHECK_CONTAINS(diag_text(d), "deadlock: rank 0 tb 0 op 0 (barrier 0 of 2 thread blocks) waits for "
+                                 "rank 0 tb 1 op 0 (wait on memory channel to rank 1), which waits "
+                                 "for a signal that no remaining op of rank 1 sends");
+    diag_free(d);
+    plan_free(p);
+}
 static void test_deadlock(void) {
     TEST("passes/deadlock_fine_plan", t_deadlock_fine_plan());
+    TEST("passes/deadlock_self_wait", t_deadlock_self());
+    TEST("passes/deadlock_port_pws", t_deadlock_port_pws());
+    TEST("passes/deadlock_barrier_never_reached", t_deadlock_barrier_never_reached());
     TEST("passes/deadlock_2_rank_cycle", t_deadlock_2_rank_cycle());
     TEST("passes/deadlock_3_rank_cycle", t_deadlock_3_rank_cycle());
     TEST("passes/deadlock_barrier_semaphore_cycle", t_deadlock_barrier_semaphore_cycle());
