@@ -179,6 +179,19 @@ SrcLoc ast_span(SrcLoc first, SrcLoc last) {
     return s;
 }
 
+void ast_lex_error(ParseState *ps, PlanLoc at) {
+    AstProgram *p = ps->prog;
+    if (p->nlex_errors == ps->cap_lex_errors) {
+        int cap = ps->cap_lex_errors ? ps->cap_lex_errors * 2 : 8;
+        PlanLoc *v = must(ps->arena, (size_t)cap * sizeof *v);
+        if (p->nlex_errors) memcpy(v, p->lex_errors, (size_t)p->nlex_errors * sizeof *v);
+        p->lex_errors = v;
+        ps->cap_lex_errors = cap;
+    }
+    p->lex_errors[p->nlex_errors++] = at;
+    ps->errors++;
+}
+
 /* ---- parse driver --------------------------------------------------------------------- */
 int yyparse(yyscan_t scanner, ParseState *ps);
 

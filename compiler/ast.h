@@ -114,6 +114,8 @@ struct Stmt {
 
 typedef struct {
     AstList stmts;      /* top level, Stmt * */
+    PlanLoc *lex_errors; /* positions of invalid tokens (their value is a placeholder) */
+    int nlex_errors;
 } AstProgram;
 
 /* ---- constructors (grammar actions) ---------------------------------------------------------- */
@@ -144,6 +146,10 @@ typedef struct {
     int depth;          /* open ( and [ : newlines inside them are not statement ends */
     int line, col;      /* position of the next byte */
     int errors;         /* syntax + lexical errors reported */
+    int cap_lex_errors; /* allocation of prog->lex_errors */
 } ParseState;
+
+/* Records the position of an invalid token (the scanner calls it after reporting). */
+void ast_lex_error(ParseState *ps, PlanLoc at);
 
 #endif

@@ -720,7 +720,9 @@ void lower_op(Sema *s, const Stmt *st) {
     }
     Args a;
     if (!split_args(s, call, what, &a)) return;
-    OpSpec *sp = arena_must(s->arena, sizeof *sp);
+    OpSpec spec;   /* on the stack: op statements run millions of times in big programs */
+    memset(&spec, 0, sizeof spec);
+    OpSpec *sp = &spec;
     sp->what = what;
     sp->red = PLAN_RED_NONE;
     if (callee->kind == EX_NAME) {

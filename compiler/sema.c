@@ -88,9 +88,9 @@ static Elem *elem_find(Sema *s, const Symbol *sym, const int64_t *idx, int n, bo
 }
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
-void sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
+bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     for (int i = 0; i < s->nreported; i++)
-        if (s->reported[i].line == loc.at.line && s->reported[i].col == loc.at.col) return;
+        if (s->reported[i].line == loc.at.line && s->reported[i].col == loc.at.col) return false;
     if (s->nreported == s->capreported) {
         int cap = s->capreported ? s->capreported * 2 : 16;
         PlanLoc *r = arena_must(s->arena, (size_t)cap * sizeof *r);
@@ -105,6 +105,7 @@ void sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     diag_error_range(s->diag, loc.at, loc.width, "%s", msg);
+    return true;
 }
 
 static void sema_note(Sema *s, SrcLoc loc, const char *what) {
@@ -136,8 +137,8 @@ static void push_sym(Sema *s, Symbol ***v, int *n, int *cap, Symbol *sym) {
 static Symbol *declare_in(Sema *s, SymKind k, const char *name, SrcLoc loc, bool global) {
     Symbol *old = lookup(s, name);
     if (old) {
-        sema_error(s, loc, "redefinition of '%s'", name);
-        sema_note(s, old->loc, "previous declaration is here");
+        if (sema_error(s, loc, "redefinition of '%s'", name))
+            sema_note(s, old->loc, "previous declaration is here");
         return NULL;
     }
     Symbol *sym = arena_must(s->arena, sizeof *sym);
@@ -443,8 +444,8 @@ static int eval_element(Sema *s, const Expr *e, Value *out) {
         int len = snprintf(buf, sizeof buf, "%s", sym->name);
         for (int i = 0; i < n && len < (int)sizeof buf; i++)
             len += snprintf(buf + len, sizeof buf - (size_t)len, "[%" PRId64 "]", iv[i]);
-        sema_error(s, e->loc, "%s '%s' is not declared", what, buf);
-        sema_note(s, sym->loc, "the array is declared here");
+        if (sema_error(s, e->loc, "%s '%s' is not declared", what, buf))
+            sema_note(s, sym->loc, "the array is declared here");
         return -1;
     }
     memset(out, 0, sizeof *out);
@@ -1023,8 +1024,8 @@ static Elem *declare_element(Sema *s, const Stmt *st, SymKind kind) {
         if (!sema_eval_int(s, idx[n - 1 - i], &iv[n - 1 - i])) return NULL;
     Symbol *sym = lookup(s, b->name);
     if (sym && sym->kind != kind) {
-        sema_error(s, b->loc, "redefinition of '%s'", b->name);
-        sema_note(s, sym->loc, "previous declaration is here");
+        if (sema_error(s, b->loc, "redefinition of '%s'", b->name))
+            sema_note(s, sym->loc, "previous declaration is here");
         return NULL;
     }
     if (!sym) {
@@ -1033,15 +1034,15 @@ static Elem *declare_element(Sema *s, const Stmt *st, SymKind kind) {
         sym->ndims = n;
     }
     if (sym->ndims != n) {
-        sema_error(s, st->target->loc, "'%s' was declared with %d subscript%s, not %d", b->name, sym->ndims,
-                   sym->ndims == 1 ? "" : "s", n);
-        sema_note(s, sym->loc, "first declared here");
+        if (sema_error(s, st->target->loc, "'%s' was declared with %d subscript%s, not %d", b->name, sym->ndims,
+                       sym->ndims == 1 ? "" : "s", n))
+            sema_note(s, sym->loc, "first declared here");
         return NULL;
     }
     Elem *el = elem_find(s, sym, iv, n, true);
     if (el->elem) {
-        sema_error(s, st->target->loc, "'%s' is declared twice with the same subscripts", b->name);
-        sema_note(s, el->loc, "previous declaration is here");
+        if (sema_error(s, st->target->loc, "'%s' is declared twice with the same subscripts", b->name))
+            sema_note(s, el->loc, "previous declaration is here");
         return NULL;
     }
     el->loc = st->target->loc;
@@ -1303,6 +1304,9 @@ void sema_exec_block(Sema *s, const AstList *body) {
 bool sema_run(Sema *s, const AstProgram *prog) {
     s->elems = arena_must(s->arena, sizeof *s->elems);
     s->define_used = arena_must(s->arena, (size_t)(s->opt->ndefines + 1) * sizeof(bool));
+    /* a bad token already has its error: do not add a second one at the same place */
+    s->reported = prog->lex_errors;
+    s->nreported = s->capreported = prog->nlex_errors;
     for (int i = 0; i < prog->stmts.n; i++) exec_stmt(s, prog->stmts.v[i], 0);
     for (int i = 0; i < s->opt->ndefines; i++)
         if (!s->define_used[i])

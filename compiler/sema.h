@@ -117,8 +117,9 @@ typedef struct {
 } Sema;
 
 /* sema.c */
-/* Reports an error at `loc` unless one was already reported there (loops repeat statements). */
-void sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Reports an error at `loc` unless one was already reported there (loops repeat statements);
+ * true if it was reported (so a note may follow). */
+bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool sema_eval(Sema *s, const Expr *e, Value *out);
 bool sema_eval_int(Sema *s, const Expr *e, int64_t *out);
 bool sema_eval_chunk(Sema *s, const Expr *e, Value *out);       /* V_CHUNK (a whole V_BUF too) */

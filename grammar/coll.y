@@ -97,6 +97,7 @@ block_body
 
 block
     : '{' block_body '}'            { $$ = $2; }
+    | '{' stmts error '}'           { $$ = $2; yyerrok; }
     ;
 
 stmt
@@ -272,4 +273,5 @@ static void yyerror(YYLTYPE *l, yyscan_t scanner, ParseState *ps, const char *ms
                 ? l->last_column - l->first_column : 1;
     diag_error_range(ps->diag, at, w, "%s", msg);
     ps->errors++;
+    ps->depth = 0;   /* an unbalanced ( must not swallow the newlines recovery needs */
 }

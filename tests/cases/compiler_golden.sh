@@ -1,0 +1,92 @@
+#!/bin/sh
+# compiler_golden.sh - mscclc golden tests and driver checks.
+#   tests/golden/ok/NAME.coll  (+ NAME.args: extra flags such as -D N=4) must compile; the plan,
+#       with the "producer" value normalised, must equal NAME.json and must load back (--dump).
+#   tests/golden/err/NAME.coll (+ NAME.args) must fail with exit 1, write no output file, and print
+#       exactly NAME.err on stderr (message, position, source line, caret, error count).
+# UPDATE=1 rewrites the expectations instead of comparing.
+BUILD=${BUILD:-build}
+MSCCLC=$BUILD/bin/mscclc
+if [ ! -x "$MSCCLC" ]; then
+    echo "compiler_golden: $MSCCLC not built" >&2
+    exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/compiler_golden.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
+status=0
+
+result() { # name, ok?(0/1)
+    if [ "$2" = 0 ]; then echo "testing $1 ... passed"; else echo "testing $1 ... failed"; status=1; fi
+}
+norm() { sed 's/"producer": *"[^"]*"/"producer": "mscclc"/' "$1"; }
+args_of() { [ -f "${1%.coll}.args" ] && cat "${1%.coll}.args"; }
+
+for src in tests/golden/ok/*.coll; do
+    name=golden/ok/$(basename "$src" .coll)
+    want=${src%.coll}.json
+    rm -f "$tmp/out.json"
+    # shellcheck disable=SC2046
+    if ! "$MSCCLC" "$src" $(args_of "$src") -o "$tmp/out.json" 2>"$tmp/err"; then
+        cat "$tmp/err"; result "$name" 1; continue
+    fi
+    norm "$tmp/out.json" >"$tmp/out.norm"
+    if ! "$MSCCLC" --dump "$tmp/out.json" >/dev/null 2>"$tmp/err"; then
+        echo "the plan does not load back:"; cat "$tmp/err"; result "$name" 1; continue
+    fi
+    if [ "$UPDATE" = 1 ]; then
+        cp "$tmp/out.norm" "$want"; result "$name (updated)" 0
+    elif [ ! -f "$want" ]; then
+        echo "missing $want (make test UPDATE=1 writes it)"; result "$name" 1
+    elif cmp -s "$tmp/out.norm" "$want"; then
+        result "$name" 0
+    else
+        diff -u "$want" "$tmp/out.norm" | head -40; result "$name" 1
+    fi
+done
+
+for src in tests/golden/err/*.coll; do
+    name=golden/err/$(basename "$src" .coll)
+    want=${src%.coll}.err
+    rm -f "$tmp/out.json"
+    # shellcheck disable=SC2046
+    "$MSCCLC" "$src" $(args_of "$src") -o "$tmp/out.json" 2>"$tmp/err" >/dev/null
+    rc=$?
+    if [ "$rc" != 1 ]; then
+        echo "exit status $rc, expected 1"; cat "$tmp/err"; result "$name" 1; continue
+    fi
+    if [ -e "$tmp/out.json" ]; then
+        echo "an output file was written despite the errors"; result "$name" 1; continue
+    fi
+    if [ "$UPDATE" = 1 ]; then
+        cp "$tmp/err" "$want"; result "$name (updated)" 0
+    elif [ ! -f "$want" ]; then
+        echo "missing $want (make test UPDATE=1 writes it)"; result "$name" 1
+    elif cmp -s "$tmp/err" "$want"; then
+        result "$name" 0
+    else
+        diff -u "$want" "$tmp/err" | head -40; result "$name" 1
+    fi
+done
+
+# ---- driver behaviour ----------------------------------------------------------------------------
+ok=tests/golden/ok/local_ops.coll
+"$MSCCLC" >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/usage-no-input" $?
+"$MSCCLC" "$tmp/no-such-file.coll" >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/missing-input" $?
+"$MSCCLC" "$ok" -D 9N=1 >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/bad-define" $?
+"$MSCCLC" "$ok" --bogus >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/unknown-option" $?
+"$MSCCLC" "$ok" -o "$tmp/no-such-dir/x.json" >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/unwritable-output" $?
+"$MSCCLC" --dump "$tmp/no-such-plan.json" >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/dump-missing" $?
+printf '{"name": 1}' >"$tmp/bad.json"
+"$MSCCLC" --dump "$tmp/bad.json" >/dev/null 2>&1; [ $? = 1 ]; result "mscclc/dump-invalid" $?
+"$MSCCLC" "$ok" -o "$tmp/a.json" && "$MSCCLC" "$ok" >"$tmp/b.json" && cmp -s "$tmp/a.json" "$tmp/b.json"
+result "mscclc/stdout-equals-file" $?
+"$MSCCLC" "$ok" --compact >"$tmp/c.json" && [ "$(wc -l <"$tmp/c.json")" -le 1 ] &&
+    "$MSCCLC" --dump "$tmp/c.json" >/dev/null
+result "mscclc/compact" $?
+"$MSCCLC" --dump "$tmp/a.json" --format=dot >"$tmp/d.dot" && grep -q digraph "$tmp/d.dot"
+result "mscclc/dump-dot" $?
+# a failed compile leaves an existing output untouched
+cp "$tmp/a.json" "$tmp/keep.json"
+"$MSCCLC" tests/golden/err/chunk_range.coll -o "$tmp/keep.json" 2>/dev/null
+[ $? = 1 ] && cmp -s "$tmp/a.json" "$tmp/keep.json"; result "mscclc/no-write-on-error" $?
+exit $status
