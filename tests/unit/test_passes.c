@@ -1340,6 +1340,176 @@ static void test_deadlock(void) {
     TEST("passes/deadlock_pipeline_signal_repeats", t_deadlock_pipeline_signal_repeats());
 }
 
+/* ---- golden output of the whole pass pipeline (tests/golden/ir/, UPDATE=1 rewrites) ------- */
+
+static void dump_ref(FILE *f, const PlanRef *e) {
+    if (e->kind == PLAN_REF_LOCAL) fprintf(f, " %s[%u+%u]", plan_buf_name(e->type), e->index, e->size);
+    else if (e->kind == PLAN_REF_REMOTE) fprintf(f, " R%d[%u+%u]", e->id, e->index, e->size);
+    else fprintf(f, " SW%d[%u+%u]", e->id, e->index, e->size);
+}
+
+static void dump_op(FILE *f, const PlanOp *op, const char *pos) {
+    fprintf(f, "    %s %s", pos, plan_op_name(op->kind));
+    if (op->chan_type != PLAN_CHAN_NONE) fprintf(f, " %s", plan_chan_name(op->chan_type));
+    if (op->nchan) {
+        fprintf(f, " ch");
+        for (int i = 0; i < op->nchan; i++) fprintf(f, "%c%d", i ? ',' : ' ', op->chan_ids[i]);
+    }
+    if (op->nsem) {
+        fprintf(f, " sem");
+        for (int i = 0; i < op->nsem; i++) fprintf(f, "%c%d", i ? ',' : ' ', op->sem_ids[i]);
+    }
+    if (op->kind == PLAN_OP_BARRIER) fprintf(f, " id %d of %d", op->barrier_id, op->num_threadblocks);
+    if (op->kind == PLAN_OP_PIPELINE)
+        fprintf(f, " unit %llu chunks %u", (unsigned long long)op->unit_size, op->num_chunks);
+    if (op->nsrc) {
+        fprintf(f, " src");
+        for (int i = 0; i < op->nsrc; i++) dump_ref(f, &op->src[i]);
+    }
+    if (op->ndst) {
+        fprintf(f, " dst");
+        for (int i = 0; i < op->ndst; i++) dump_ref(f, &op->dst[i]);
+    }
+    if (op->tbg_size) fprintf(f, " tbg %d/%d", op->tbg_id, op->tbg_size);
+    if (op->data_sync) fprintf(f, " data_sync %d", op->data_sync);
+    fprintf(f, " @%d\n", op->loc.line);
+    for (int i = 0; i < op->ninner; i++) {
+        char in[32];
+        snprintf(in, sizeof in, "%s.%d", pos, i);
+        dump_op(f, &op->inner[i], in);
+    }
+}
+
+static void dump_ints(FILE *f, const char *what, const int *a, int n) {
+    fprintf(f, " %s [", what);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? " " : "", a[i]);
+    fprintf(f, "]");
+}
+
+static void dump_plan(FILE *f, const Plan *p) {
+    for (int r = 0; r < p->ngpus; r++) {
+        const PlanGpu *g = &p->gpus[r];
+        fprintf(f, "rank %d: chunks i %u o %u s %u;", r, g->input_chunks, g->output_chunks, g->scratch_chunks);
+        dump_ints(f, "memory", g->peers[0], g->npeers[0]);
+        dump_ints(f, "port", g->peers[1], g->npeers[1]);
+        dump_ints(f, "sems", g->sem_init, g->nsems);
+        fprintf(f, " switches %d remotes %d\n", g->nswitch, g->nremotes);
+        for (int t = 0; t < g->ntbs; t++) {
+            const PlanTb *tb = &g->tbs[t];
+            fprintf(f, "  tb %d:", tb->id);
+            for (int k = 0; k < PLAN_CHAN_TYPES; k++)
+                dump_ints(f, plan_chan_name((PlanChanType)k), tb->chan[k], tb->nchan[k]);
+            for (int k = 0; k < PLAN_REMOTE_TYPES; k++) {
+                char w[32];
+                snprintf(w, sizeof w, "remote-%s", plan_chan_name((PlanChanType)k));
+                dump_ints(f, w, tb->remote[k], tb->nremote[k]);
+            }
+            fprintf(f, "\n");
+            for (int i = 0; i < tb->nops; i++) {
+                char pos[16];
+                snprintf(pos, sizeof pos, "%d", i);
+                dump_op(f, &tb->ops[i], pos);
+            }
+        }
+    }
+}
+
+/* Runs every pass in the order of passes.h and compares the dump with the golden file. */
+static void check_golden(Plan *p, int instances, const char *name) {
+    Diag *d = mkdiag();
+    bool ok = pass_check_signals(p, d) && pass_fuse(p, d) && pass_data_sync(p, d) &&
+              pass_auto_sync(p, d) && pass_replicate(p, instances, d) && pass_check_limits(p, d) &&
+              pass_check_deadlock(p, d);
+    CHECK(ok);
+    CHECK_STR("", diag_text(d));
+    diag_free(d);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    dump_plan(f, p);
+    fclose(f);
+    char path[256];
+    snprintf(path, sizeof path, "tests/golden/ir/%s.txt", name);
+    const char *up = getenv("UPDATE");
+    if (up && strcmp(up, "1") == 0) {
+        char tmp[300];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *w = fopen(tmp, "w");
+        CHECK(w != NULL);
+        if (w) {
+            fwrite(text, 1, len, w);
+            CHECK(fclose(w) == 0 && rename(tmp, path) == 0);
+        }
+    } else {
+        FILE *g = fopen(path, "r");
+        CHECK(g != NULL);
+        if (!g) fprintf(stderr, "%s missing: run `make test UPDATE=1`\n", path);
+        if (g) {
+            char *want = calloc(1, len + 2);
+            size_t n = fread(want, 1, len + 1, g);
+            fclose(g);
+            want[n] = 0;
+            CHECK_STR(want, text);
+            free(want);
+        }
+    }
+    free(text);
+    plan_free(p);
+}
+
+/* 2-rank Simple allreduce: each rank puts the peer's chunk into the peer's scratch, syncs,
+ * reduces its own chunk and writes the result back; replicated twice. */
+static void t_golden_allreduce_simple(void) {
+    Plan *p = mkplan(2, 1);
+    for (int r = 0; r < 2; r++) {
+        p->gpus[r].input_chunks = p->gpus[r].output_chunks = 2;
+        p->gpus[r].scratch_chunks = 1;
+    }
+    for (int r = 0; r < 2; r++) {
+        int q = 1 - r;
+        int c = chan(p, r, 0, PLAN_CHAN_MEMORY, q);
+        int rs = remote(p, r, 0, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY);
+        int ri = remote(p, r, 0, q, PLAN_BUF_INPUT, PLAN_CHAN_MEMORY);
+        add(p, r, 0, sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+        add(p, r, 0, sync_op(PLAN_OP_WAIT, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+        add(p, r, 0, put(PLAN_CHAN_MEMORY, L(PLAN_BUF_INPUT, (uint32_t)q, 1), R(rs, 0, 1)));
+        add(p, r, 0, sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+        add(p, r, 0, sync_op(PLAN_OP_WAIT, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+        PlanRef s[] = {L(PLAN_BUF_INPUT, (uint32_t)r, 1), L(PLAN_BUF_SCRATCH, 0, 1)};
+        add(p, r, 0, reduce(PLAN_OP_RE, L(PLAN_BUF_INPUT, (uint32_t)r, 1), s, 2));
+        add(p, r, 0, put(PLAN_CHAN_MEMORY, L(PLAN_BUF_INPUT, (uint32_t)r, 1), R(ri, (uint32_t)r, 1)));
+        add(p, r, 0, sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+        add(p, r, 0, sync_op(PLAN_OP_WAIT, PLAN_CHAN_MEMORY, c, PLAN_SYNC_BOTH));
+    }
+    check_golden(p, 2, "allreduce_simple_2r_x2");
+}
+
+/* 2-rank LL allreduce: packets to the peer, packet reduce forwarded as packets, unpack; the
+ * reduce + ppkt fuse into respkt; a copy conflicts with the reduce's result. */
+static void t_golden_allreduce_packet(void) {
+    Plan *p = mkplan(2, 2);
+    p->protocol_ll = true;
+    for (int r = 0; r < 2; r++) {
+        p->gpus[r].input_chunks = p->gpus[r].output_chunks = 2;
+        p->gpus[r].scratch_chunks = 2;
+    }
+    for (int r = 0; r < 2; r++) {
+        uint32_t me = (uint32_t)r, q = (uint32_t)(1 - r);
+        int rs = remote(p, r, 0, 1 - r, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY);
+        PlanOp pk = data_op(PLAN_OP_PPKT, L(PLAN_BUF_INPUT, q, 1), R(rs, 0, 1));
+        pk.chan_type = PLAN_CHAN_MEMORY;
+        add(p, r, 0, pk);
+        PlanRef s[] = {L(PLAN_BUF_INPUT, me, 1), L(PLAN_BUF_SCRATCH, 0, 1)};
+        add(p, r, 0, reduce(PLAN_OP_REPKT, L(PLAN_BUF_INPUT, me, 1), s, 2));
+        PlanOp fw = data_op(PLAN_OP_PPKT, L(PLAN_BUF_INPUT, me, 1), R(rs, 1, 1));
+        fw.chan_type = PLAN_CHAN_MEMORY;
+        add(p, r, 0, fw);
+        add(p, r, 0, data_op(PLAN_OP_COPY, L(PLAN_BUF_INPUT, me, 1), L(PLAN_BUF_OUTPUT, me, 1)));
+        add(p, r, 1, data_op(PLAN_OP_UPKT, L(PLAN_BUF_SCRATCH, 1, 1), L(PLAN_BUF_OUTPUT, q, 1)));
+    }
+    check_golden(p, 1, "allreduce_packet_2r");
+}
+
 /* ---- whole pipeline on real MSCCL++ plans -------------------------------------------------- */
 
 static void test_compat(void) {
@@ -1379,6 +1549,8 @@ int main(void) {
     test_limits();
     test_signals();
     test_deadlock();
+    TEST("passes/golden_allreduce_simple", t_golden_allreduce_simple());
+    TEST("passes/golden_allreduce_packet", t_golden_allreduce_packet());
     test_compat();
     return harness_report();
 }
