@@ -101,11 +101,14 @@ static void emit_snippet(Diag *d, PlanLoc loc, int width) {
     emit(d, "%.*s\n", (int)n, line);
     size_t col = loc.col >= 1 ? (size_t)loc.col - 1 : 0;
     if (col > n) col = n;   /* a position at the end of the line (e.g. a missing token) */
-    for (size_t i = 0; i < col; i++) emit(d, "%c", line[i] == '\t' ? '\t' : ' ');
+    /* one blank per character: UTF-8 continuation bytes take no column on screen */
+    for (size_t i = 0; i < col; i++)
+        if (((unsigned char)line[i] & 0xC0) != 0x80) emit(d, "%c", line[i] == '\t' ? '\t' : ' ');
     emit(d, "^");
     size_t w = width > 1 ? (size_t)width : 1;
     if (col + w > n) w = n > col ? n - col : 1;   /* never run past the line */
-    for (size_t i = 1; i < w; i++) emit(d, "~");
+    for (size_t i = 1; i < w; i++)
+        if (((unsigned char)line[col + i] & 0xC0) != 0x80) emit(d, "~");
     emit(d, "\n");
 }
 

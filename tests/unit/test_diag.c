@@ -76,6 +76,16 @@ int main(void) {
         CHECK_STR("f:1:7: error: expected ';'\nab\n  ^\n", diag_text(d));
         diag_free(d);
     });
+    TEST("diag/utf8_columns", {
+        const char *u = "x = \"\xc3\xa9t\xc3\xa9\" + y\n";   /* x = "été" + y */
+        Diag *d = diag_new("u", u, strlen(u), NULL, 0);
+        diag_error_range(d, (PlanLoc){1, 5}, 7, "string");   /* "été" is 7 bytes */
+        diag_error(d, (PlanLoc){1, 14}, "y");
+        CHECK_STR("u:1:5: error: string\nx = \"\xc3\xa9t\xc3\xa9\" + y\n    ^~~~~\n"
+                  "u:1:14: error: y\nx = \"\xc3\xa9t\xc3\xa9\" + y\n           ^\n",
+                  diag_text(d));
+        diag_free(d);
+    });
     TEST("diag/error_limit", {
         Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 2);
         diag_error(d, (PlanLoc){1, 1}, "e1");
