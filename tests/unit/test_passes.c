@@ -532,6 +532,33 @@ static void t_fuse_barrier_and_pipeline_syncs(void) {
     diag_free(d);
     plan_free(p);
 }
+static void t_fuse_port_pws_keeps_signals(void) {
+    /* two port put-with-signals on different channels fuse; each entry still signals */
+    Plan *p = mkplan(3, 1);
+    int rb1 = remote(p, 0, 0, 1, PLAN_BUF_OUTPUT, PLAN_CHAN_PORT);
+    int rb2 = remote(p, 0, 0, 2, PLAN_BUF_OUTPUT, PLAN_CHAN_PORT);
+    for (int k = 0; k < 2; k++) {
+        int q = chan(p, 0, 0, PLAN_CHAN_PORT, 1 + k);
+        PlanOp o = data_op(PLAN_OP_PWS, L(PLAN_BUF_INPUT, 0, 1), R(k ? rb2 : rb1, 0, 1));
+        o.chan_type = PLAN_CHAN_PORT;
+        o.nchan = 1;
+        o.chan_ids[0] = q;
+        add(p, 0, 0, o);
+        int back = chan(p, 1 + k, 0, PLAN_CHAN_PORT, 0);
+        add(p, 1 + k, 0, sync_op(PLAN_OP_WAIT, PLAN_CHAN_PORT, back, PLAN_SYNC_BOTH));
+    }
+    Diag *d = mkdiag();
+    CHECK(pass_fuse(p, d));
+    CHECK_STR("pws", kinds(tb0(p)));
+    CHECK_EQ_INT(2, tb0(p)->ops[0].nchan);
+    CHECK_EQ_INT(2, tb0(p)->ops[0].ndst);
+    CHECK(pass_check_signals(p, d));
+    CHECK(pass_check_limits(p, d));
+    CHECK(pass_check_deadlock(p, d));
+    CHECK_STR("", diag_text(d));
+    diag_free(d);
+    plan_free(p);
+}
 static void test_fuse(void) {
     TEST("passes/fuse_nop_nop", t_fuse_nop_nop());
     TEST("passes/fuse_nop_barrier", t_fuse_nop_barrier());
@@ -558,6 +585,7 @@ static void test_fuse(void) {
     TEST("passes/fuse_rppkt_same_source", t_fuse_rppkt_same_source());
     TEST("passes/fuse_glre_gstore_glres_dst_index", t_fuse_glre_gstore_glres_dst_index());
     TEST("passes/fuse_copy_never", t_fuse_copy_never());
+    TEST("passes/fuse_port_pws_keeps_signals", t_fuse_port_pws_keeps_signals());
     TEST("passes/fuse_barrier_and_pipeline_syncs", t_fuse_barrier_and_pipeline_syncs());
     TEST("passes/fuse_pipeline_inner_and_absorbed_nop", t_fuse_pipeline_inner_and_absorbed_nop());
 }
@@ -945,8 +973,34 @@ static void t_limits_port_put_channels(void) {
     expect_limit(p, "there are 1 destinations and 0 channel ids", 1);
 }
 
+static void t_limits_bad_indices(void) {
+    Plan *p = mkplan(2, 1);
+    add(p, 0, 0, sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, 3, 0));
+    add(p, 0, 0, put(PLAN_CHAN_MEMORY, L(PLAN_BUF_INPUT, 0, 1), R(2, 0, 1)));
+    PlanOp w = sync_op(PLAN_OP_WAIT, PLAN_CHAN_NONE, 0, 0);
+    add(p, 0, 0, w);
+    Diag *d = mkdiag();
+    CHECK(!pass_check_limits(p, d));
+    CHECK_CONTAINS(diag_text(d), "t.coll:1:5: error: signal uses memory channel 3 of rank 0 tb 0, which has 0");
+    CHECK_CONTAINS(diag_text(d), "t.coll:2:5: error: put: remote destination entry 0 uses buffer_id 2 "
+                                 "but rank 0 tb 0 has 0 memory remote buffer references");
+    CHECK_CONTAINS(diag_text(d), "t.coll:3:5: error: wait lists channel ids but has no channel type");
+    CHECK_CONTAINS(diag_text(d), "t.coll:3:5: error: wait needs a memory or port channel, not 'none'");
+    diag_free(d);
+    plan_free(p);
+}
+static void t_limits_pws_memory(void) {
+    Plan *p = mkplan(2, 1);
+    int rb = remote(p, 0, 0, 1, PLAN_BUF_OUTPUT, PLAN_CHAN_MEMORY);
+    PlanOp o = data_op(PLAN_OP_PWSF, L(PLAN_BUF_INPUT, 0, 1), R(rb, 0, 1));
+    o.chan_type = PLAN_CHAN_MEMORY;
+    add(p, 0, 0, o);
+    expect_limit(p, "pwsf on a memory channel is a plain put: the executor sends no signal", 1);
+}
 static void test_limits(void) {
     TEST("passes/limits_fine_plan", t_limits_fine_plan());
+    TEST("passes/limits_bad_indices", t_limits_bad_indices());
+    TEST("passes/limits_pws_memory", t_limits_pws_memory());
     TEST("passes/limits_64_ops", t_limits_64_ops());
     TEST("passes/limits_64_ops_with_pipeline", t_limits_64_ops_with_pipeline());
     TEST("passes/limits_9_channel_ids", t_limits_9_channel_ids());
