@@ -1,0 +1,75 @@
+#!/bin/sh
+# cpu_run.sh - the mscclrt-run command: option errors, --save files, the backend table, and
+# that --check and the no-progress timeout really fail on broken plans (made from MSCCL++'s
+# reduce.json by dropping one op; needs python3, else those two cases are skipped).
+BUILD=${BUILD:-build}
+RUN=$BUILD/bin/mscclrt-run
+plan=../shared/compat/mscclpp-plans/reduce.json
+[ -x "$RUN" ] || { echo "cpu_run: $RUN not built"; exit 1; }
+[ -f "$plan" ] || { echo "cpu_run: $plan not found"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# t NAME WANT_STATUS WANT_TEXT args...: exit status and a substring of stdout+stderr
+t() {
+    name=$1 want=$2 text=$3
+    shift 3
+    "$RUN" "$@" >"$tmp/out" 2>&1
+    st=$?
+    if [ "$st" = "$want" ] && grep -qF -- "$text" "$tmp/out"; then
+        echo "testing cpu_run/$name ... passed"
+    else
+        echo "cpu_run/$name: want status $want and '$text', got status $st:"
+        cat "$tmp/out"
+        echo "testing cpu_run/$name ... failed"
+        fail=1
+    fi
+}
+
+t ok 0 "check passed" "$plan" --ranks 2 --size 4096 --dtype bfloat16 --op max --check --iters 3
+t gpu_unavailable 1 "backend 'gpu' is not available in this build" "$plan" --backend gpu
+t ranks_mismatch 1 "--ranks 3, but plan 'reduce' is for 2 ranks" "$plan" --ranks 3
+t bad_size 1 "1000" "$plan" --size 1000
+t bad_dtype 2 "--dtype 'half8'" "$plan" --dtype half8
+t bad_packet 2 "--packet 'll32'" "$plan" --packet ll32
+t no_plan 1 "cannot load plan" "$tmp/missing.json"
+
+t save 0 "check passed" "$plan" --size 4096 --check --save "$tmp/save"
+ok=1
+for r in 0 1; do
+    for k in in out; do
+        f=$tmp/save/rank$r.$k.bin
+        [ -f "$f" ] && [ "$(wc -c <"$f")" -eq 4096 ] || ok=0
+    done
+done
+cmp -s "$tmp/save/rank0.out.bin" "$tmp/save/rank1.out.bin" || ok=0
+cmp -s "$tmp/save/rank0.in.bin" "$tmp/save/rank1.in.bin" && ok=0
+ls "$tmp/save" | grep -q tmp && ok=0
+if [ $ok = 1 ]; then echo "testing cpu_run/save_files ... passed"; else echo "testing cpu_run/save_files ... failed"; fail=1; fi
+
+if command -v python3 >/dev/null 2>&1; then
+    # drop rank 1's rre (op 6): its chunk 0 is never reduced
+    python3 - "$plan" "$tmp/norre.json" 6 <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+del p["gpus"][1]["threadblocks"][0]["ops"][int(sys.argv[3])]
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+    t check_fails 1 "check failed (plan 'reduce'" "$tmp/norre.json" --size 4096 --check
+    t check_names_element 1 "rank 0 element 512 (float32): got" "$tmp/norre.json" --size 4096 --check
+    # drop rank 0's last signal (op 11): rank 1's last wait never returns
+    python3 - "$plan" "$tmp/nosig.json" 11 <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+del p["gpus"][0]["threadblocks"][0]["ops"][int(sys.argv[3])]
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+    MSCCLRT_CPU_TIMEOUT_MS=300 t timeout 1 \
+        "rank 1 tb 0 op 14 (wait): waiting for a signal on memory channel 0 from rank 0 (received 1, need 2)" \
+        "$tmp/nosig.json" --size 4096
+else
+    echo "testing cpu_run/check_fails ... skipped"
+    echo "testing cpu_run/timeout ... skipped"
+fi
+exit $fail

@@ -1,0 +1,36 @@
+#!/bin/sh
+# cpu_tsan.sh - a short CPU-backend workload for the ThreadSanitizer pass of `make
+# test-sanitize` (ONLY=tsan runs only this script): every MSCCL++ compat plan under --check with
+# repeated calls, LL16 and LL8, plus the op-semantics unit test binary when it is built.
+# Any data race or lock-order report makes the run exit non-zero under TSan.
+BUILD=${BUILD:-build}
+RUN=$BUILD/bin/mscclrt-run
+plans=../shared/compat/mscclpp-plans
+[ -x "$RUN" ] || { echo "cpu_tsan: $RUN not built"; exit 1; }
+[ -d "$plans" ] || { echo "cpu_tsan: $plans not found"; exit 77; }
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
+fail=0
+for plan in "$plans"/*.json; do
+    p=$(basename "$plan" .json)
+    if "$RUN" "$plan" --size 65536 --iters 3 --check >/dev/null 2>"$BUILD/cpu_tsan.$p.err" &&
+       "$RUN" "$plan" --size 16384 --iters 2 --packet ll8 --dtype float16 --check >/dev/null \
+           2>>"$BUILD/cpu_tsan.$p.err"; then
+        echo "testing cpu_tsan/$p ... passed"
+    else
+        cat "$BUILD/cpu_tsan.$p.err"
+        echo "testing cpu_tsan/$p ... failed"
+        fail=1
+    fi
+    rm -f "$BUILD/cpu_tsan.$p.err"
+done
+if [ -x "$BUILD/tests/test_cpu_ops" ]; then
+    if "$BUILD/tests/test_cpu_ops" >"$BUILD/cpu_tsan.ops.log" 2>&1; then
+        echo "testing cpu_tsan/test_cpu_ops ... passed"
+    else
+        cat "$BUILD/cpu_tsan.ops.log"
+        echo "testing cpu_tsan/test_cpu_ops ... failed"
+        fail=1
+    fi
+    rm -f "$BUILD/cpu_tsan.ops.log"
+fi
+exit $fail
