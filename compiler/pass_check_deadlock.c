@@ -213,7 +213,14 @@ static bool step(Sim *sim, int r, int t) {
     const PlanOp *op = pr->steps[pr->pc].op;
     int ch[PLAN_MAX_OP_CHANNELS];
     PlanChanType ct;
-    int n;
+    /* packet sources must have arrived (always read from local scratch, §5.3); checked before
+     * any state changes, so a blocked op leaves no trace */
+    int idx[PLAN_MAX_OP_ENTRIES];
+    int n = pass_packet_reads(op, idx);
+    for (int i = 0; i < n; i++) {
+        Span sp = entry_span(op, &op->src[idx[i]]);
+        if (span_first_gap(&rs->pkts, sp.lo, sp.hi) < sp.hi) return false;
+    }
     switch (op->kind) {
     case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
         n = sync_channels(g, tb, op, false, ch, &ct);
@@ -256,13 +263,6 @@ static bool step(Sim *sim, int r, int t) {
         break;
     default:
         break;
-    }
-    /* packet sources must have arrived (always read from local scratch, §5.3) */
-    int idx[PLAN_MAX_OP_ENTRIES];
-    n = pass_packet_reads(op, idx);
-    for (int i = 0; i < n; i++) {
-        Span sp = entry_span(op, &op->src[idx[i]]);
-        if (span_first_gap(&rs->pkts, sp.lo, sp.hi) < sp.hi) return false;
     }
     /* effects: signals and packet writes */
     n = sync_channels(g, tb, op, true, ch, &ct);
@@ -325,8 +325,9 @@ static Blocker blocker_of(const Sim *sim, int r, int t) {
         break;
     case PLAN_OP_SEM_ACQUIRE:
         for (int i = 0; i < op->nsem; i++) {
-            int s = op->sem_ids[i];
-            if (s >= 0 && s < g->nsems && rs->sem[s] <= 0) {
+            int s = op->sem_ids[i], need = 0;
+            for (int j = 0; j < op->nsem; j++) need += op->sem_ids[j] == s;
+            if (s >= 0 && s < g->nsems && rs->sem[s] < need) {
                 b.kind = BLK_SEM;
                 b.id = s;
                 return b;
@@ -549,8 +550,8 @@ static void report_stuck(Sim *sim, Diag *d) {
                 if (n - start == 1)
                     snprintf(buf, sizeof buf, "a later op of its own thread block");
                 else {
-                    const Proc *pr = &sim->rs[path_r[start]].procs[path_t[start]];
-                    const Step *st = &pr->steps[pr->pc];
+                    const Proc *ps = &sim->rs[path_r[start]].procs[path_t[start]];
+                    const Step *st = &ps->steps[ps->pc];
                     if (st->inner >= 0)
                         snprintf(buf, sizeof buf, "rank %d tb %d op %d.%d again", path_r[start],
                                  path_t[start], st->top, st->inner);
