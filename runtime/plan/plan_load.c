@@ -1609,6 +1609,7 @@ bool plan_validate(const Plan *p, const char *what, PlanErr *err) {
     for (int i = 0; i < p->ntags; i++)
         if (!p->tags || !p->tags[i]) return vf(&V, "tags", "missing tag text");
 
+    /* rank-level tables of every rank first: thread blocks of one rank look into the others */
     for (int r = 0; r < p->ngpus; r++) {
         const PlanGpu *g = &p->gpus[r];
         char gp[PATH_MAX_LEN], kp[PATH_MAX_LEN], ip[PATH_MAX_LEN];
@@ -1651,6 +1652,12 @@ bool plan_validate(const Plan *p, const char *what, PlanErr *err) {
                 return vf(&V, ip, "access_channel_types is empty (expected \"memory\" and/or "
                                   "\"port\")");
         }
+    }
+    /* then the thread blocks, which refer to every rank's tables */
+    for (int r = 0; r < p->ngpus; r++) {
+        const PlanGpu *g = &p->gpus[r];
+        char gp[PATH_MAX_LEN], kp[PATH_MAX_LEN], ip[PATH_MAX_LEN];
+        pidx(gp, "gpus", r);
         if (g->ntbs < 0 || (g->ntbs > 0 && !g->tbs)) return vf(&V, gp, "invalid thread blocks");
         if (g->ntbs > LOAD_MAX_TBS)
             return vf(&V, gp, "%d thread blocks, more than the limit of %d", g->ntbs, LOAD_MAX_TBS);
