@@ -238,6 +238,10 @@ static void *root_main(void *arg) {
             if (pfd[k].revents) root_read(r, pidx[k]);
         if (pfd[0].revents) root_accept(r);
     }
+    /* stop accepting before anyone hears back: a rank that goes on to a second rendezvous on
+     * the same port (environment init) must never reach this finished root */
+    close(r->listen_fd);
+    r->listen_fd = -1;
     if (r->nranks && r->joined == r->nranks) {
         root_send_table(r);
     } else if (r->nranks) {
@@ -249,7 +253,7 @@ static void *root_main(void *arg) {
     }
 out:
     for (int i = 0; i < r->nconns; i++) root_close_conn(&r->conns[i]);
-    close(r->listen_fd);
+    if (r->listen_fd >= 0) close(r->listen_fd);
     free(pfd);
     free(pidx);
     free(r->conns);

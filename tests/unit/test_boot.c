@@ -268,6 +268,14 @@ static pid_t spawn_env(char *const *env) {
 /* The child: joins from the environment; TEST_HOSTIDS="A,A,B,B" gives each rank's MSCCLRT_HOSTID
  * so it can check the node grouping. */
 static int env_child(void) {
+    /* TEST_ROUNDS=2: join a second group on the same port right after the first */
+    int rounds = getenv("TEST_ROUNDS") ? atoi(getenv("TEST_ROUNDS")) : 1;
+    for (int i = 1; i < rounds; i++) {
+        Boot *b = NULL;
+        CHECK_OK(boot_init_env(&b));
+        if (b) CHECK_OK(boot_barrier(b));
+        boot_close(b);
+    }
     Boot *b = NULL;
     CHECK_OK(boot_init_env(&b));
     if (!b) return harness_report();
@@ -330,6 +338,7 @@ static int run_env_group(int n, int style, const char *hostids) {
         snprintf(envs[r][k], 96, fmt[style][3], n), env[k] = envs[r][k], k++;
         if (!hostids) snprintf(envs[r][k], 96, fmt[style][4], r), env[k] = envs[r][k], k++;
         snprintf(envs[r][k], 96, "MSCCLRT_BOOT_TIMEOUT_MS=10000"), env[k] = envs[r][k], k++;
+        if (style == 0) snprintf(envs[r][k], 96, "TEST_ROUNDS=3"), env[k] = envs[r][k], k++;
         if (style == 2) snprintf(envs[r][k], 96, "MSCCLRT_BOOT_SECRET=s3cret"), env[k] = envs[r][k], k++;
         if (hostids) {
             const char *p = hostids;
