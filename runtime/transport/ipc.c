@@ -259,8 +259,8 @@ static mscclrt_result export_new(XportIpc *x, CuDevPtr ptr, CuDevPtr base, size_
         e->kind = IPC_KIND_LEGACY;
         CuResult r = cu.cuIpcGetMemHandle(&e->legacy, base);
         if (r != CU_OK) {
-            int capable = -1;
-            cu.cuPointerGetAttribute(&capable, IPC_PTR_ATTR_LEGACY_IPC_CAPABLE, ptr);
+            int capable = 0;   /* a boolean: the driver may write one byte of it */
+            if (cu.cuPointerGetAttribute(&capable, IPC_PTR_ATTR_LEGACY_IPC_CAPABLE, ptr) != CU_OK) capable = -1;
             char what[240];
             snprintf(what, sizeof what, "ipc: rank %d: cuIpcGetMemHandle of the allocation at %#llx (%zu bytes%s)",
                      rank, base, size, capable == 0 ? "; not IPC-capable: allocate with cudaMalloc/cuMemAlloc "

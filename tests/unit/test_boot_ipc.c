@@ -10,6 +10,7 @@
 #include "core/err.h"
 #include "../harness.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,6 +244,75 @@ static void test_gpu(int ndev) {
     CHECK_EQ_INT(0, wait_pids(pids, 2));
 }
 
+/* Thread mode: two ranks as threads of one process; imports return the exporter's own pointer. */
+typedef struct { const BootId *id; int rank, ndev, failed; } GpuThread;
+
+static void *gpu_thread(void *p) {
+    GpuThread *t = p;
+    Boot *b = NULL;
+    XportIpc *x = NULL;
+    CuDevice d;
+    CuContext ctx;
+    GpuBuf g = {0};
+    int dev = t->rank % t->ndev, peer = 1 - t->rank;
+    if (cu_check(cu.cuDeviceGet(&d, dev), "cuDeviceGet") || cu_check(cu.cuDevicePrimaryCtxRetain(&ctx, d), "retain") ||
+        cu_check(cu.cuCtxSetCurrent(ctx), "set current") || boot_init(&b, t->id, t->rank, 2, 20000) ||
+        xport_ipc_create(&x, b) || gpu_alloc(&g, false, dev)) {
+        t->failed++;
+        fprintf(stderr, "gpu thread %d: %s\n", t->rank, mscclrt_last_error());
+        goto out;
+    }
+    IpcDesc mine, theirs;
+    CuDevPtr pp = 0;
+    unsigned char host[64];
+    if (cu_check(cu.cuMemsetD8(g.ptr, 0, g.size), "memset") || xport_ipc_export(x, g.ptr + 512, 1024, &mine) ||
+        xport_ipc_exchange(x, peer, 30, &mine, &theirs) || xport_ipc_import(x, &theirs, &pp)) {
+        t->failed++;
+        fprintf(stderr, "gpu thread %d: %s\n", t->rank, mscclrt_last_error());
+        goto out;
+    }
+    t->failed += pp != theirs.base + 512;   /* same process: the exporter's address itself */
+    t->failed += cu_check(cu.cuMemsetD8(pp, (unsigned char)(0x60 + t->rank), sizeof host), "memset peer") != 0;
+    t->failed += cu_check(cu.cuCtxSynchronize(), "sync") != 0;
+    t->failed += boot_barrier(b) != 0;
+    t->failed += cu_check(cu.cuMemcpyDtoH(host, g.ptr + 512, sizeof host), "DtoH") != 0;
+    for (size_t i = 0; i < sizeof host; i++) t->failed += host[i] != 0x60 + peer;
+    t->failed += xport_ipc_close(x, pp) != 0;
+    t->failed += boot_barrier(b) != 0;
+out:
+    xport_ipc_destroy(x);
+    gpu_free(&g);
+    boot_close(b);
+    return NULL;
+}
+
+static int gpu_threads_child(const BootId *id, int ndev) {
+    alarm(60);
+    if (cu_load() != MSCCLRT_SUCCESS) return 1;
+    pthread_t th[2];
+    GpuThread t[2];
+    for (int r = 0; r < 2; r++) {
+        t[r] = (GpuThread){.id = id, .rank = r, .ndev = ndev};
+        pthread_create(&th[r], NULL, gpu_thread, &t[r]);
+    }
+    int failed = 0;
+    for (int r = 0; r < 2; r++) {
+        pthread_join(th[r], NULL);
+        failed += t[r].failed;
+    }
+    return failed ? 1 : 0;
+}
+
+static void test_gpu_threads(int ndev) {
+    BootId id;
+    CHECK_OK(boot_get_unique_id(&id));
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p == 0) _exit(gpu_threads_child(&id, ndev));
+    CHECK_EQ_INT(0, wait_pids(&p, 1));
+}
+
 /* Without a driver, xport_ipc_create fails on every rank with UNAVAILABLE, none hangs. */
 static int nodriver_child(const BootId *id, int rank) {
     alarm(30);
@@ -282,9 +352,11 @@ int main(int argc, char **argv) {
     if (ndev == 0) {
         TEST("xport/ipc-no-driver", test_nodriver());
         printf("testing xport/ipc-gpu ... skipped\n");
+        printf("testing xport/ipc-gpu-threads ... skipped\n");
     } else {
         printf("testing xport/ipc-no-driver ... skipped\n");
         TEST("xport/ipc-gpu", test_gpu(ndev));
+        TEST("xport/ipc-gpu-threads", test_gpu_threads(ndev));
     }
     return harness_report();
 }
