@@ -10,12 +10,17 @@
  *                          pass_data_sync: it strips data_sync bits that would only produce
  *                          redundant nops and relies on nops not yet being inserted (§8.5 step 2);
  *   3. pass_data_sync      turns data_sync bits into nops, then clears them (§8.5 step 3);
- *   4. pass_auto_sync      needs the nops of step 3, which end its dependency windows (§8.7);
+ *   4. pass_auto_sync      optional (the DSL's auto_sync=False skips it); needs the nops of
+ *                          step 3, which end its dependency windows (§8.7);
  *   5. pass_replicate      once, with the program's `instances` (§8.8); after every pass that
  *                          looks at chunk indices or channels as the user wrote them;
  *   6. pass_check_limits   on the final shape: executor limits (§2.8) and what the executor
  *                          would misread (§9); the simulation below assumes a plan that passed;
  *   7. pass_check_deadlock simulates the final plan (all ranks, all TBs).
+ * Op numbers in messages ("rank 0 tb 1 op 3", "op 3.1" = inner op 1 of pipeline op 3) are
+ * positions in the TB's op list at that pass: for passes 6-7, the positions in the emitted plan.
+ * Every pass tolerates an invalid plan without crashing (it may then report nonsense); only
+ * the order above gives the guarantees stated.
  *
  * Conventions the lowering must follow (the plan model has no op kind for these):
  *   - `sw.reduce(dst, src)` (DSL glre) is a PLAN_OP_GLRES whose src[0] is the switch entry
