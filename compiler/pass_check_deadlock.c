@@ -7,6 +7,9 @@
  * once when the plan bounds them to one iteration, else twice. If the processes get stuck, the
  * error names the cycle of blocked ops (or the op nobody can unblock); if they finish, signals and
  * semaphores must be back in balance, since the executor never resets them between launches.
+ * The processes advance round-robin, which is one legal interleaving: a stuck state it reaches
+ * is a deadlock the GPU can really hit (e.g. two TBs acquiring one semaphore in either order),
+ * but a deadlock that only some other interleaving reaches can go unnoticed.
  */
 #include "passes.h"
 
