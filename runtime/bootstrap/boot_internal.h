@@ -20,6 +20,8 @@
 #define BOOT_HOSTID_BYTES 128      /* host identity string, NUL-padded */
 #define BOOT_MAX_RANKS 65536
 #define BOOT_MAX_MSG (1ull << 32)  /* a single message larger than this is malformed */
+#define BOOT_DIRECT_MAX 64         /* allgather all-to-all up to this many ranks, else a ring
+                                      (keeps a rank's sockets O(1) in large groups) */
 
 /* Message kinds; every wire struct names its kind right after magic and version. */
 enum {
@@ -136,6 +138,11 @@ void boot_derive_secret(uint8_t out[BOOT_SECRET_BYTES], const char *text);
 bool boot_secret_equal(const uint8_t *a, const uint8_t *b);  /* constant time */
 /* "3, 5-7, 9" into buf (truncated with "..."), from ascending ranks. */
 void boot_rank_list(char *buf, size_t n, const int *ranks, int count);
+
+/* ---- bootstrap.c (for tests) ---------------------------------------------------------------- */
+/* Groups larger than nranks use the ring allgather (default BOOT_DIRECT_MAX). Every rank of a
+ * group must use the same value. */
+void boot_set_ring_above(Boot *b, int nranks);
 
 /* ---- boot_root.c --------------------------------------------------------------------------- */
 /* Starts the detached root thread on an already-listening socket (takes ownership of fd).

@@ -50,6 +50,7 @@ struct Boot {
     bool *gone;            /* owned, [nranks]: the peer's connection to us has closed */
     BootMsg *q_head, *q_tail;   /* owned: unexpected messages, in arrival order */
     int32_t coll_seq;      /* sequence number of the next collective */
+    int ring_above;        /* allgather goes round a ring when nranks exceeds this */
     int *node_of;          /* owned, [nranks] */
     int nnodes, node, local_rank, local_size;
 };
@@ -145,10 +146,11 @@ static void in_read(Boot *b, BootIn *in) {
             size_t hsize = in->peer < 0 ? sizeof(BootConnect) : sizeof(BootMsgHdr);
             dst = (char *)&in->h + in->hgot, want = hsize - in->hgot;
         }
-        ssize_t n = want ? recv(in->fd, dst, want, MSG_DONTWAIT) : 0;
-        if (want && n < 0 && errno == EINTR) continue;
-        if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        if (want && n <= 0) {
+        /* want > 0 always: empty payloads are queued as soon as their header is complete */
+        ssize_t n = recv(in->fd, dst, want, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n <= 0) {
             if (in->peer >= 0) {
                 if (in->msg || in->hgot)
                     LOG_WARN("boot: rank %d: rank %d closed its connection in the middle of a message",
@@ -335,14 +337,45 @@ mscclrt_result boot_recv(Boot *b, int peer, int tag, void *buf, size_t len) {
     }
 }
 
+/* Ring allgather for large groups: n-1 steps, each forwarding the slice received in the
+ * previous one; messages from one peer with one (kind, tag) stay in order, so the steps of one
+ * collective share its sequence number. Uses 2 connections per rank instead of 2(n-1). */
+static mscclrt_result allgather_ring(Boot *b, char *base, size_t per_rank, int32_t seq, int64_t deadline) {
+    int n = b->nranks, next = (b->rank + 1) % n, prev = (b->rank + n - 1) % n;
+    for (int step = 0; step < n - 1; step++) {
+        int out = (b->rank - step + n) % n, in = (b->rank - step - 1 + n) % n;
+        TRY(send_msg(b, next, BK_COLL, seq, per_rank ? base + (size_t)out * per_rank : NULL, per_rank, deadline));
+        for (;;) {
+            BootMsg *m = q_take(b, prev, BK_COLL, seq);
+            if (m) {
+                TRY(take_msg(b, m, per_rank ? base + (size_t)in * per_rank : NULL, per_rank));
+                break;
+            }
+            if (b->gone[prev])
+                return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d left the group during collective "
+                               "#%d (ring step %d of %d)", b->rank, prev, (int)seq, step + 1, n - 1);
+            if (boot_now_ms() >= deadline)
+                return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: rank %d: collective #%d timed out after %d ms at ring "
+                               "step %d of %d: no answer from rank %d (it may itself wait for a rank before it)",
+                               b->rank, (int)seq, b->timeout_ms, step + 1, n - 1, prev);
+            boot_progress(b, deadline, -1);
+        }
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+void boot_set_ring_above(Boot *b, int nranks) { b->ring_above = nranks; }
+
 mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank) {
     TRY(boot_check(b, "boot_allgather"));
     if (per_rank && !buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_allgather: buf is NULL");
     int32_t seq = b->coll_seq++;
     int64_t deadline = boot_now_ms() + b->timeout_ms;
     char *base = buf;
+    if (b->nranks > b->ring_above) return allgather_ring(b, base, per_rank, seq, deadline);
     const char *mine = per_rank ? base + (size_t)b->rank * per_rank : NULL;
-    /* everyone sends its slice straight to everyone: a missing rank is then named exactly */
+    /* small groups: everyone sends its slice straight to everyone, so a missing rank is named
+     * exactly */
     for (int k = 1; k < b->nranks; k++) {
         int p = (b->rank + k) % b->nranks;
         TRY(send_msg(b, p, BK_COLL, seq, mine, per_rank, deadline));
@@ -527,6 +560,7 @@ mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int
     if (!b) return rt_fail(MSCCLRT_ERR_SYSTEM, "boot_init: out of memory");
     b->magic = BOOT_MAGIC;
     b->rank = rank, b->nranks = nranks, b->timeout_ms = timeout_ms;
+    b->ring_above = BOOT_DIRECT_MAX;
     b->listen_fd = -1;
     memcpy(b->secret, w.secret, BOOT_SECRET_BYTES);
     b->peers = calloc((size_t)nranks, sizeof *b->peers);

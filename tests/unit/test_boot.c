@@ -64,11 +64,14 @@ static int run_group(int n, RankFn fn, void *arg) {
 
 /* ---- the basic collective workout ------------------------------------------------------------ */
 
+static int ring_above = -1;   /* >= 0: force the ring allgather above this many ranks */
+
 static int rank_basic(int rank, int n, const BootId *id, void *arg) {
     size_t big = (size_t)(uintptr_t)arg;
     Boot *b = NULL;
     CHECK_OK(boot_init(&b, id, rank, n, 10000));
     if (!b) return 1;
+    if (ring_above >= 0) boot_set_ring_above(b, ring_above);
     CHECK_EQ_INT(rank, boot_rank(b));
     CHECK_EQ_INT(n, boot_nranks(b));
     CHECK_EQ_INT(1, boot_nnodes(b));
@@ -200,6 +203,7 @@ static int rank_silent_peer(int rank, int n, const BootId *id, void *arg) {
     Boot *b = NULL;
     CHECK_OK(boot_init(&b, id, rank, n, 1000));
     if (!b) return 1;
+    if (ring_above >= 0) boot_set_ring_above(b, ring_above);
     if (rank == 2) {
         struct timespec ts = {3, 500000000};
         nanosleep(&ts, NULL);
@@ -208,7 +212,10 @@ static int rank_silent_peer(int rank, int n, const BootId *id, void *arg) {
     }
     int v[3] = {0};
     CHECK_EQ_INT(MSCCLRT_ERR_TIMEOUT, boot_allgather(b, v, sizeof(int)));
-    CHECK_CONTAINS(mscclrt_last_error(), "no answer from rank 2");
+    if (ring_above < 0 || rank == 0)   /* in a ring only rank 0 waits on rank 2 directly */
+        CHECK_CONTAINS(mscclrt_last_error(), "no answer from rank 2");
+    else
+        CHECK_CONTAINS(mscclrt_last_error(), "at ring step 2 of 2: no answer from rank 0");
     if (rank == 0) {   /* rank 1 stays connected meanwhile, so this is a timeout, not a close */
         int x;
         CHECK_EQ_INT(MSCCLRT_ERR_TIMEOUT, boot_recv(b, 1, 9, &x, sizeof x));
@@ -443,6 +450,10 @@ int main(int argc, char **argv) {
     TEST("boot/fork2", CHECK_EQ_INT(0, run_group(2, rank_basic, (void *)(uintptr_t)0)));
     TEST("boot/fork3-large", CHECK_EQ_INT(0, run_group(3, rank_basic, (void *)(uintptr_t)(3u << 20))));
     TEST("boot/fork8", CHECK_EQ_INT(0, run_group(8, rank_basic, (void *)(uintptr_t)4096)));
+    ring_above = 1;
+    TEST("boot/fork8-ring", CHECK_EQ_INT(0, run_group(8, rank_basic, (void *)(uintptr_t)(1u << 20))));
+    TEST("boot/ring-silent-peer", CHECK_EQ_INT(0, run_group(3, rank_silent_peer, NULL)));
+    ring_above = -1;
     TEST("boot/wrong-secret", test_secret());
     TEST("boot/missing-rank", test_missing());
     TEST("boot/env-torchrun", CHECK_EQ_INT(0, run_env_group(3, 0, NULL)));
