@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 typedef struct RootConn {
@@ -272,6 +273,16 @@ mscclrt_result boot_root_start(int fd, const BootAddr *where, const uint8_t *sec
     r->where = *where;
     memcpy(r->secret, secret, BOOT_SECRET_BYTES);
     r->first_wait_ms = first_wait_ms;
+    /* the root holds one connection per rank until all have arrived: large groups need more
+     * descriptors than the usual soft limit of 1024 */
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        rlim_t was = lim.rlim_cur;
+        lim.rlim_cur = lim.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &lim) == 0)
+            LOG_INFO(LOG_SUB_BOOT, "boot root: raised the open-file limit from %llu to %llu",
+                     (unsigned long long)was, (unsigned long long)lim.rlim_cur);
+    }
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
