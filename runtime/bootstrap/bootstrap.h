@@ -63,7 +63,7 @@ mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int
  *   size:    WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS
  *   local:   LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID (checked against the
  *            host-identity grouping; a mismatch is a warning, boot_local_rank stays host-based)
- * Rank 0 runs the root, listening on every address at the port. MSCCLRT_INVALID_USAGE names
+ * Rank 0 runs the root, listening on every address at the port. MSCCLRT_ERR_INVALID_USAGE names
  * the variables that are missing. */
 mscclrt_result boot_init_env(Boot **out);
 

@@ -71,6 +71,8 @@ struct XportIpc {
     IpcFd *fds;              /* owned list */
 };
 
+static bool ipc_can_connect(const Boot *b, int peer);
+
 /* ---- process identity --------------------------------------------------------------------- */
 
 static pthread_once_t nonce_once = PTHREAD_ONCE_INIT;
@@ -349,6 +351,10 @@ mscclrt_result xport_ipc_send(XportIpc *x, int peer, int tag, const IpcDesc *des
     if (peer < 0 || peer >= boot_nranks(x->boot))
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "xport_ipc_send: peer %d out of range [0, %d)", peer,
                        boot_nranks(x->boot));
+    if (!ipc_can_connect(x->boot, peer))
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "xport_ipc_send: rank %d: rank %d is on another node (%d, "
+                       "this is %d); CUDA IPC works inside one host", rank, peer, boot_node_of(x->boot, peer),
+                       boot_node(x->boot));
     if (desc->magic != IPC_DESC_MAGIC || desc->owner_nonce != my_nonce() || desc->owner_rank != rank)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "xport_ipc_send: rank %d: the descriptor was not exported "
                        "by this rank", rank);
@@ -372,6 +378,10 @@ mscclrt_result xport_ipc_recv(XportIpc *x, int peer, int tag, IpcDesc *desc) {
     if (peer < 0 || peer >= boot_nranks(x->boot))
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "xport_ipc_recv: peer %d out of range [0, %d)", peer,
                        boot_nranks(x->boot));
+    if (!ipc_can_connect(x->boot, peer))
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "xport_ipc_recv: rank %d: rank %d is on another node (%d, "
+                       "this is %d); CUDA IPC works inside one host", boot_rank(x->boot), peer,
+                       boot_node_of(x->boot, peer), boot_node(x->boot));
     TRY(boot_recv(x->boot, peer, tag, desc, sizeof *desc));
     TRY(ipc_desc_check(desc, peer));
     if (desc->owner_nonce != x->info[peer].nonce)
