@@ -2,7 +2,8 @@
 # boot_launch.sh - the bootstrap as a launcher uses it: independent processes started by this
 # script with torchrun's variables (rank 0 last, so the others must wait for its root), all
 # joining through MASTER_ADDR/MASTER_PORT; then a launch where rank 2 never starts, whose
-# survivors must fail naming rank 2. Drives test_boot's --env-child mode.
+# survivors must fail naming rank 2; then the same over IPv6 (::1) where the host has it.
+# Drives test_boot's --env-child mode.
 BUILD=${BUILD:-build}
 bin=$BUILD/tests/test_boot
 [ -x "$bin" ] || { echo "no $bin"; exit 77; }
@@ -14,7 +15,7 @@ launch() {
     n=$1; shift
     pids=""
     for r in "$@"; do
-        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r \
+        MASTER_ADDR=$addr MASTER_PORT=$port RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r \
         MSCCLRT_BOOT_TIMEOUT_MS=$timeout timeout 60 "$bin" --env-child >"$tmp/r$r.log" 2>&1 &
         pids="$pids $!"
         [ "$r" = 0 ] || sleep 0.05
@@ -24,6 +25,7 @@ launch() {
     return $st
 }
 
+addr=127.0.0.1
 port=$((20000 + $$ % 20000))
 timeout=10000
 ok=0
@@ -44,4 +46,15 @@ elif grep -q "rank 2 did not arrive (3 of 4 joined)" "$tmp/r0.log" && grep -q "r
     echo "testing boot/launch-missing-rank ... passed"
 else
     echo "testing boot/launch-missing-rank ... failed"; cat "$tmp"/r*.log
+fi
+
+# IPv6: the same over ::1, where the host has an IPv6 loopback
+if grep -q '^00000000000000000000000000000001 .* lo$' /proc/net/if_inet6 2>/dev/null; then
+    addr=::1
+    port=$((port + 1))
+    timeout=10000
+    if launch 3 2 1 0; then echo "testing boot/launch-ipv6 ... passed"
+    else echo "testing boot/launch-ipv6 ... failed"; cat "$tmp"/r*.log; fi
+else
+    echo "testing boot/launch-ipv6 ... skipped"
 fi
