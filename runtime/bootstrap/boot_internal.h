@@ -132,6 +132,8 @@ mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who
  * is MSCCLRT_ERR_REMOTE. */
 mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadline, const char *who);
 mscclrt_result boot_read_all(int fd, void *buf, size_t n, int64_t deadline, const char *who);
+/* Same without a message: the caller explains (SUCCESS, TIMEOUT or REMOTE with errno set). */
+mscclrt_result boot_read_raw(int fd, void *buf, size_t n, int64_t deadline);
 int boot_set_nonblock(int fd, bool on);
 /* Secret of an environment rendezvous: from text (MSCCLRT_BOOT_SECRET) or the port. */
 void boot_derive_secret(uint8_t out[BOOT_SECRET_BYTES], const char *text);

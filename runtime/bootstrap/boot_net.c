@@ -228,21 +228,27 @@ mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadlin
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result boot_read_all(int fd, void *buf, size_t n, int64_t deadline, const char *who) {
+/* Reads exactly n bytes; the result code only, no message (errno kept for the caller). */
+mscclrt_result boot_read_raw(int fd, void *buf, size_t n, int64_t deadline) {
     char *p = buf;
     while (n) {
         ssize_t r = recv(fd, p, n, MSG_DONTWAIT);
         if (r > 0) { p += r; n -= (size_t)r; continue; }
-        if (r == 0) return rt_fail(MSCCLRT_ERR_REMOTE, "boot: %s closed the connection", who);
+        if (r == 0) { errno = ECONNRESET; return MSCCLRT_ERR_REMOTE; }
         if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return rt_fail_errno(MSCCLRT_ERR_REMOTE, "boot: receive from %s", who);
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return MSCCLRT_ERR_REMOTE;
         int64_t left = deadline - boot_now_ms();
         struct pollfd pf = {.fd = fd, .events = POLLIN};
-        if (left <= 0 || poll(&pf, 1, (int)left) == 0)
-            return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: %s did not answer in time", who);
+        if (left <= 0 || poll(&pf, 1, (int)left) == 0) return MSCCLRT_ERR_TIMEOUT;
     }
     return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result boot_read_all(int fd, void *buf, size_t n, int64_t deadline, const char *who) {
+    mscclrt_result r = boot_read_raw(fd, buf, n, deadline);
+    if (r == MSCCLRT_ERR_TIMEOUT) return rt_fail(r, "boot: %s did not answer in time", who);
+    if (r != MSCCLRT_SUCCESS) return rt_fail_errno(r, "boot: receive from %s", who);
+    return r;
 }
 
 /* Four FNV-1a streams with different seeds: not cryptographic, only a fixed-size token. */

@@ -508,7 +508,7 @@ void boot_close(Boot *b) {
 /* Reads the root's answer: the table, or the reason the rendezvous failed. */
 static mscclrt_result read_reply(Boot *b, int fd, const char *root, int64_t deadline) {
     BootReply rep;
-    mscclrt_result r = boot_read_all(fd, &rep, sizeof rep, deadline, "root");
+    mscclrt_result r = boot_read_raw(fd, &rep, sizeof rep, deadline);
     if (r == MSCCLRT_ERR_TIMEOUT)
         return rt_fail(r, "boot: rank %d of %d: the root at %s did not answer within %d ms", b->rank,
                        b->nranks, root, b->timeout_ms);
