@@ -119,6 +119,68 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const msc
 
 /* ==== GPU communicators and execution ==========================================================
  * (section owned by the GPU runtime: bootstrap, communicators, execute on a stream) */
+typedef struct mscclrt_comm mscclrt_comm;   /* one rank's membership in a GPU group */
+
+/* Single-process group: comms[i] is rank i on CUDA device devlist[i] (devlist NULL: 0..ndev-1).
+ * Peer access is enabled between all pairs; remote buffers are plain peer pointers. One thread
+ * may drive every comm (inside mscclrt_group_start/end), or each comm may be used from its own
+ * thread (thread-per-GPU). A device may appear twice (two ranks on one GPU, for tests). */
+MSCCLRT_API mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev,
+                                                 const int *devlist);
+/* Releases the comm's GPU resources after waiting for its work. NULL is a no-op. Destroy every
+ * comm of a group only when no rank still runs a collective. */
+MSCCLRT_API mscclrt_result mscclrt_comm_destroy(mscclrt_comm *comm);
+MSCCLRT_API mscclrt_result mscclrt_comm_rank(const mscclrt_comm *comm, int *rank);
+MSCCLRT_API mscclrt_result mscclrt_comm_size(const mscclrt_comm *comm, int *size);
+MSCCLRT_API mscclrt_result mscclrt_comm_device(const mscclrt_comm *comm, int *device);
+
+/* Group semantics as NCCL's: between start and end, mscclrt_execute only queues; end performs
+ * the collective setups the queued calls need (all ranks' first calls for new buffers must meet)
+ * and then launches everything in call order. Nestable; per thread. */
+MSCCLRT_API mscclrt_result mscclrt_group_start(void);
+MSCCLRT_API mscclrt_result mscclrt_group_end(void);
+
+/* Runs `plan` as rank mscclrt_comm_rank(comm) on `stream` (a CUstream / cudaStream_t; NULL is
+ * the legacy default stream). sendbuf/recvbuf are device pointers of this comm's device;
+ * in_bytes/out_bytes are this rank's message sizes (see mscclrt_plan_call_sizes). The first
+ * call for a (plan, sendbuf, recvbuf) sets up scratch, semaphores and peer addresses
+ * collectively: every rank of the group must make its matching first call (from its own
+ * thread, or from one thread inside a group), and that first call must not be captured into a
+ * CUDA graph. Later calls only launch the kernel (no host synchronisation), and may be captured
+ * and replayed. The kernel for each (plan, rank, dtype, op) is generated and compiled with
+ * NVRTC on first use (cached in $MSCCLRT_CACHE_DIR). Every rank must issue the same sequence of
+ * calls for a given (plan, buffers). mscclrt_execute uses LL16 packets. */
+MSCCLRT_API mscclrt_result mscclrt_execute(mscclrt_comm *comm, const mscclrt_plan *plan,
+                                           const void *sendbuf, void *recvbuf, size_t in_bytes,
+                                           size_t out_bytes, mscclrt_dtype dtype,
+                                           mscclrt_redop op, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_execute_ex(mscclrt_comm *comm, const mscclrt_plan *plan,
+                                              const void *sendbuf, void *recvbuf,
+                                              size_t in_bytes, size_t out_bytes,
+                                              mscclrt_dtype dtype, mscclrt_redop op,
+                                              mscclrt_packet packet, void *stream);
+
+/* One-call GPU check of a plan (for mscclrt-run --backend gpu and tests) on a single-process
+ * group from mscclrt_comm_init_all (nranks comms; nranks must equal the plan's). Fills inputs
+ * with deterministic data (seed), runs `iters` back-to-back calls (then, if
+ * graph_iters > 0, that many more inside one captured CUDA graph), and checks every rank's
+ * output against the host reference. `bytes` is the message as nccl-tests counts it.
+ * inplace != 0 runs in place (allgather: send inside recv; reducescatter: recv inside send).
+ * Returns MSCCLRT_SUCCESS if correct; a wrong result is MSCCLRT_ERR_INTERNAL with the first
+ * mismatch in mscclrt_last_error(). *usec (may be NULL) gets the mean time per call. */
+typedef struct mscclrt_gpu_check {
+    size_t bytes;
+    mscclrt_dtype dtype;
+    mscclrt_redop op;
+    mscclrt_packet packet;
+    int inplace;
+    int iters;
+    int graph_iters;
+    uint64_t seed;
+} mscclrt_gpu_check;
+MSCCLRT_API mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int nranks,
+                                                  const mscclrt_plan *plan,
+                                                  const mscclrt_gpu_check *chk, double *usec);
 
 #ifdef __cplusplus
 }

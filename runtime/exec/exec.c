@@ -1,0 +1,789 @@
+/*
+ * exec.c - GPU communicators (single-process groups), NCCL-style group calls, and one call of
+ * a plan: find the context (collective setup on first use), the kernel (generated and compiled
+ * on first use) and the per-size arguments, then cuLaunchKernel on the caller's stream.
+ * Single-process setup: every rank's first call for new buffers deposits a request in the
+ * group's round for that sequence number; the last rank to arrive sets up all ranks (it can
+ * reach every device), the others wait on a condition variable with MSCCLRT_SETUP_TIMEOUT_MS.
+ */
+#include "exec/exec.h"
+#include "core/api_plan.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ---- the group shared by the comms of one mscclrt_comm_init_all ---------------------------- */
+typedef struct SetupRound {
+    uint64_t seq;
+    int arrived, consumed;
+    bool done;
+    mscclrt_result res;
+    char err[1024];
+    const Plan **plan;             /* [nranks] */
+    const void **send, **recv;     /* [nranks] */
+    ExecCtx **ctx;                 /* [nranks] placeholders to fill */
+    struct SetupRound *next;
+} SetupRound;
+
+struct ExecClique {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int nranks;
+    int live;                      /* comms not yet destroyed */
+    mscclrt_comm **comms;          /* [nranks], borrowed */
+    SetupRound *rounds;
+};
+
+const Plan *exec_plan(const mscclrt_plan *plan) { return api_plan_model(plan); }
+
+static mscclrt_result comm_check(const mscclrt_comm *c, const char *fn) {
+    if (!c) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+    if (c->magic != EXEC_COMM_MAGIC)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "%s: comm %p is not a live communicator", fn,
+                       (const void *)c);
+    return MSCCLRT_SUCCESS;
+}
+
+/* Makes c's context current; *prev gets the one to restore. */
+static mscclrt_result ctx_push(const mscclrt_comm *c, CuContext *prev) {
+    *prev = NULL;
+    TRY(cu_check(cu.cuCtxGetCurrent(prev), "cuCtxGetCurrent"));
+    if (*prev != c->ctx) TRY(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"));
+    return MSCCLRT_SUCCESS;
+}
+static void ctx_pop(const mscclrt_comm *c, CuContext prev) {
+    if (prev != c->ctx) cu.cuCtxSetCurrent(prev);
+}
+
+/* ---- contexts -------------------------------------------------------------------------------- */
+static ExecCtx *ctx_find(mscclrt_comm *c, const Plan *p, const void *send, const void *recv) {
+    for (ExecCtx *x = c->ctxs; x; x = x->next)
+        if (x->plan == p && x->send == send && x->recv == recv) return x;
+    return NULL;
+}
+
+static void ctx_free(ExecCtx *x) {
+    if (!x) return;
+    if (x->scratch) cu.cuMemFree(x->scratch);
+    if (x->state) cu.cuMemFree(x->state);
+    free(x);
+}
+
+static void ctx_unlink(mscclrt_comm *c, ExecCtx *x) {
+    for (ExecCtx **pp = &c->ctxs; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
+}
+
+/* Bytes of the allocation after ptr (the largest message that can start there). */
+static mscclrt_result alloc_room(const void *ptr, const char *what, int rank, size_t *room) {
+    CuDevPtr base = 0;
+    size_t size = 0;
+    CuResult r = cu.cuMemGetAddressRange(&base, &size, (CuDevPtr)(uintptr_t)ptr);
+    if (r != CU_OK)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p is not device memory of this "
+                       "group (cuMemGetAddressRange: %d)", rank, what, ptr, r);
+    *room = size - (size_t)((CuDevPtr)(uintptr_t)ptr - base);
+    return MSCCLRT_SUCCESS;
+}
+
+/* Scratch of one rank's context (spec §3.5, from the allocations capped by max_message_size;
+ * reuse_resources plans get their own scratch too). */
+static mscclrt_result scratch_size(const Plan *p, int rank, const void *send, const void *recv,
+                                   size_t *bytes) {
+    const PlanGpu *g = &p->gpus[rank];
+    *bytes = 0;
+    if (g->scratch_chunks == 0) return MSCCLRT_SUCCESS;
+    size_t in_room = 0, out_room = 0;
+    TRY(alloc_room(send, "sendbuf", rank, &in_room));
+    TRY(alloc_room(recv, "recvbuf", rank, &out_room));
+    uint64_t in = in_room < p->max_size ? in_room : p->max_size;
+    uint64_t out = out_room < p->max_size ? out_room : p->max_size;
+    uint64_t per = g->input_chunks ? (in + g->input_chunks - 1) / g->input_chunks
+                                   : (out + g->output_chunks - 1) / (g->output_chunks ? g->output_chunks : 1);
+    uint64_t a = p->alignment ? p->alignment : 16;
+    per = (per + a - 1) / a * a;
+    uint64_t s = per * g->scratch_chunks * (p->protocol_ll ? 2 : 1) * (p->double_scratch ? 2 : 1);
+    s = (s + 255) / 256 * 256;
+    *bytes = (size_t)s;
+    return MSCCLRT_SUCCESS;
+}
+
+/* Allocations of rank r's context; the device's context is current. */
+static mscclrt_result ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
+    const Plan *p = x->plan;
+    TRY(cg_layout(p, c->rank, &x->layout));
+    if (x->layout.has_switch) {
+        if (param_int(PARAM_ENABLE_NVLS) != 1)
+            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s' uses switch (NVLS multicast) "
+                           "channels, which are off unless MSCCLRT_ENABLE_NVLS=1", p->name);
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s': switch channels are not implemented "
+                       "by the GPU runtime yet (multicast setup)", p->name);
+    }
+    TRY(scratch_size(p, c->rank, x->send, x->recv, &x->scratch_bytes));
+    x->scratch_half = p->double_scratch ? x->scratch_bytes / 2 / 256 * 256 : 0;
+    if (x->scratch_bytes) {
+        TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
+        TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));
+    }
+    TRY(cu_check(cu.cuMemAlloc(&x->state, x->layout.state_bytes), "cuMemAlloc(state)"));
+    TRY(cu_check(cu.cuMemsetD8(x->state, 0, x->layout.state_bytes), "cuMemsetD8(state)"));
+    const PlanGpu *g = &p->gpus[c->rank];
+    if (g->nsems > 0)
+        TRY(cu_check(cu.cuMemcpyHtoD(x->state + x->layout.off_sem, g->sem_init,
+                                     (size_t)g->nsems * sizeof(int)), "cuMemcpyHtoD(semaphores)"));
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: context for plan '%s' (send %p, recv %p): scratch %zu bytes",
+             c->rank, p->name, x->send, x->recv, x->scratch_bytes);
+    return MSCCLRT_SUCCESS;
+}
+
+/* The peer table of rank r (all ranks' contexts allocated). */
+static void ctx_fill_table(ExecClique *q, SetupRound *rd, int r) {
+    ExecCtx *x = rd->ctx[r];
+    const Plan *p = x->plan;
+    const PlanGpu *g = &p->gpus[r];
+    const CgLayout *l = &x->layout;
+    memset(x->tab, 0, sizeof x->tab);
+    for (int t = 0; t < 2; t++) {
+        int k = 0;
+        for (int b = 0; b < g->nremotes; b++) {
+            if (!g->remotes[b].access[t]) continue;
+            int o = g->remotes[b].rank;
+            mk_u64 v = 0;
+            switch (g->remotes[b].type) {
+            case PLAN_BUF_INPUT: v = (mk_u64)(uintptr_t)rd->send[o]; break;
+            case PLAN_BUF_OUTPUT: v = (mk_u64)(uintptr_t)rd->recv[o]; break;
+            default: v = rd->ctx[o]->scratch; break;
+            }
+            x->tab[l->tab_remote[t] + k++] = v;
+        }
+        for (int ch = 0; ch < g->npeers[t]; ch++) {
+            int peer = g->peers[t][ch], occ = 0;
+            for (int j = 0; j < ch; j++) occ += g->peers[t][j] == peer;
+            int slot = cg_inbound_slot(p, peer, t, r, occ);
+            const ExecCtx *px = rd->ctx[peer];
+            x->tab[l->tab_chan[t] + ch] = px->state + px->layout.off_inbound + (mk_u64)slot * 8;
+        }
+    }
+    (void)q;
+}
+
+static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
+    const Plan *p0 = rd->plan[0];
+    for (int r = 1; r < q->nranks; r++)
+        if (rd->plan[r] != p0 && strcmp(rd->plan[r]->name, p0->name) != 0)
+            return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "collective setup #%llu: rank 0 runs plan "
+                           "'%s' but rank %d runs plan '%s' (every rank must make the same calls)",
+                           (unsigned long long)rd->seq, p0->name, r, rd->plan[r]->name);
+    if (p0->ngpus != q->nranks)
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks; the group has %d", p0->name,
+                       p0->ngpus, q->nranks);
+    CuContext prev = NULL;
+    cu.cuCtxGetCurrent(&prev);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
+        TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
+        res = ctx_alloc(q->comms[r], rd->ctx[r]);
+    }
+    if (res != MSCCLRT_SUCCESS) goto out;
+    for (int r = 0; r < q->nranks; r++) ctx_fill_table(q, rd, r);
+    for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
+        TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
+        res = cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize(setup)");
+    }
+out:
+    cu.cuCtxSetCurrent(prev);
+    return res;
+}
+
+/* Deposits rank c's request into its next round; the last arrival performs the setup. */
+static SetupRound *round_deposit(mscclrt_comm *c, const Plan *p, ExecCtx *x) {
+    ExecClique *q = c->clique;
+    uint64_t seq = c->setup_seq++;
+    pthread_mutex_lock(&q->mu);
+    SetupRound *rd = q->rounds;
+    while (rd && rd->seq != seq) rd = rd->next;
+    if (!rd) {
+        rd = calloc(1, sizeof *rd);
+        if (rd) {
+            rd->plan = calloc((size_t)q->nranks, sizeof *rd->plan);
+            rd->send = calloc((size_t)q->nranks, sizeof *rd->send);
+            rd->recv = calloc((size_t)q->nranks, sizeof *rd->recv);
+            rd->ctx = calloc((size_t)q->nranks, sizeof *rd->ctx);
+        }
+        if (!rd || !rd->plan || !rd->send || !rd->recv || !rd->ctx) {
+            if (rd) { free(rd->plan); free(rd->send); free(rd->recv); free(rd->ctx); free(rd); }
+            pthread_mutex_unlock(&q->mu);
+            return NULL;
+        }
+        rd->seq = seq;
+        rd->next = q->rounds;
+        q->rounds = rd;
+    }
+    rd->plan[c->rank] = p;
+    rd->send[c->rank] = x->send;
+    rd->recv[c->rank] = x->recv;
+    rd->ctx[c->rank] = x;
+    if (++rd->arrived == q->nranks) {
+        rd->res = setup_round(q, rd);
+        if (rd->res != MSCCLRT_SUCCESS) snprintf(rd->err, sizeof rd->err, "%s", mscclrt_last_error());
+        rd->done = true;
+        pthread_cond_broadcast(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return rd;
+}
+
+/* Waits for rank c's round; consumes it (the last consumer frees it). */
+static mscclrt_result round_wait(mscclrt_comm *c, SetupRound *rd) {
+    ExecClique *q = c->clique;
+    long long ms = param_int(PARAM_SETUP_TIMEOUT_MS);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    dl.tv_nsec += (ms % 1000) * 1000000;
+    if (dl.tv_nsec >= 1000000000) { dl.tv_sec++; dl.tv_nsec -= 1000000000; }
+    pthread_mutex_lock(&q->mu);
+    int rc = 0;
+    while (!rd->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&q->cv, &q->mu, &dl);
+    mscclrt_result res;
+    if (!rd->done) {
+        char missing[256] = "";
+        size_t n = 0;
+        for (int r = 0; r < q->nranks && n + 8 < sizeof missing; r++)
+            if (!rd->ctx[r]) n += (size_t)snprintf(missing + n, sizeof missing - n, "%s%d", n ? ", " : "", r);
+        pthread_mutex_unlock(&q->mu);
+        return rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: collective setup #%llu of plan '%s': ranks "
+                       "%s did not make their first call within %lld ms "
+                       "(MSCCLRT_SETUP_TIMEOUT_MS)", c->rank, (unsigned long long)rd->seq,
+                       rd->plan[c->rank]->name, missing, ms);
+    }
+    res = rd->res;
+    char err[1024];
+    snprintf(err, sizeof err, "%s", rd->err);
+    if (++rd->consumed == q->nranks) {
+        for (SetupRound **pp = &q->rounds; *pp; pp = &(*pp)->next)
+            if (*pp == rd) {
+                *pp = rd->next;
+                break;
+            }
+        free(rd->plan); free(rd->send); free(rd->recv); free(rd->ctx);
+        free(rd);
+    }
+    pthread_mutex_unlock(&q->mu);
+    if (res != MSCCLRT_SUCCESS) return rt_fail(res, "%s", err);
+    return MSCCLRT_SUCCESS;
+}
+
+/* A new placeholder context, linked into the comm (ready once its round is done). */
+static mscclrt_result ctx_placeholder(mscclrt_comm *c, const Plan *p, const void *send,
+                                      const void *recv, ExecCtx **out) {
+    ExecCtx *x = calloc(1, sizeof *x);
+    if (!x) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a context", c->rank);
+    x->plan = p;
+    x->send = send;
+    x->recv = recv;
+    x->next = c->ctxs;
+    c->ctxs = x;
+    *out = x;
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const void *send,
+                                const void *recv, void *stream, ExecCtx **out) {
+    int st = CU_CAPTURE_STATUS_NONE;
+    if (cu.cuStreamIsCapturing((CuStream)stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
+                       "sendbuf %p / recvbuf %p sets up memory and cannot be captured into a CUDA "
+                       "graph; make one call before capturing", c->rank, p->name, send, recv);
+    ExecCtx *x = NULL;
+    TRY(ctx_placeholder(c, p, send, recv, &x));
+    SetupRound *rd = round_deposit(c, p, x);
+    if (!rd) {
+        ctx_unlink(c, x);
+        free(x);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a setup round", c->rank);
+    }
+    mscclrt_result res = round_wait(c, rd);
+    if (res != MSCCLRT_SUCCESS) {
+        ctx_unlink(c, x);
+        ctx_free(x);
+        return res;
+    }
+    x->ready = true;
+    *out = x;
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- kernels ---------------------------------------------------------------------------------- */
+static mscclrt_result kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op, int pk,
+                                 ExecKernel **out) {
+    const CgLayout *l = &x->layout;
+    int kdt = l->has_reduce ? dt : -1, kop = l->has_reduce ? op : -1;
+    int kpk = l->has_packets ? pk : -1;
+    for (ExecKernel *k = c->kernels; k; k = k->next)
+        if (k->plan == x->plan && k->dtype == kdt && k->op == kop && k->packet == kpk) {
+            *out = k;
+            return MSCCLRT_SUCCESS;
+        }
+    char *src = NULL;
+    void *cubin = NULL;
+    size_t len = 0;
+    bool cached = false;
+    ExecKernel *k = NULL;
+    mscclrt_result res;
+    char what[300];
+    snprintf(what, sizeof what, "plan '%s' rank %d (%s, %s, LL%d)", x->plan->name, c->rank,
+             mscclrt_dtype_name((mscclrt_dtype)dt), mscclrt_redop_name((mscclrt_redop)op),
+             pk == MSCCLRT_LL8 ? 8 : 16);
+    TRY_GOTO(cg_generate(x->plan, c->rank, (mscclrt_dtype)dt, (mscclrt_redop)op,
+                         (mscclrt_packet)pk, &src), res, fail);
+    const char *dump = param_str(PARAM_CG_DUMP_DIR);
+    if (*dump) {
+        char path[1024];
+        mkdir(dump, 0755);
+        snprintf(path, sizeof path, "%s/%s.r%d.%d.%d.%d.cu", dump, x->plan->name, c->rank, kdt,
+                 kop, kpk);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fputs(src, f);
+            fclose(f);
+        }
+    }
+    TRY_GOTO(cg_compile(src, c->arch, what, &cubin, &len, &cached), res, fail);
+    k = calloc(1, sizeof *k);
+    if (!k) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+        goto fail;
+    }
+    TRY_GOTO(cu_check(cu.cuModuleLoadData(&k->module, cubin), "cuModuleLoadData"), res, fail);
+    TRY_GOTO(cu_check(cu.cuModuleGetFunction(&k->fn, k->module, CG_KERNEL_NAME),
+                      "cuModuleGetFunction"), res, fail);
+    k->plan = x->plan;
+    k->dtype = kdt;
+    k->op = kop;
+    k->packet = kpk;
+    k->next = c->kernels;
+    c->kernels = k;
+    free(src);
+    free(cubin);
+    *out = k;
+    return MSCCLRT_SUCCESS;
+fail:
+    if (k && k->module) cu.cuModuleUnload(k->module);
+    free(k);
+    free(src);
+    free(cubin);
+    return res;
+}
+
+/* ---- per-size arguments ---------------------------------------------------------------------- */
+static mscclrt_result size_get(mscclrt_comm *c, ExecCtx *x, uint64_t in, uint64_t out,
+                               const MkArgs **args) {
+    for (int i = 0; i < x->nsizes; i++)
+        if (x->sizes[i].in_bytes == in && x->sizes[i].out_bytes == out) {
+            if (i) { /* move to front */
+                ExecSize s = x->sizes[i];
+                memmove(&x->sizes[1], &x->sizes[0], (size_t)i * sizeof s);
+                x->sizes[0] = s;
+            }
+            *args = &x->sizes[0].args;
+            return MSCCLRT_SUCCESS;
+        }
+    PlanGeom g;
+    PlanErr err;
+    if (!plan_geom(x->plan, c->rank, in, out, &g, &err))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s", c->rank, err.msg);
+    uint64_t need = g.scratch_bytes;
+    if (need > x->scratch_bytes)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: plan '%s' needs %llu scratch bytes for "
+                       "in %llu / out %llu bytes, but the buffers' allocations gave this context "
+                       "%zu", c->rank, x->plan->name, (unsigned long long)need,
+                       (unsigned long long)in, (unsigned long long)out, x->scratch_bytes);
+    ExecSize s;
+    memset(&s, 0, sizeof s);
+    s.in_bytes = in;
+    s.out_bytes = out;
+    s.args.in = (mk_u64)(uintptr_t)x->send;
+    s.args.out = (mk_u64)(uintptr_t)x->recv;
+    s.args.scratch = x->scratch;
+    s.args.chunk = g.chunk_bytes;
+    s.args.scratch_half = x->scratch_half;
+    s.args.state = x->state;
+    s.args.out_bytes = out;
+    s.args.nranks = (mk_u32)c->nranks;
+    s.args.rank = (mk_u32)c->rank;
+    int n = x->nsizes < EXEC_SIZES ? x->nsizes : EXEC_SIZES - 1;
+    memmove(&x->sizes[1], &x->sizes[0], (size_t)n * sizeof s);
+    x->sizes[0] = s;
+    x->nsizes = n + 1;
+    /* the hot entry may point into the moved array: recomputed by the caller */
+    *args = &x->sizes[0].args;
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
+                             const MkArgs *args, void *stream) {
+    void *params[2] = {(void *)args, (void *)x->tab};
+    CuContext prev;
+    TRY(ctx_push(c, &prev));
+    CuResult r = cu.cuLaunchKernel(fn, (unsigned)x->layout.ntb, 1, 1, (unsigned)x->layout.threads,
+                                   1, 1, 0, (CuStream)stream, params, NULL);
+    ctx_pop(c, prev);
+    if (r != CU_OK) {
+        char what[200];
+        snprintf(what, sizeof what, "rank %d: launch of plan '%s' (%d blocks x %d threads)",
+                 c->rank, x->plan->name, x->layout.ntb, x->layout.threads);
+        return cu_check(r, what);
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+/* The full (slow) path of one call; the context must exist unless `setup` allows creating it. */
+static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
+                                size_t in, size_t out, int dt, int op, int pk, void *stream) {
+    ExecCtx *x = ctx_find(c, p, send, recv);
+    if (x && !x->ready)
+        return rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
+                       "setup finished", c->rank, p->name);
+    CuContext prev;
+    TRY(ctx_push(c, &prev));
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    if (!x) TRY_GOTO(ctx_setup(c, p, send, recv, stream, &x), res, out);
+    ExecKernel *k;
+    const MkArgs *args;
+    TRY_GOTO(kernel_get(c, x, dt, op, pk, &k), res, out);
+    TRY_GOTO(size_get(c, x, in, out, &args), res, out);
+    TRY_GOTO(launch(c, k->fn, x, args, stream), res, out);
+    c->hot.plan = p;
+    c->hot.send = send;
+    c->hot.recv = recv;
+    c->hot.in_bytes = in;
+    c->hot.out_bytes = out;
+    c->hot.dtype = dt;
+    c->hot.op = op;
+    c->hot.packet = pk;
+    c->hot.ctx = x;
+    c->hot.args = args;
+    c->hot.fn = k->fn;
+out:
+    ctx_pop(c, prev);
+    return res;
+}
+
+/* ---- groups (per thread) ---------------------------------------------------------------------- */
+typedef struct Pending {
+    mscclrt_comm *comm;
+    const Plan *plan;
+    const void *send;
+    void *recv;
+    size_t in, out;
+    int dt, op, pk;
+    void *stream;
+    SetupRound *round;             /* the setup this call deposited, if any */
+    ExecCtx *ctx;                  /* its placeholder */
+    mscclrt_result res;
+    struct Pending *next;
+} Pending;
+
+static _Thread_local int tl_depth;
+static _Thread_local Pending *tl_head, *tl_tail;
+
+mscclrt_result mscclrt_group_start(void) {
+    tl_depth++;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result mscclrt_group_end(void) {
+    if (tl_depth <= 0)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "mscclrt_group_end without mscclrt_group_start");
+    if (--tl_depth > 0) return MSCCLRT_SUCCESS;
+    Pending *list = tl_head;
+    tl_head = tl_tail = NULL;
+    mscclrt_result first = MSCCLRT_SUCCESS;
+    char first_msg[1024] = "";
+    /* 1: deposit every setup (never blocks; the last arrival performs it) */
+    for (Pending *q = list; q; q = q->next) {
+        mscclrt_comm *c = q->comm;
+        if (ctx_find(c, q->plan, q->send, q->recv)) continue;
+        int st = CU_CAPTURE_STATUS_NONE;
+        if (cu.cuStreamIsCapturing((CuStream)q->stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE) {
+            q->res = rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
+                             "new buffers cannot be captured into a CUDA graph", c->rank, q->plan->name);
+            continue;
+        }
+        q->res = ctx_placeholder(c, q->plan, q->send, q->recv, &q->ctx);
+        if (q->res != MSCCLRT_SUCCESS) continue;
+        q->round = round_deposit(c, q->plan, q->ctx);
+        if (!q->round) {
+            ctx_unlink(c, q->ctx);
+            free(q->ctx);
+            q->ctx = NULL;
+            q->res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for a setup round");
+        }
+    }
+    /* 2: wait for them */
+    for (Pending *q = list; q; q = q->next) {
+        if (!q->round) continue;
+        q->res = round_wait(q->comm, q->round);
+        if (q->res != MSCCLRT_SUCCESS) {
+            ctx_unlink(q->comm, q->ctx);
+            ctx_free(q->ctx);
+        } else {
+            q->ctx->ready = true;
+        }
+    }
+    /* 3: launch in call order */
+    for (Pending *q = list; q; q = q->next) {
+        if (q->res == MSCCLRT_SUCCESS)
+            q->res = exec_call(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op,
+                               q->pk, q->stream);
+        if (q->res != MSCCLRT_SUCCESS && first == MSCCLRT_SUCCESS) {
+            first = q->res;
+            snprintf(first_msg, sizeof first_msg, "%s", mscclrt_last_error());
+        }
+    }
+    while (list) {
+        Pending *n = list->next;
+        free(list);
+        list = n;
+    }
+    if (first != MSCCLRT_SUCCESS) return rt_fail(first, "%s", first_msg);
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- execute ------------------------------------------------------------------------------- */
+mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, const void *send,
+                                  void *recv, size_t in, size_t out, mscclrt_dtype dt,
+                                  mscclrt_redop op, mscclrt_packet pk, void *stream) {
+    const Plan *p = exec_plan(plan);
+    /* hot path: the same call as the previous one on this comm */
+    if (tl_depth == 0 && c && c->magic == EXEC_COMM_MAGIC && p && c->hot.plan == p &&
+        c->hot.send == send && c->hot.recv == recv && c->hot.in_bytes == in &&
+        c->hot.out_bytes == out && c->hot.dtype == (int)dt && c->hot.op == (int)op &&
+        c->hot.packet == (int)pk)
+        return launch(c, c->hot.fn, c->hot.ctx, c->hot.args, stream);
+    TRY(comm_check(c, "mscclrt_execute"));
+    if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: plan is NULL or not a plan");
+    if ((unsigned)dt >= MSCCLRT_DTYPE_COUNT)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: dtype %d out of range [0, %d)",
+                       (int)dt, MSCCLRT_DTYPE_COUNT);
+    if ((unsigned)op >= MSCCLRT_REDOP_COUNT)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: op %d out of range [0, %d)",
+                       (int)op, MSCCLRT_REDOP_COUNT);
+    if (pk != MSCCLRT_LL16 && pk != MSCCLRT_LL8)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: packet type %d is neither "
+                       "LL16 (0) nor LL8 (1)", (int)pk);
+    if (p->ngpus != c->nranks)
+        return rt_fail(MSCCLRT_ERR_PLAN, "mscclrt_execute: plan '%s' is for %d ranks; the comm's "
+                       "group has %d", p->name, p->ngpus, c->nranks);
+    if (!send || !recv)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: rank %d: %s is NULL", c->rank,
+                       !send ? "sendbuf" : "recvbuf");
+    if (tl_depth > 0) {
+        Pending *q = calloc(1, sizeof *q);
+        if (!q) return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_execute: out of memory");
+        *q = (Pending){c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream, NULL, NULL,
+                       MSCCLRT_SUCCESS, NULL};
+        if (tl_tail) tl_tail->next = q;
+        else tl_head = q;
+        tl_tail = q;
+        return MSCCLRT_SUCCESS;
+    }
+    return exec_call(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream);
+}
+
+mscclrt_result mscclrt_execute(mscclrt_comm *c, const mscclrt_plan *plan, const void *send,
+                               void *recv, size_t in, size_t out, mscclrt_dtype dt,
+                               mscclrt_redop op, void *stream) {
+    return mscclrt_execute_ex(c, plan, send, recv, in, out, dt, op, MSCCLRT_LL16, stream);
+}
+
+void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
+    bool synced = false;
+    for (ExecCtx **pp = &c->ctxs; *pp;) {
+        ExecCtx *x = *pp;
+        if (x->send != ptr && x->recv != ptr) {
+            pp = &x->next;
+            continue;
+        }
+        if (!synced) {
+            CuContext prev;
+            if (ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+                cu.cuCtxSynchronize();
+                ctx_pop(c, prev);
+            }
+            synced = true;
+        }
+        *pp = x->next;
+        if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
+        ctx_free(x);
+    }
+}
+
+/* ---- communicators ----------------------------------------------------------------------------- */
+static void comm_release(mscclrt_comm *c) {
+    CuContext prev = NULL;
+    if (c->ctx) {
+        cu.cuCtxGetCurrent(&prev);
+        cu.cuCtxSetCurrent(c->ctx);
+        cu.cuCtxSynchronize();
+    }
+    while (c->ctxs) {
+        ExecCtx *x = c->ctxs;
+        c->ctxs = x->next;
+        ctx_free(x);
+    }
+    while (c->kernels) {
+        ExecKernel *k = c->kernels;
+        c->kernels = k->next;
+        if (k->module) cu.cuModuleUnload(k->module);
+        free(k);
+    }
+    if (c->ctx) {
+        cu.cuCtxSetCurrent(prev == c->ctx ? NULL : prev);
+        cu.cuDevicePrimaryCtxRelease(c->dev);
+    }
+    c->magic = 0;
+    free(c);
+}
+
+static void clique_drop(ExecClique *q) {
+    pthread_mutex_lock(&q->mu);
+    int left = --q->live;
+    pthread_mutex_unlock(&q->mu);
+    if (left > 0) return;
+    while (q->rounds) {
+        SetupRound *rd = q->rounds;
+        q->rounds = rd->next;
+        free(rd->plan); free(rd->send); free(rd->recv); free(rd->ctx);
+        free(rd);
+    }
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q->comms);
+    free(q);
+}
+
+mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev, const int *devlist) {
+    if (!comms) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_all: comms is NULL");
+    if (ndev < 1 || ndev > 1024)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_all: ndev %d out of range "
+                       "[1, 1024]", ndev);
+    for (int i = 0; i < ndev; i++) comms[i] = NULL;
+    TRY(cu_load());
+    int count = 0;
+    TRY(cu_check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+    for (int i = 0; i < ndev; i++) {
+        int d = devlist ? devlist[i] : i;
+        if (d < 0 || d >= count)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_all: devlist[%d] = %d out "
+                           "of range [0, %d)", i, d, count);
+    }
+    ExecClique *q = calloc(1, sizeof *q);
+    if (!q || !(q->comms = calloc((size_t)ndev, sizeof *q->comms))) {
+        free(q);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_comm_init_all: out of memory");
+    }
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    q->nranks = ndev;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    CuContext prev = NULL;
+    cu.cuCtxGetCurrent(&prev);
+    for (int i = 0; i < ndev; i++) {
+        mscclrt_comm *c = calloc(1, sizeof *c);
+        if (!c) {
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_comm_init_all: out of memory");
+            goto fail;
+        }
+        c->magic = EXEC_COMM_MAGIC;
+        c->rank = i;
+        c->nranks = ndev;
+        c->device = devlist ? devlist[i] : i;
+        c->clique = q;
+        q->comms[i] = c;
+        q->live++;
+        TRY_GOTO(cu_check(cu.cuDeviceGet(&c->dev, c->device), "cuDeviceGet"), res, fail);
+        TRY_GOTO(cu_check(cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain"),
+                 res, fail);
+        TRY_GOTO(cu_device_arch(c->device, &c->arch), res, fail);
+    }
+    /* peer access between every pair of distinct devices */
+    for (int i = 0; i < ndev; i++) {
+        TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[i]->ctx), "cuCtxSetCurrent"), res, fail);
+        for (int j = 0; j < ndev; j++) {
+            if (q->comms[j]->device == q->comms[i]->device) continue;
+            int can = 0;
+            TRY_GOTO(cu_check(cu.cuDeviceCanAccessPeer(&can, q->comms[i]->dev, q->comms[j]->dev),
+                              "cuDeviceCanAccessPeer"), res, fail);
+            if (!can) {
+                res = rt_fail(MSCCLRT_ERR_UNAVAILABLE, "mscclrt_comm_init_all: device %d cannot "
+                              "access device %d (no peer-to-peer path)", q->comms[i]->device,
+                              q->comms[j]->device);
+                goto fail;
+            }
+            CuResult r = cu.cuCtxEnablePeerAccess(q->comms[j]->ctx, 0);
+            if (r != CU_OK && r != CU_ERR_PEER_ACCESS_ALREADY_ENABLED) {
+                res = cu_check(r, "cuCtxEnablePeerAccess");
+                goto fail;
+            }
+        }
+    }
+    cu.cuCtxSetCurrent(prev);
+    for (int i = 0; i < ndev; i++) comms[i] = q->comms[i];
+    LOG_INFO(LOG_SUB_INIT, "single-process group of %d ranks (sm_%d)", ndev, q->comms[0]->arch);
+    return MSCCLRT_SUCCESS;
+fail:
+    cu.cuCtxSetCurrent(prev);
+    for (int i = 0; i < ndev; i++)
+        if (q->comms[i]) {
+            mscclrt_comm *c = q->comms[i];
+            q->comms[i] = NULL;
+            comm_release(c);
+            clique_drop(q);
+        }
+    if (q->live == 0 && ndev > 0 && !q->comms[0]) { /* freed by the last clique_drop */ }
+    return res;
+}
+
+mscclrt_result mscclrt_comm_destroy(mscclrt_comm *c) {
+    if (!c) return MSCCLRT_SUCCESS;
+    TRY(comm_check(c, "mscclrt_comm_destroy"));
+    ExecClique *q = c->clique;
+    pthread_mutex_lock(&q->mu);
+    q->comms[c->rank] = NULL;
+    pthread_mutex_unlock(&q->mu);
+    comm_release(c);
+    clique_drop(q);
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result mscclrt_comm_rank(const mscclrt_comm *c, int *rank) {
+    TRY(comm_check(c, "mscclrt_comm_rank"));
+    if (!rank) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_rank: rank is NULL");
+    *rank = c->rank;
+    return MSCCLRT_SUCCESS;
+}
+mscclrt_result mscclrt_comm_size(const mscclrt_comm *c, int *size) {
+    TRY(comm_check(c, "mscclrt_comm_size"));
+    if (!size) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_size: size is NULL");
+    *size = c->nranks;
+    return MSCCLRT_SUCCESS;
+}
+mscclrt_result mscclrt_comm_device(const mscclrt_comm *c, int *device) {
+    TRY(comm_check(c, "mscclrt_comm_device"));
+    if (!device) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_device: device is NULL");
+    *device = c->device;
+    return MSCCLRT_SUCCESS;
+}

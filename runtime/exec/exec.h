@@ -1,0 +1,88 @@
+/*
+ * exec.h - GPU communicators and the execution of one call: contexts per (plan, send, recv)
+ * holding scratch, the state block and the peer table; per-size kernel arguments; kernels per
+ * (plan, dtype, op, packet) from runtime/codegen. The public entry points (mscclrt_comm_*,
+ * mscclrt_group_*, mscclrt_execute*) live in exec.c; this header exposes the internals that
+ * mscclrt-perf and the GPU check need.
+ *
+ * Hot path: a call whose (plan, buffers, sizes, dtype, op, packet) equals the comm's previous
+ * one costs a few compares and one cuLaunchKernel. The first call for new buffers performs
+ * the collective setup (single process: the last rank to arrive sets up every rank).
+ */
+#ifndef MSCCLRT_EXEC_H
+#define MSCCLRT_EXEC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mscclrt.h"
+#include "plan.h"
+#include "plan_abi.h"
+#include "codegen/codegen.h"
+#include "cuda/cuda_driver.h"
+
+#define EXEC_COMM_MAGIC 0x4d4d4f43u /* "COMM" */
+
+typedef struct ExecKernel {
+    const Plan *plan;              /* borrowed key */
+    int dtype, op, packet;         /* key (normalised: -1 when the kernel does not depend) */
+    CuModule module;               /* owned */
+    CuFunction fn;
+    struct ExecKernel *next;
+} ExecKernel;
+
+typedef struct ExecSize {
+    uint64_t in_bytes, out_bytes;  /* key */
+    MkArgs args;                   /* first kernel parameter for this size */
+} ExecSize;
+
+#define EXEC_SIZES 8
+
+typedef struct ExecCtx {
+    const Plan *plan;              /* borrowed key (the comm's plan handle's model) */
+    const void *send, *recv;       /* key: the user pointers */
+    bool ready;                    /* false while its collective setup is pending */
+    CgLayout layout;
+    CuDevPtr scratch;              /* owned; zeroed at setup */
+    size_t scratch_bytes, scratch_half;
+    CuDevPtr state;                /* owned; MkState block */
+    mk_u64 tab[MK_TAB_MAX];        /* second kernel parameter (layout.ntab entries used) */
+    ExecSize sizes[EXEC_SIZES];    /* most recently used first */
+    int nsizes;
+    struct ExecCtx *next;
+} ExecCtx;
+
+typedef struct ExecClique ExecClique;
+
+struct mscclrt_comm {
+    uint32_t magic;                /* EXEC_COMM_MAGIC while live */
+    int rank, nranks, device;
+    CuDevice dev;
+    CuContext ctx;                 /* the device's primary context (retained) */
+    int arch;                      /* e.g. 90 */
+    ExecClique *clique;            /* shared by the comms of one init_all */
+    uint64_t setup_seq;            /* collective setups requested so far */
+    ExecKernel *kernels;           /* owned list */
+    ExecCtx *ctxs;                 /* owned list */
+    /* the previous call: the hot path compares against it */
+    struct {
+        const Plan *plan;
+        const void *send, *recv;
+        uint64_t in_bytes, out_bytes;
+        int dtype, op, packet;
+        const ExecCtx *ctx;
+        const MkArgs *args;
+        CuFunction fn;
+    } hot;
+};
+
+/* Drops (and frees, after synchronising the device) every context of c whose send or recv
+ * pointer is ptr. Every rank of the group must drop the same contexts before the buffers are
+ * reused, since the next call for them is a collective setup again. */
+void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
+
+/* The plan model inside a public handle (runtime/core/api_plan.h). */
+const Plan *exec_plan(const mscclrt_plan *plan);
+
+#endif
