@@ -156,6 +156,7 @@ static double now_s(void) {
 
 static mscclrt_result nvrtc_build(const char *src, const char *arch_opt, const char *what,
                                   void **cubin, size_t *len) {
+    const bool ptx_only = cubin == NULL;
     const char *names[64], *texts[64];
     int nh = 0;
     for (int i = 0; i < mscclrt_kernel_nfiles && nh < 64; i++, nh++) {
@@ -197,6 +198,7 @@ static mscclrt_result nvrtc_build(const char *src, const char *arch_opt, const c
         goto out;
     }
     size_t n = 0;
+    if (ptx_only) goto out;
     TRY_GOTO(nvrtc_check(nvrtc.nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize"), res, out);
     *cubin = malloc(n ? n : 1);
     if (!*cubin) {
@@ -212,6 +214,13 @@ fail:
 out:
     nvrtc.nvrtcDestroyProgram(&prog);
     return res;
+}
+
+mscclrt_result cg_check_source(const char *src, int arch, const char *what) {
+    char arch_opt[64];
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=compute_%d", arch);
+    TRY(nvrtc_load());
+    return nvrtc_build(src, arch_opt, what, NULL, NULL);
 }
 
 mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cubin,

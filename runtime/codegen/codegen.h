@@ -60,6 +60,10 @@ mscclrt_result cg_generate(const Plan *p, int rank, mscclrt_dtype dt, mscclrt_re
 mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cubin,
                           size_t *len, bool *cached);
 
+/* Front-end check only (NVRTC to PTX for compute_<arch>, no ptxas, no cache): fast, for CI
+ * sweeps over many plans. */
+mscclrt_result cg_check_source(const char *src, int arch, const char *what);
+
 /* 64-bit FNV-1a, exposed for cache keys of callers. */
 uint64_t cg_hash(const void *data, size_t n, uint64_t seed);
 

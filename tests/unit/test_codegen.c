@@ -2,7 +2,9 @@
  * test_codegen.c - code generation without a GPU: generates the CUDA source of every rank of
  * every compat plan (or of the plan files given as arguments) for several data types,
  * operators and packet types, and compiles it with NVRTC for sm_90 (NVRTC needs no GPU).
- * Sources of one plan are compiled together as one translation unit to keep CI fast.
+ * Sources of one plan are compiled together as one translation unit to keep CI fast; plan
+ * files given as arguments (the stdlib sweep) are generated for every rank and compiled for
+ * rank 0 only, to PTX (NVRTC front end, no ptxas).
  * Exits 77 (skip) when NVRTC cannot be loaded.
  */
 #include "../harness.h"
@@ -50,7 +52,7 @@ static void add_renamed(Buf *b, const char *src, int k) {
 
 typedef struct { mscclrt_dtype dt; mscclrt_redop op; mscclrt_packet pk; } Combo;
 
-static void compile_plan(const char *path, bool sweep) {
+static void compile_plan(const char *path, bool sweep, bool ptx_only) {
     PlanErr err;
     Plan *p = plan_load_file(path, &err);
     CHECK(p != NULL);
@@ -87,12 +89,14 @@ static void compile_plan(const char *path, bool sweep) {
             CHECK_EQ_INT(MSCCLRT_SUCCESS, res);
             if (!src) continue;
             CHECK_CONTAINS(src, CG_KERNEL_NAME);
-            add_renamed(&all, src, k++);
+            /* the PTX sweep compiles rank 0 only (every rank is generated and checked above) */
+            if (!ptx_only || r == 0) add_renamed(&all, src, k++);
             free(src);
         }
     void *cubin = NULL;
-    size_t len = 0;
-    mscclrt_result res = cg_compile(all.s, 90, path, &cubin, &len, NULL);
+    size_t len = 1;
+    mscclrt_result res = ptx_only ? cg_check_source(all.s, 90, path)
+                                  : cg_compile(all.s, 90, path, &cubin, &len, NULL);
     if (res != MSCCLRT_SUCCESS) fprintf(stderr, "%s\n", mscclrt_last_error());
     CHECK_EQ_INT(MSCCLRT_SUCCESS, res);
     CHECK(len > 0);
@@ -101,7 +105,44 @@ static void compile_plan(const char *path, bool sweep) {
     plan_free(p);
 }
 
+/* --warm PLAN...: fill $MSCCLRT_CACHE_DIR with the sm_90 kernels test_gpu_exec uses, one
+ * compile per kernel, so a GPU machine's run needs no NVRTC time (same NVRTC version there). */
+static int warm(int argc, char **argv) {
+    const Combo combos[] = {
+        {MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16}, {MSCCLRT_FLOAT16, MSCCLRT_SUM, MSCCLRT_LL8},
+        {MSCCLRT_BFLOAT16, MSCCLRT_MAX, MSCCLRT_LL16}, {MSCCLRT_INT32, MSCCLRT_PROD, MSCCLRT_LL8},
+        {MSCCLRT_UINT8, MSCCLRT_MIN, MSCCLRT_LL16}, {MSCCLRT_FP8_E4M3, MSCCLRT_SUM, MSCCLRT_LL16},
+        {MSCCLRT_FLOAT64, MSCCLRT_AVG, MSCCLRT_LL16}, {MSCCLRT_INT64, MSCCLRT_SUM, MSCCLRT_LL16},
+        {MSCCLRT_FP8_E5M2, MSCCLRT_AVG, MSCCLRT_LL8}, {MSCCLRT_FLOAT32, MSCCLRT_AVG, MSCCLRT_LL8},
+        {MSCCLRT_FLOAT16, MSCCLRT_SUM, MSCCLRT_LL16}, {MSCCLRT_BFLOAT16, MSCCLRT_SUM, MSCCLRT_LL16},
+    };
+    int n = 0;
+    for (int i = 2; i < argc; i++) {
+        PlanErr err;
+        Plan *p = plan_load_file(argv[i], &err);
+        if (!p) { fprintf(stderr, "%s\n", err.msg); continue; }
+        for (int r = 0; r < p->ngpus; r++)
+            for (int c = 0; c < (int)(sizeof combos / sizeof combos[0]); c++) {
+                mscclrt_packet pk = combos[c].pk;
+                if (pk == MSCCLRT_LL8 && (combos[c].dt == MSCCLRT_FLOAT64 || combos[c].dt == MSCCLRT_INT64))
+                    pk = MSCCLRT_LL16;
+                char *src = NULL;
+                if (cg_generate(p, r, combos[c].dt, combos[c].op, pk, &src) != MSCCLRT_SUCCESS) continue;
+                void *cubin = NULL;
+                size_t len = 0;
+                bool cached = false;
+                if (cg_compile(src, 90, argv[i], &cubin, &len, &cached) == MSCCLRT_SUCCESS && !cached) n++;
+                free(cubin);
+                free(src);
+            }
+        plan_free(p);
+    }
+    printf("warmed %d kernels\n", n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "--warm")) return nvrtc_load() == MSCCLRT_SUCCESS ? warm(argc, argv) : 77;
     setenv("MSCCLRT_CACHE_DIR", "none", 1);
     if (nvrtc_load() != MSCCLRT_SUCCESS) {
         fprintf(stderr, "skipping: %s\n", mscclrt_last_error());
@@ -111,7 +152,7 @@ int main(int argc, char **argv) {
         for (int i = 1; i < argc; i++) {
             char name[600];
             snprintf(name, sizeof name, "codegen %s", argv[i]);
-            TEST(name, compile_plan(argv[i], false));
+            TEST(name, compile_plan(argv[i], false, true));
         }
         return harness_report();
     }
@@ -120,7 +161,7 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, COMPAT_DIR "%s.json", compat_plans[i]);
         snprintf(name, sizeof name, "codegen compat %s", compat_plans[i]);
         bool sweep = !strcmp(compat_plans[i], "reduce_pack") || !strcmp(compat_plans[i], "reduce");
-        TEST(name, compile_plan(path, sweep));
+        TEST(name, compile_plan(path, sweep, false));
     }
     TEST("codegen refuses LL8 reductions of 8-byte types", {
         PlanErr err;
