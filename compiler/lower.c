@@ -79,7 +79,31 @@ bool lower_begin(Sema *s, SrcLoc loc) {
     return true;
 }
 
+/* An op that names a memory/port channel needs the channel's partner: the k-th channel from a to
+ * b pairs with the k-th from b to a (spec §6.2); without one, its signals and waits go nowhere. */
+static bool check_partners(Sema *s) {
+    bool ok = true;
+    for (int i = 0; i < s->nchans; i++) {
+        const Channel *c = s->chans[i];
+        if (!c->named) continue;
+        const PlanGpu *a = &s->plan->gpus[c->src], *b = &s->plan->gpus[c->dst];
+        int k = 0, have = 0;
+        for (int j = 0; j < c->gpu_index; j++) k += a->peers[c->type][j] == c->dst;
+        for (int j = 0; j < b->npeers[c->type]; j++) have += b->peers[c->type][j] == c->src;
+        if (k >= have) {
+            sema_error(s, c->named_at,
+                       "%s channel '%s' (rank %d -> %d) has no partner: it is channel %d from rank %d to "
+                       "rank %d, but rank %d declares %d %s channel%s to rank %d (the k-th pairs with the k-th)",
+                       plan_chan_name(c->type), c->name, c->src, c->dst, k, c->src, c->dst, c->dst, have,
+                       plan_chan_name(c->type), have == 1 ? "" : "s", c->src);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 bool lower_finish(Sema *s) {
+    if (!check_partners(s)) return false;
     for (int r = 0; r < s->plan->ngpus; r++) {
         PlanGpu *g = &s->plan->gpus[r];
         g->input_chunks = (uint32_t)s->in_chunks;
@@ -186,6 +210,10 @@ static bool build_emit(Sema *s, const Stmt *st, const OpSpec *sp, int tb, int tb
         if (sp->list_chan) {
             op.nchan = 1;
             op.chan_ids[0] = local_chan;
+            if (!c->named && c->type != PLAN_CHAN_SWITCH) {
+                sp->chan->named = true;
+                sp->chan->named_at = st->loc;
+            }
         }
     }
     for (int side = 0; side < 2; side++) {

@@ -1099,6 +1099,14 @@ static void exec_channel(Sema *s, const Stmt *st) {
             return;
         }
         el->elem = c;
+        if (s->nchans == s->capchans) {
+            int cap = s->capchans ? s->capchans * 2 : 64;
+            Channel **v = arena_must(s->arena, (size_t)cap * sizeof *v);
+            if (s->nchans) memcpy(v, s->chans, (size_t)s->nchans * sizeof *v);
+            s->chans = v;
+            s->capchans = cap;
+        }
+        s->chans[s->nchans++] = c;
         return;
     }
     Value ranks = {0};

@@ -57,6 +57,8 @@ struct Channel {
     int nranks;             /* switch members */
     int *ranks;             /* [nranks] */
     int *index_of;          /* switch: [Sema.nranks] GPU-level switch index per rank, -1 if not a member */
+    bool named;             /* memory/port: some op lists it in channel_ids (so it needs a partner) */
+    SrcLoc named_at;        /* the first such op */
 };
 
 struct Semaphore {
@@ -99,6 +101,8 @@ typedef struct {
     int nglobals, capglobals;
     int64_t iterations;         /* loop iterations so far (bounded) */
     ElemTable *elems;           /* array elements of channel/semaphore arrays */
+    Channel **chans;            /* memory and port channels in declaration order */
+    int nchans, capchans;
     ScratchDecl *scratch;       /* [nscratch] */
     int nscratch, capscratch;
     uint32_t scratch_total;     /* chunks per rank */
