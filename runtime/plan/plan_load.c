@@ -1389,9 +1389,6 @@ static bool check_op_channels(Va *V, const char *path, const PlanOp *op, int r, 
         if (c < 0 || c >= tb->nchan[ct])
             return vf(V, ip, "%d is outside the thread block's %d %s channel(s)", c,
                       tb->nchan[ct], plan_chan_name(ct));
-        for (int j = 0; j < i; j++)
-            if (op->chan_ids[j] == c && (flags & OPF_SYNC))
-                return vf(V, ip, "channel %d is listed twice", c);
         if (ct == PLAN_CHAN_SWITCH) continue;
         /* a channel that is used must have a partner on the peer (spec §6.2) */
         int gc = tb->chan[ct][c];
