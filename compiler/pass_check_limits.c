@@ -76,6 +76,23 @@ static void check_entry(Ctx *c, const PlanOp *op, const PlanRef *e, const char *
             return;
         }
     }
+    /* §3.7: in place, the input of an allgather lies inside the output (and the output of a
+     * reducescatter inside the input) at a rank-dependent offset, which the executor adds to
+     * every remote and multicast address of that buffer type (§3.4, §9.8) */
+    int owner;
+    PlanBuf buf;
+    if (c->p->inplace && e->kind != PLAN_REF_LOCAL && entry_buf(c, op, e, &owner, &buf)) {
+        PlanBuf bad = c->p->collective == PLAN_COLL_ALLGATHER       ? PLAN_BUF_INPUT
+                      : c->p->collective == PLAN_COLL_REDUCESCATTER ? PLAN_BUF_OUTPUT
+                                                                    : PLAN_BUF_COUNT;
+        if (buf == bad)
+            FAIL(c, op->loc, "%s: %s entry %d reaches the %s buffer of rank %d through a %s; in an "
+                 "in-place %s that buffer starts at a rank-dependent offset, which the executor "
+                 "adds on this rank's side (spec §3.7), so the address would be wrong; use the %s "
+                 "buffer", on, side, k, plan_buf_long_name(buf), owner,
+                 e->kind == PLAN_REF_REMOTE ? "channel" : "switch channel",
+                 plan_coll_name(c->p->collective), plan_buf_long_name(bad == PLAN_BUF_INPUT ? PLAN_BUF_OUTPUT : PLAN_BUF_INPUT));
+    }
     /* §2.8: byte offsets inside an op are uint32 */
     if (c->have_chunk) {
         uint64_t end = ((uint64_t)e->index + e->size) * c->chunk_bytes;

@@ -997,8 +997,30 @@ static void t_limits_pws_memory(void) {
     add(p, 0, 0, o);
     expect_limit(p, "pwsf on a memory channel is a plain put: the executor sends no signal", 1);
 }
+static void t_limits_inplace_remote_offsets(void) {
+    Plan *p = mkplan(2, 1);
+    p->collective = PLAN_COLL_ALLGATHER;
+    p->inplace = true;
+    int ri = remote(p, 0, 0, 1, PLAN_BUF_INPUT, PLAN_CHAN_MEMORY);
+    int ro = remote(p, 0, 0, 1, PLAN_BUF_OUTPUT, PLAN_CHAN_MEMORY);
+    add(p, 0, 0, put(PLAN_CHAN_MEMORY, L(PLAN_BUF_OUTPUT, 0, 1), R(ro, 0, 1)));   /* fine */
+    add(p, 0, 0, put(PLAN_CHAN_MEMORY, L(PLAN_BUF_OUTPUT, 0, 1), R(ri, 0, 1)));
+    Diag *d = mkdiag();
+    CHECK(!pass_check_limits(p, d));
+    CHECK_STR("t.coll:2:5: error: put: destination entry 0 reaches the input buffer of rank 1 through "
+              "a channel; in an in-place allgather that buffer starts at a rank-dependent offset, "
+              "which the executor adds on this rank's side (spec §3.7), so the address would be "
+              "wrong; use the output buffer\n", diag_text(d));
+    diag_free(d);
+    p->inplace = false;   /* out of place: both fine */
+    d = mkdiag();
+    CHECK(pass_check_limits(p, d));
+    diag_free(d);
+    plan_free(p);
+}
 static void test_limits(void) {
     TEST("passes/limits_fine_plan", t_limits_fine_plan());
+    TEST("passes/limits_inplace_remote_offsets", t_limits_inplace_remote_offsets());
     TEST("passes/limits_bad_indices", t_limits_bad_indices());
     TEST("passes/limits_pws_memory", t_limits_pws_memory());
     TEST("passes/limits_64_ops", t_limits_64_ops());
