@@ -113,11 +113,15 @@ static void sema_note(Sema *s, SrcLoc loc, const char *what) {
 }
 
 /* ---- scopes -------------------------------------------------------------------------------- */
+static bool same_name(const char *a, const char *b) {
+    return a == b || (a[0] == b[0] && strcmp(a, b) == 0);
+}
+
 static Symbol *lookup(Sema *s, const char *name) {
     for (int i = s->nscope - 1; i >= 0; i--)
-        if (strcmp(s->scopes[i]->name, name) == 0) return s->scopes[i];
+        if (same_name(s->scopes[i]->name, name)) return s->scopes[i];
     for (int i = 0; i < s->nglobals; i++)
-        if (strcmp(s->globals[i]->name, name) == 0) return s->globals[i];
+        if (same_name(s->globals[i]->name, name)) return s->globals[i];
     return NULL;
 }
 
