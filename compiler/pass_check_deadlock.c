@@ -7,9 +7,10 @@
  * once when the plan bounds them to one iteration, else twice. If the processes get stuck, the
  * error names the cycle of blocked ops (or the op nobody can unblock); if they finish, signals and
  * semaphores must be back in balance, since the executor never resets them between launches.
- * The processes advance round-robin, which is one legal interleaving: a stuck state it reaches
- * is a deadlock the GPU can really hit (e.g. two TBs acquiring one semaphore in either order),
- * but a deadlock that only some other interleaving reaches can go unnoticed.
+ * The processes advance round-robin under two schedules (forward, each TB as far as it gets;
+ * backward, one op at a time), each a legal interleaving: a stuck state either reaches is a
+ * deadlock the GPU can really hit (e.g. two TBs acquiring one semaphore in either order), but
+ * one that only other interleavings reach can go unnoticed.
  */
 #include "passes.h"
 
@@ -716,7 +717,9 @@ static bool init_sim(Sim *sim) {
     return true;
 }
 
-bool pass_check_deadlock(Plan *p, Diag *d) {
+/* One run under a schedule: 0 = ranks and TBs in order, each as far as it gets; 1 = in reverse
+ * order, one op at a time. Returns false after reporting a problem. */
+static bool simulate(Plan *p, Diag *d, int schedule) {
     Sim sim = {.p = p};
     if (!init_sim(&sim)) {
         free_sim(&sim);
@@ -727,12 +730,19 @@ bool pass_check_deadlock(Plan *p, Diag *d) {
     while (progress && !sim.oom) {
         progress = false;
         done = true;
-        for (int r = 0; r < p->ngpus; r++)
-            for (int t = 0; t < p->gpus[r].ntbs; t++) {
+        for (int i = 0; i < p->ngpus; i++) {
+            int r = schedule == 0 ? i : p->ngpus - 1 - i;
+            for (int j = 0; j < p->gpus[r].ntbs; j++) {
+                int t = schedule == 0 ? j : p->gpus[r].ntbs - 1 - j;
                 Proc *pr = &sim.rs[r].procs[t];
-                while (pr->pc < pr->n && step(&sim, r, t)) progress = true;
+                if (schedule == 0) {
+                    while (pr->pc < pr->n && step(&sim, r, t)) progress = true;
+                } else if (pr->pc < pr->n && step(&sim, r, t)) {
+                    progress = true;
+                }
                 if (pr->pc < pr->n) done = false;
             }
+        }
     }
     bool ok;
     if (sim.oom) {
@@ -746,4 +756,8 @@ bool pass_check_deadlock(Plan *p, Diag *d) {
     }
     free_sim(&sim);
     return ok;
+}
+
+bool pass_check_deadlock(Plan *p, Diag *d) {
+    return simulate(p, d, 0) && simulate(p, d, 1);
 }

@@ -1466,8 +1466,27 @@ static void t_deadlock_random_feasible_schedules(void) {
         if (!ok) break;
     }
 }
+static void t_deadlock_semaphore_race(void) {
+    /* tb 1 may take the release meant for tb 0 with its own acquire: then tb 0 waits for a
+     * release that only it would make afterwards */
+    Plan *p = mkplan(1, 2);
+    plan_gpu_add_semaphore(&p->gpus[0], 0);
+    PlanOp acq = mk(PLAN_OP_SEM_ACQUIRE), rel = mk(PLAN_OP_SEM_RELEASE);
+    acq.nsem = rel.nsem = 1;
+    add(p, 0, 0, acq);
+    add(p, 0, 0, rel);
+    add(p, 0, 1, rel);
+    add(p, 0, 1, acq);
+    Diag *d = mkdiag();
+    CHECK(!pass_check_deadlock(p, d));
+    CHECK_CONTAINS(diag_text(d), "deadlock: rank 0 tb 0 op 0 (sem_acquire of semaphore 0) waits for a "
+                                 "later op of its own thread block");
+    diag_free(d);
+    plan_free(p);
+}
 static void test_deadlock(void) {
     TEST("passes/deadlock_fine_plan", t_deadlock_fine_plan());
+    TEST("passes/deadlock_semaphore_race", t_deadlock_semaphore_race());
     TEST("passes/deadlock_random_feasible_schedules", t_deadlock_random_feasible_schedules());
     TEST("passes/deadlock_self_wait", t_deadlock_self());
     TEST("passes/deadlock_port_pws", t_deadlock_port_pws());
