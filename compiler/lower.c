@@ -425,14 +425,15 @@ static bool placement(Sema *s, const Expr *place, Placement *pl) {
     Value v;
     if (!sema_eval(s, x, &v)) return false;
     if (v.kind == V_RANGE) {
-        if (v.hi <= v.lo || (v.hi - v.lo) / v.step > SEMA_MAX_TB) {
+        int64_t n = sema_range_len(&v);
+        if (n == 0 || n > SEMA_MAX_TB) {
             sema_error(s, x->loc, "tbg(%" PRId64 "..%" PRId64 ") is not a usable range of thread blocks", v.lo,
                        v.hi);
             return false;
         }
         Value list = {.kind = V_LIST};
-        list.items = arena_must(s->arena, (size_t)((v.hi - v.lo) / v.step + 1) * sizeof(Value));
-        for (int64_t t = v.lo; t < v.hi; t += v.step) list.items[list.n++] = (Value){.kind = V_INT, .i = t};
+        list.items = arena_must(s->arena, (size_t)n * sizeof(Value));
+        for (int64_t k = 0; k < n; k++) list.items[list.n++] = (Value){.kind = V_INT, .i = v.lo + k * v.step};
         v = list;
     }
     if (v.kind != V_LIST || v.n == 0 || v.n > SEMA_MAX_TB) {

@@ -340,6 +340,13 @@ static bool eval_range(Sema *s, const Expr *e, Value *out) {
     return true;
 }
 
+int64_t sema_range_len(const Value *r) {
+    if (r->hi <= r->lo) return 0;
+    int64_t span;
+    if (__builtin_sub_overflow(r->hi, r->lo, &span)) return INT64_MAX;
+    return span / r->step + (span % r->step != 0);
+}
+
 static bool count_iterations(Sema *s, SrcLoc loc, int64_t n) {
     if (n < 0) n = 0;
     if (n > SEMA_MAX_ITERATIONS - s->iterations) {
@@ -361,9 +368,10 @@ static bool eval_list(Sema *s, const AstList *elems, Value *out) {
         if (x->kind == EX_RANGE) {
             Value r;
             if (!eval_range(s, x, &r)) return false;
-            if (!count_iterations(s, x->loc, (r.hi - r.lo) / r.step + 1)) return false;
-            for (int64_t k = r.lo; k < r.hi; k += r.step) {
-                Value v = {.kind = V_INT, .i = k};
+            int64_t n = sema_range_len(&r);
+            if (!count_iterations(s, x->loc, n)) return false;
+            for (int64_t k = 0; k < n; k++) {
+                Value v = {.kind = V_INT, .i = r.lo + k * r.step};
                 list_push(s, out, &v, &cap);
             }
             continue;
@@ -391,13 +399,14 @@ static bool iterate(Sema *s, const AstList *iters, int k, const Expr *cond, Iter
     const Iter *it = iters->v[k];
     Value r;
     if (!eval_range(s, it->range, &r)) return false;
-    if (r.hi > r.lo && !count_iterations(s, it->loc, (r.hi - r.lo) / r.step + 1)) return false;
+    int64_t n = sema_range_len(&r);
+    if (!count_iterations(s, it->loc, n)) return false;
     int mark = s->nscope;
     Symbol *sym = declare(s, SYM_VALUE, it->name, it->loc);
     if (!sym) return false;
     bool ok = true;
-    for (int64_t v = r.lo; v < r.hi && ok; v += r.step) {
-        sym->v = (Value){.kind = V_INT, .i = v};
+    for (int64_t j = 0; j < n && ok; j++) {
+        sym->v = (Value){.kind = V_INT, .i = r.lo + j * r.step};
         ok = iterate(s, iters, k + 1, cond, fn, ctx);
         s->nscope = mark + 1;  /* drop anything the body declared */
     }
@@ -511,7 +520,23 @@ static bool eval_call(Sema *s, const Expr *e, Value *out) {
     return false;
 }
 
+static bool eval_node(Sema *s, const Expr *e, Value *out);
+
+#define SEMA_MAX_DEPTH 2000   /* nesting of expressions and blocks; keeps the C stack bounded */
+
 bool sema_eval(Sema *s, const Expr *e, Value *out) {
+    if (s->depth >= SEMA_MAX_DEPTH) {
+        memset(out, 0, sizeof *out);
+        sema_error(s, e->loc, "expression nested more than %d deep", SEMA_MAX_DEPTH);
+        return false;
+    }
+    s->depth++;
+    bool ok = eval_node(s, e, out);
+    s->depth--;
+    return ok;
+}
+
+static bool eval_node(Sema *s, const Expr *e, Value *out) {
     memset(out, 0, sizeof *out);
     switch (e->kind) {
     case EX_INT:
@@ -1304,6 +1329,10 @@ static void exec_stmt(Sema *s, const Stmt *st, int depth) {
 }
 
 static void exec_list(Sema *s, const AstList *body, int depth) {
+    if (depth >= SEMA_MAX_DEPTH / 4) {
+        if (body->n) sema_error(s, ((Stmt *)body->v[0])->loc, "blocks nested more than %d deep", SEMA_MAX_DEPTH / 4);
+        return;
+    }
     int mark = s->nscope;
     for (int i = 0; i < body->n; i++) exec_stmt(s, body->v[i], depth);
     if (depth > 0) s->nscope = mark;

@@ -100,6 +100,7 @@ typedef struct {
     Symbol **globals;           /* params, scratch, channel and semaphore arrays */
     int nglobals, capglobals;
     int64_t iterations;         /* loop iterations so far (bounded) */
+    int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     ElemTable *elems;           /* array elements of channel/semaphore arrays */
     Channel **chans;            /* memory and port channels in declaration order */
     int nchans, capchans;
@@ -125,6 +126,8 @@ typedef struct {
  * true if it was reported (so a note may follow). */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 bool sema_eval(Sema *s, const Expr *e, Value *out);
+/* Number of values of a V_RANGE (0 when empty; saturates instead of overflowing). */
+int64_t sema_range_len(const Value *r);
 bool sema_eval_int(Sema *s, const Expr *e, int64_t *out);
 bool sema_eval_chunk(Sema *s, const Expr *e, Value *out);       /* V_CHUNK (a whole V_BUF too) */
 bool sema_eval_chunk_list(Sema *s, const Expr *e, Value **items, int *n);
