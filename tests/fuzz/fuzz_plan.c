@@ -177,7 +177,8 @@ static const char *const strings[] = {
 
 /* One JSON-aware mutation of buf (capacity FUZZ_MAX_INPUT) in place; returns the new length. */
 static size_t mutate(char *buf, size_t len) {
-    switch (rnd_below(8)) {
+    char tmp[32];
+    switch (rnd_below(10)) {
     case 0: /* flip a byte */
         if (len) buf[rnd_below(len)] ^= (char)(1u << rnd_below(8));
         return len;
@@ -226,6 +227,21 @@ static size_t mutate(char *buf, size_t len) {
         memmove(buf + at + n, buf + at, len - at);
         memcpy(buf + at, span, n);
         return len + n;
+    }
+    case 8: case 9: { /* nudge a number by one: mutants that stay valid reach deeper code */
+        size_t start = rnd_below(len), i;
+        for (i = start; i < len && !(buf[i] >= '0' && buf[i] <= '9'); i++) {}
+        if (i >= len) return len;
+        size_t j = i;
+        while (j < len && buf[j] >= '0' && buf[j] <= '9') j++;
+        if (j - i > 9 || (i > 0 && (buf[i - 1] == '.' || buf[i - 1] == '-'))) return len;
+        long v = strtol(buf + i, NULL, 10) + (rnd() & 1 ? 1 : -1);
+        if (v < 0) v = 1;
+        int n = snprintf(tmp, sizeof tmp, "%ld", v);
+        if (n <= 0 || len - (j - i) + (size_t)n >= FUZZ_MAX_INPUT) return len;
+        memmove(buf + i + n, buf + j, len - j);
+        memcpy(buf + i, tmp, (size_t)n);
+        return len - (j - i) + (size_t)n;
     }
     case 6: /* truncate */
         return len ? rnd_below(len) : 0;
@@ -280,7 +296,7 @@ int main(int argc, char **argv) {
         const Input *in = &corpus[rnd_below(ncorpus)];
         size_t len = in->len;
         memcpy(buf, in->data, len);
-        int nmut = 1 + (int)rnd_below(4);
+        int nmut = rnd_below(4) ? 1 : 2 + (int)rnd_below(3); /* mostly single edits */
         for (int m = 0; m < nmut; m++) len = mutate(buf, len);
         cur_data = buf;
         cur_len = len;
