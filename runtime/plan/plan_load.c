@@ -14,6 +14,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@
 #define LOAD_MAX_TOTAL_OPS  (1L << 20)  /* all ranks, flattened */
 
 #define PATH_MAX_LEN 256
+
+/* cJSON_ParseWithLengthOpts also records failures in a process-global variable (the one
+ * cJSON_GetErrorPtr reads); parses are serialised so concurrent loads do not race on it. */
+static pthread_mutex_t cjson_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A number whose text is needed because double cannot hold it exactly (> 2^53). */
 typedef struct {
@@ -945,7 +950,9 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
     memcpy(buf, text, len);
     buf[len] = '\0';
     const char *end = NULL;
+    pthread_mutex_lock(&cjson_lock);
     cJSON *root = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
+    pthread_mutex_unlock(&cjson_lock);
     if (!root) {
         size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
         int line, col;

@@ -20,7 +20,7 @@ sa_secs=$SECS
 # 1. libFuzzer
 # shellcheck disable=SC2086
 if command -v clang >/dev/null 2>&1 &&
-   clang $FLAGS -fsanitize=fuzzer,address,undefined $SRC -lcjson -lm -o "$OUT/fuzz_plan_lf" \
+   clang $FLAGS -fsanitize=fuzzer,address,undefined $SRC -lcjson -lm -lpthread -o "$OUT/fuzz_plan_lf" \
        >"$OUT/build_lf.log" 2>&1; then
     lf_secs=$((SECS * 2 / 3))
     sa_secs=$((SECS - lf_secs))
@@ -43,7 +43,7 @@ fi
 CC_SA=cc
 command -v clang >/dev/null 2>&1 && CC_SA=clang
 # shellcheck disable=SC2086
-if ! $CC_SA $FLAGS -DFUZZ_STANDALONE -fsanitize=address,undefined $SRC -lcjson -lm \
+if ! $CC_SA $FLAGS -DFUZZ_STANDALONE -fsanitize=address,undefined $SRC -lcjson -lm -lpthread \
         -o "$OUT/fuzz_plan_sa" >"$OUT/build_sa.log" 2>&1; then
     echo "testing fuzz_plan/standalone ... skipped"
     echo "    (cannot build with -fsanitize=address,undefined; see $OUT/build_sa.log)"
