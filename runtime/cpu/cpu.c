@@ -863,13 +863,14 @@ static uint64_t fnv(uint64_t h, uint64_t v) {
     return h;
 }
 
-/* Everything a context's layout depends on: a different plan at a reused address differs. */
+/* Everything a context's layout depends on (scratch, semaphores, connections per type), so a
+ * different plan at a reused address gets its own context unless the layouts are identical. */
 static uint64_t plan_fingerprint(const Plan *p) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *s = p->name; s && *s; s++) h = fnv(h, (unsigned char)*s);
     h = fnv(h, (uint64_t)p->ngpus);
     h = fnv(h, (uint64_t)p->protocol_ll | (uint64_t)p->double_scratch << 1 |
-                   (uint64_t)p->reuse_resources << 2);
+                   (uint64_t)p->reuse_resources << 2 | (uint64_t)p->alignment << 8);
     for (int r = 0; r < p->ngpus; r++) {
         const PlanGpu *g = &p->gpus[r];
         h = fnv(h, g->input_chunks);
@@ -878,9 +879,12 @@ static uint64_t plan_fingerprint(const Plan *p) {
         h = fnv(h, (uint64_t)g->ntbs);
         h = fnv(h, (uint64_t)g->nswitch);
         h = fnv(h, (uint64_t)g->nremotes);
-        for (int k = 0; k < g->nsems; k++) h = fnv(h, (uint64_t)g->sem_init[k]);
-        for (int ty = 0; ty < 2; ty++)
-            for (int k = 0; k < g->npeers[ty]; k++) h = fnv(h, (uint64_t)g->peers[ty][k] + 1);
+        h = fnv(h, (uint64_t)g->nsems);
+        for (int k = 0; k < g->nsems; k++) h = fnv(h, (uint64_t)(uint32_t)g->sem_init[k]);
+        for (int ty = 0; ty < 2; ty++) {
+            h = fnv(h, (uint64_t)ty << 32 | (uint32_t)g->npeers[ty]);
+            for (int k = 0; k < g->npeers[ty]; k++) h = fnv(h, (uint64_t)(uint32_t)g->peers[ty][k]);
+        }
     }
     return h;
 }

@@ -65,7 +65,7 @@ p = json.load(open(sys.argv[1]))
 del p["gpus"][0]["threadblocks"][0]["ops"][int(sys.argv[3])]
 json.dump(p, open(sys.argv[2], "w"))
 EOF
-    MSCCLRT_CPU_TIMEOUT_MS=300 t timeout 1 \
+    MSCCLRT_CPU_TIMEOUT_MS=1500 t timeout 1 \
         "rank 1 tb 0 op 14 (wait): waiting for a signal on memory channel 0 from rank 0 (received 1, need 2)" \
         "$tmp/nosig.json" --size 4096
 else

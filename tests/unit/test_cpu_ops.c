@@ -607,7 +607,7 @@ static void t_timeout(void) {
 }
 
 int main(void) {
-    setenv("MSCCLRT_CPU_TIMEOUT_MS", "300", 1);   /* read once, at the first comm */
+    setenv("MSCCLRT_CPU_TIMEOUT_MS", "1500", 1);  /* read once, at the first comm */
     if (cpu_comm_create(&comm2, 2) != MSCCLRT_SUCCESS || cpu_comm_create(&comm3, 3) != MSCCLRT_SUCCESS)
         return 1;
     TEST("cpu_ops/copy", t_copy());
