@@ -540,6 +540,27 @@ static void t_switch(void) {
     plan_free(p);
 }
 
+/* reuse_resources: a 64 MiB scratch per context (spec §3.5), addressed as usual when its
+ * per-chunk window is larger than a chunk */
+static void t_reuse(void) {
+    Plan *p = mk(1, PLAN_COLL_CUSTOM, 2, 2);
+    p->reuse_resources = true;
+    add2(p, 0, 0, PLAN_OP_COPY, L(PLAN_BUF_INPUT, 0, 2), L(PLAN_BUF_SCRATCH, 0, 2));
+    add2(p, 0, 0, PLAN_OP_COPY, L(PLAN_BUF_SCRATCH, 1, 1), L(PLAN_BUF_OUTPUT, 0, 1));
+    add2(p, 0, 0, PLAN_OP_COPY, L(PLAN_BUF_SCRATCH, 0, 1), L(PLAN_BUF_OUTPUT, 1, 1));
+    mscclrt_cpu_comm *c1;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, cpu_comm_create(&c1, 1));
+    for (int it = 0; it < 2; it++) {
+        Bufs b;
+        bufs_init(&b, 1, false, it);
+        CHECK_EQ_INT(MSCCLRT_SUCCESS, run(c1, p, &b, 2 * CH, 2 * CH, MSCCLRT_SUM, MSCCLRT_LL16));
+        CHECK(chunk_eq(b.out[0], b.in[0] + NF));
+        CHECK(chunk_eq(b.out[0] + NF, b.in[0]));
+    }
+    cpu_comm_destroy(c1);
+    plan_free(p);
+}
+
 /* contexts are cached per (plan, buffers, sizes) and reused */
 static void t_contexts(void) {
     mscclrt_cpu_comm *c;
@@ -624,6 +645,7 @@ int main(void) {
     TEST("cpu_ops/tbg", t_tbg());
     TEST("cpu_ops/semaphores_barrier", t_sem_barrier());
     TEST("cpu_ops/switch_emulation", t_switch());
+    TEST("cpu_ops/reuse_resources", t_reuse());
     TEST("cpu_ops/contexts", t_contexts());
     TEST("cpu_ops/avg", t_avg());
     TEST("cpu_ops/timeout", t_timeout());
