@@ -131,6 +131,17 @@ static PlanTb *get_tb(Sema *s, const Stmt *st, int rank, int tb) {
 }
 
 static bool emit(Sema *s, const Stmt *st, int rank, int tb, const PlanOp *op) {
+    if (++s->nops > SEMA_MAX_OPS) {
+        sema_error(s, st->loc, "the program lowers to more than %d operations", SEMA_MAX_OPS);
+        return false;
+    }
+    PlanTb *cur = get_tb(s, st, rank, tb);
+    if (!cur) return false;
+    if (cur->nops >= SEMA_MAX_TB_OPS) {
+        sema_error(s, st->loc, "thread block %d of rank %d gets more than %d operations (the executor runs 64)",
+                   tb, rank, SEMA_MAX_TB_OPS);
+        return false;
+    }
     if (!s->in_pipeline) {
         PlanTb *t = get_tb(s, st, rank, tb);
         if (!t) return false;
@@ -162,6 +173,11 @@ static bool emit(Sema *s, const Stmt *st, int rank, int tb, const PlanOp *op) {
         slot->op.unit_size = s->pipe_unit;
         slot->op.num_chunks = s->pipe_chunks;
         slot->op.loc = s->pipe_loc.at;
+    }
+    if (slot->op.ninner >= SEMA_MAX_TB_OPS) {
+        sema_error(s, st->loc, "a pipeline in thread block %d of rank %d gets more than %d operations", tb, rank,
+                   SEMA_MAX_TB_OPS);
+        return false;
     }
     if (slot->op.ninner == slot->cap) {
         int cap = slot->cap ? slot->cap * 2 : 8;

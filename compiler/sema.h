@@ -15,6 +15,9 @@
 #define SEMA_MAX_DIMS 6        /* subscripts of a channel/semaphore array element */
 #define SEMA_MAX_RANKS 4096    /* `ranks` header limit */
 #define SEMA_MAX_TB 1024       /* thread block indices 0..1023 */
+#define SEMA_MAX_TB_OPS 4096   /* ops lowered into one TB: far past the executor's 64 (whose
+                                  located error comes from pass_check_limits), bounds memory */
+#define SEMA_MAX_OPS (1 << 20) /* ops lowered in all; a plan the executor can run has far fewer */
 
 typedef struct Channel Channel;
 typedef struct Semaphore Semaphore;
@@ -101,6 +104,7 @@ typedef struct {
     int nglobals, capglobals;
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
+    int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */
     ElemTable *elems;           /* array elements of channel/semaphore arrays */
     Channel **chans;            /* memory and port channels in declaration order */
     int nchans, capchans;

@@ -23,6 +23,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          .error_limit = 5};
     MscclcResult res;
     mscclc_compile((const char *)data, size, &opt, &res);
+    if (res.status == MSCCLC_ERR_INTERNAL) {   /* a plan the checks let through but validation refuses */
+        fprintf(stderr, "internal error:\n%s\n", res.diagnostics ? res.diagnostics : "");
+        abort();
+    }
     if (res.status == MSCCLC_OK && !res.plan) abort();          /* contract of mscclc.h */
     if (res.status != MSCCLC_OK && res.plan) abort();
     if (!res.diagnostics) abort();
