@@ -3,6 +3,7 @@
  * collected diagnostics, error limits, fusion switch, and the numbering rules of lowering
  * (channels, TB-local indices, remote buffers, in-place aliasing, scratch layout, barriers).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +207,27 @@ static void t_instances(void) {
     mscclc_result_free(&r);
 }
 
+/* libmscclc keeps no global state: compiles on several threads give the same plan */
+static void *compile_thread(void *arg) {
+    char **out = arg;
+    MscclcResult r = compile(num, NULL, 0, false, 0);
+    *out = r.plan ? plan_to_json(r.plan, true, NULL) : NULL;
+    mscclc_result_free(&r);
+    return NULL;
+}
+
+static void t_threads(void) {
+    pthread_t th[4];
+    char *json[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(0, pthread_create(&th[i], NULL, compile_thread, &json[i]));
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) {
+        CHECK(json[i] != NULL);
+        if (json[i] && json[0]) CHECK_STR(json[0], json[i]);
+    }
+    for (int i = 0; i < 4; i++) free(json[i]);
+}
+
 int main(void) {
     TEST("mscclc/compile-from-memory", t_compile_from_memory());
     TEST("mscclc/define-overrides-param", t_define_overrides_param());
@@ -218,5 +240,6 @@ int main(void) {
     TEST("mscclc/fusion-switch", t_fusion_switch());
     TEST("mscclc/loc-and-data-sync", t_loc_and_data_sync());
     TEST("mscclc/instances", t_instances());
+    TEST("mscclc/threads", t_threads());
     return harness_report();
 }
