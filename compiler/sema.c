@@ -31,6 +31,7 @@ struct Symbol {
     Value v;
     int scratch;
     int ndims;              /* arrays: subscripts per element */
+    bool loop_var;          /* SYM_VALUE bound by a for/comprehension iterator */
 };
 
 /* ---- array elements: open addressing over (symbol, subscripts) ----------------------- */
@@ -105,6 +106,16 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     diag_error_range(s->diag, loc.at, loc.width, "%s", msg);
+    /* inside loops, say which iteration failed first (later ones are not reported again) */
+    int len = 0;
+    const Symbol *inner = NULL;
+    for (int i = 0; i < s->nscope && len < (int)sizeof msg - 40; i++) {
+        const Symbol *v = s->scopes[i];
+        if (!v->loop_var) continue;
+        len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s = %" PRId64, len ? ", " : "", v->name, v->v.i);
+        inner = v;
+    }
+    if (inner) diag_note(s->diag, inner->loc.at, "in the iteration with %s", msg);
     return true;
 }
 
@@ -404,6 +415,7 @@ static bool iterate(Sema *s, const AstList *iters, int k, const Expr *cond, Iter
     int mark = s->nscope;
     Symbol *sym = declare(s, SYM_VALUE, it->name, it->loc);
     if (!sym) return false;
+    sym->loop_var = true;
     bool ok = true;
     for (int64_t j = 0; j < n && ok; j++) {
         sym->v = (Value){.kind = V_INT, .i = r.lo + j * r.step};
