@@ -200,16 +200,19 @@ mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who
         last_err = errno;
         close(fd);
         /* refused/unreachable: the other side may not be listening yet; retry until deadline */
-        if (boot_now_ms() + 20 >= deadline) break;
-        if (last_err != ECONNREFUSED && last_err != ETIMEDOUT && last_err != ECONNRESET &&
-            last_err != ENETUNREACH && last_err != EHOSTUNREACH && last_err != EAGAIN && last_err != EINTR)
-            break;
+        bool retry = last_err == ECONNREFUSED || last_err == ETIMEDOUT || last_err == ECONNRESET ||
+                     last_err == ENETUNREACH || last_err == EHOSTUNREACH || last_err == EAGAIN || last_err == EINTR;
+        if (!retry) break;
+        if (boot_now_ms() + 20 >= deadline) {
+            errno = last_err;
+            return rt_fail_errno(MSCCLRT_ERR_TIMEOUT, "boot: %s at %s did not accept a connection in "
+                                 "%d attempts before the deadline", who, where, attempt + 1);
+        }
         struct timespec ts = {0, 20 * 1000000};
         nanosleep(&ts, NULL);
     }
     errno = last_err;
-    return rt_fail_errno(last_err == ETIMEDOUT ? MSCCLRT_ERR_TIMEOUT : MSCCLRT_ERR_REMOTE,
-                         "boot: cannot connect to %s at %s", who, where);
+    return rt_fail_errno(MSCCLRT_ERR_REMOTE, "boot: cannot connect to %s at %s", who, where);
 }
 
 mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadline, const char *who) {

@@ -436,6 +436,19 @@ static void test_args(void) {
         CHECK_OK(boot_barrier(b));
         boot_close(b);
     }
+    /* a root that is not there: the connect retries until the deadline, then names it */
+    BootIdWire w;
+    memcpy(&w, id.bytes, sizeof w);
+    BootAddr lo = {.family = 4, .addr = {127, 0, 0, 1}};
+    int fd;
+    CHECK_OK(boot_listen(&lo, false, &fd, &w.root));
+    close(fd);   /* the port is now (very likely) closed */
+    memcpy(id.bytes, &w, sizeof w);
+    int64_t t0 = boot_now_ms();
+    CHECK_EQ_INT(MSCCLRT_ERR_TIMEOUT, boot_init(&b, &id, 0, 2, 300));
+    CHECK(boot_now_ms() - t0 >= 250);
+    CHECK_CONTAINS(mscclrt_last_error(), "the bootstrap root at 127.0.0.1:");
+    CHECK_CONTAINS(mscclrt_last_error(), "did not accept a connection");
     char list[64];
     int rs[] = {1, 2, 3, 5, 7, 8};
     boot_rank_list(list, sizeof list, rs, 6);
