@@ -96,7 +96,18 @@ mscclrt_result ipc_desc_check(const IpcDesc *d, int sender);
  *
  * A buffer must lie inside one physical allocation (a VMM range built from several chunks is
  * refused: register each chunk). Caller's CUDA context must be current (cuCtxSetCurrent) for
- * export and import; the transport does not change it. */
+ * export and import; the transport does not change it.
+ *
+ * Typical use by a communicator (plan-format §6.4), on every rank of one host:
+ *   xport_ipc_create(&x, boot);                         collective, once per communicator
+ *   xport_ipc_export(x, base, bytes, &d);               each buffer a peer needs (cached)
+ *   xport_ipc_send(x, g, tag, &d);                      to each consumer g, in plan order
+ *   xport_ipc_recv(x, owner, tag, &pd);                 from each owner, in the same order
+ *   xport_ipc_import(x, &pd, &peer_ptr);                the kernels use peer_ptr
+ *   ... xport_ipc_close(x, peer_ptr); boot_barrier(boot); xport_ipc_destroy(x);
+ * Descriptors travel as bootstrap messages under the caller's tag (the bootstrap's tag space:
+ * messages of one (peer, tag) match in FIFO order), so send and recv orders must agree.
+ * Barrier before freeing exported memory that peers may still be using. */
 typedef struct XportIpc XportIpc;
 
 /* Collective over b (creates the FdPass). Borrows b, which must outlive the XportIpc. Fails
