@@ -130,7 +130,8 @@ static mscclrt_result ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s': switch channels are not implemented "
                        "by the GPU runtime yet (multicast setup)", p->name);
     }
-    TRY(scratch_size(p, c->rank, x->send, x->recv, &x->scratch_bytes));
+    /* x->scratch_bytes: set by the caller (the same on every rank, so that the double-buffer
+     * half, which a rank also applies to its peers' scratch, is the same everywhere) */
     x->scratch_half = p->double_scratch ? x->scratch_bytes / 2 / 256 * 256 : 0;
     if (x->scratch_bytes) {
         TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
@@ -191,8 +192,16 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     CuContext prev = NULL;
     cu.cuCtxGetCurrent(&prev);
     mscclrt_result res = MSCCLRT_SUCCESS;
+    size_t scratch = 0;
+    for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
+        size_t b = 0;
+        TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
+        TRY_GOTO(scratch_size(rd->plan[r], r, rd->send[r], rd->recv[r], &b), res, out);
+        if (b > scratch) scratch = b;
+    }
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
+        rd->ctx[r]->scratch_bytes = rd->plan[r]->gpus[r].scratch_chunks ? scratch : 0;
         res = ctx_alloc(q->comms[r], rd->ctx[r]);
     }
     if (res != MSCCLRT_SUCCESS) goto out;
@@ -449,9 +458,12 @@ static mscclrt_result launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
     return MSCCLRT_SUCCESS;
 }
 
-/* The full (slow) path of one call; the context must exist unless `setup` allows creating it. */
-static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
-                                size_t in, size_t out, int dt, int op, int pk, void *stream) {
+/* Everything of one call but the launch: context (setup if needed), kernel, arguments. Module
+ * loads and allocations may wait for running kernels of the device, so a group prepares all
+ * its calls before it launches any (two ranks on one GPU would deadlock otherwise). */
+static mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
+                                   size_t in, size_t out, int dt, int op, int pk, void *stream,
+                                   ExecCtx **xo, CuFunction *fn, MkArgs *args) {
     ExecCtx *x = ctx_find(c, p, send, recv);
     if (x && !x->ready)
         return rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
@@ -461,10 +473,12 @@ static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send
     mscclrt_result res = MSCCLRT_SUCCESS;
     if (!x) TRY_GOTO(ctx_setup(c, p, send, recv, stream, &x), res, out);
     ExecKernel *k;
-    const MkArgs *args;
+    const MkArgs *a;
     TRY_GOTO(kernel_get(c, x, dt, op, pk, &k), res, out);
-    TRY_GOTO(size_get(c, x, in, out, &args), res, out);
-    TRY_GOTO(launch(c, k->fn, x, args, stream), res, out);
+    TRY_GOTO(size_get(c, x, in, out, &a), res, out);
+    *xo = x;
+    *fn = k->fn;
+    *args = *a;
     c->hot.plan = p;
     c->hot.send = send;
     c->hot.recv = recv;
@@ -474,11 +488,20 @@ static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send
     c->hot.op = op;
     c->hot.packet = pk;
     c->hot.ctx = x;
-    c->hot.args = args;
+    c->hot.args = a;
     c->hot.fn = k->fn;
 out:
     ctx_pop(c, prev);
     return res;
+}
+
+static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
+                                size_t in, size_t out, int dt, int op, int pk, void *stream) {
+    ExecCtx *x;
+    CuFunction fn;
+    MkArgs args;
+    TRY(exec_prepare(c, p, send, recv, in, out, dt, op, pk, stream, &x, &fn, &args));
+    return launch(c, fn, x, &args, stream);
 }
 
 /* ---- groups (per thread) ---------------------------------------------------------------------- */
@@ -491,7 +514,9 @@ typedef struct Pending {
     int dt, op, pk;
     void *stream;
     SetupRound *round;             /* the setup this call deposited, if any */
-    ExecCtx *ctx;                  /* its placeholder */
+    ExecCtx *ctx;                  /* its placeholder, then its context */
+    CuFunction fn;                 /* prepared kernel */
+    MkArgs args;                   /* prepared arguments (a copy: size caches move) */
     mscclrt_result res;
     struct Pending *next;
 } Pending;
@@ -543,11 +568,13 @@ mscclrt_result mscclrt_group_end(void) {
             q->ctx->ready = true;
         }
     }
-    /* 3: launch in call order */
-    for (Pending *q = list; q; q = q->next) {
+    /* 3: prepare every call (compile, load, arguments), then launch them in call order */
+    for (Pending *q = list; q; q = q->next)
         if (q->res == MSCCLRT_SUCCESS)
-            q->res = exec_call(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op,
-                               q->pk, q->stream);
+            q->res = exec_prepare(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op,
+                                  q->pk, q->stream, &q->ctx, &q->fn, &q->args);
+    for (Pending *q = list; q; q = q->next) {
+        if (q->res == MSCCLRT_SUCCESS) q->res = launch(q->comm, q->fn, q->ctx, &q->args, q->stream);
         if (q->res != MSCCLRT_SUCCESS && first == MSCCLRT_SUCCESS) {
             first = q->res;
             snprintf(first_msg, sizeof first_msg, "%s", mscclrt_last_error());
@@ -593,8 +620,16 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
     if (tl_depth > 0) {
         Pending *q = calloc(1, sizeof *q);
         if (!q) return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_execute: out of memory");
-        *q = (Pending){c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream, NULL, NULL,
-                       MSCCLRT_SUCCESS, NULL};
+        q->comm = c;
+        q->plan = p;
+        q->send = send;
+        q->recv = recv;
+        q->in = in;
+        q->out = out;
+        q->dt = (int)dt;
+        q->op = (int)op;
+        q->pk = (int)pk;
+        q->stream = stream;
         if (tl_tail) tl_tail->next = q;
         else tl_head = q;
         tl_tail = q;

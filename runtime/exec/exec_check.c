@@ -131,7 +131,7 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     for (int it = 0; it < iters; it++)
         TRY_GOTO(run_once(comms, n, plan, rb, in, out, chk, restore), res, out);
     for (int r = 0; r < n; r++)
-        TRY_GOTO(sync_deadline(rb[r].stream, 30, "the plan's kernels", r), res, out);
+        TRY_GOTO(sync_deadline(rb[r].stream, 15, "the plan's kernels", r), res, out);
     if (usec) *usec = (now_s() - t0) * 1e6 / iters;
     /* CUDA graph: capture graph_iters calls per rank, replay once */
     if (chk->graph_iters > 0) {
@@ -165,7 +165,7 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
                          res, out);
             }
         for (int r = 0; r < n; r++)
-            TRY_GOTO(sync_deadline(rb[r].stream, 30, "the graph replay", r), res, out);
+            TRY_GOTO(sync_deadline(rb[r].stream, 15, "the graph replay", r), res, out);
     }
     /* check */
     for (int r = 0; r < n; r++) {

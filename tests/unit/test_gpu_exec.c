@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "skipping: no CUDA device\n");
         return 77;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *q = getenv("MSCCLRT_TEST_QUICK");
     bool quick = q && *q == '1';
     int devs[2] = {0, count >= 2 ? 1 : 0};

@@ -1,0 +1,543 @@
+/*
+ * mscclrt_perf.c - mscclrt-perf: nccl-tests style bandwidth/latency measurement of plans on
+ * GPUs in one process (-t threads x -g GPUs each), with nccl-tests' flags, columns and
+ * algbw/busbw formulas. --plan FILE (repeatable) gives the algorithms: for each size and
+ * buffer mode the first plan whose rank count, size range and in-place mode fit. --lib nccl
+ * times the real NCCL (dlopen'ed) with the identical harness; --lib both prints both tables.
+ */
+#include "mscclrt.h"
+#include "check/check.h"
+#include "cuda/cuda_driver.h"
+#include "exec/exec.h"
+#include "core/param.h"
+
+#include <dlfcn.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- the real NCCL, opened at run time (values as nccl.h) --------------------------------- */
+typedef struct ncclComm *ncclComm_t;
+typedef struct {
+    int (*CommInitAll)(ncclComm_t *, int, const int *);
+    int (*CommDestroy)(ncclComm_t);
+    int (*GroupStart)(void);
+    int (*GroupEnd)(void);
+    int (*AllReduce)(const void *, void *, size_t, int, int, ncclComm_t, void *);
+    int (*AllGather)(const void *, void *, size_t, int, ncclComm_t, void *);
+    int (*ReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, void *);
+    int (*Broadcast)(const void *, void *, size_t, int, int, ncclComm_t, void *);
+    int (*Send)(const void *, size_t, int, int, ncclComm_t, void *);
+    int (*Recv)(void *, size_t, int, int, ncclComm_t, void *);
+    const char *(*GetErrorString)(int);
+    int (*GetVersion)(int *);
+    char path[512];
+} Nccl;
+static Nccl nccl;
+
+static int nccl_open(void) {
+    const char *env = param_str(PARAM_NCCL_LIB_PATH);
+    char cands[4][600];
+    int nc = 0;
+    if (*env) {
+        snprintf(cands[nc++], sizeof cands[0], "%s", env);
+        snprintf(cands[nc++], sizeof cands[0], "%s/libnccl.so.2", env);
+    }
+    snprintf(cands[nc++], sizeof cands[0], "libnccl.so.2");
+    FILE *py = popen("python3 -c 'import nvidia.nccl, os; print(os.path.dirname("
+                     "nvidia.nccl.__path__[0] + \"/x\"))' 2>/dev/null", "r");
+    if (py) {
+        char dir[500] = "";
+        if (fgets(dir, sizeof dir, py)) {
+            dir[strcspn(dir, "\n")] = 0;
+            if (*dir) snprintf(cands[nc++], sizeof cands[0], "%s/lib/libnccl.so.2", dir);
+        }
+        pclose(py);
+    }
+    void *lib = NULL;
+    for (int i = 0; i < nc && !lib; i++)
+        if ((lib = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL))) snprintf(nccl.path, sizeof nccl.path, "%s", cands[i]);
+    if (!lib) {
+        fprintf(stderr, "mscclrt-perf: cannot open the real NCCL (set MSCCLRT_NCCL_LIB_PATH): %s\n", dlerror());
+        return -1;
+    }
+#define NS(f, s) if (!(*(void **)&nccl.f = dlsym(lib, s))) { fprintf(stderr, "mscclrt-perf: %s lacks %s\n", nccl.path, s); return -1; }
+    NS(CommInitAll, "ncclCommInitAll") NS(CommDestroy, "ncclCommDestroy") NS(GroupStart, "ncclGroupStart")
+    NS(GroupEnd, "ncclGroupEnd") NS(AllReduce, "ncclAllReduce") NS(AllGather, "ncclAllGather")
+    NS(ReduceScatter, "ncclReduceScatter") NS(Broadcast, "ncclBroadcast") NS(Send, "ncclSend")
+    NS(Recv, "ncclRecv") NS(GetErrorString, "ncclGetErrorString") NS(GetVersion, "ncclGetVersion")
+#undef NS
+    return 0;
+}
+
+/* ---- options and state ------------------------------------------------------------------------ */
+typedef struct {
+    size_t minb, maxb, stepb;
+    double factor;
+    int g, t, warm, iters, graphs, check;
+    mscclrt_dtype dt;
+    mscclrt_redop op;
+    PlanCollective coll;
+    bool coll_set;
+    int lib;                       /* 0 mscclrt, 1 nccl */
+    int nplans;
+    mscclrt_plan *plans[32];
+    const char *plan_paths[32];
+    int ndev;
+    int devs[64];
+} Opts;
+
+typedef struct {
+    CuStream stream;
+    CuDevPtr sbuf, rbuf;           /* sbuf: max input; rbuf: max(input, output) */
+    mscclrt_comm *comm;
+    ncclComm_t ncomm;
+    CuContext ctx;
+    void *host_in[1];
+} Rank;
+
+static Opts O;
+static Rank R[64];
+static size_t max_in, max_out;
+static pthread_barrier_t bar;
+static double thread_time[64];
+static int thread_err[64];
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static size_t parse_size(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'K': case 'k': v *= 1024; break;
+    case 'M': case 'm': v *= 1024 * 1024; break;
+    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (size_t)v;
+}
+
+static void sizes_of(PlanCollective coll, int n, size_t bytes, size_t *in, size_t *out) {
+    *in = *out = bytes;
+    if (coll == PLAN_COLL_ALLGATHER) *in = bytes / (size_t)n;
+    if (coll == PLAN_COLL_REDUCESCATTER) *out = bytes / (size_t)n;
+}
+
+static double bus_factor(PlanCollective c, int n) {
+    switch (c) {
+    case PLAN_COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
+    case PLAN_COLL_ALLGATHER: case PLAN_COLL_REDUCESCATTER: case PLAN_COLL_ALLTOALL:
+        return (double)(n - 1) / n;
+    default: return 1.0;
+    }
+}
+
+/* the plan for (bytes, in-place?), or NULL */
+static mscclrt_plan *pick(size_t bytes, int inplace) {
+    for (int i = 0; i < O.nplans; i++) {
+        const Plan *p = exec_plan(O.plans[i]);
+        if (p->ngpus != O.ndev || (int)p->inplace != inplace) continue;
+        uint64_t in, out;
+        plan_call_sizes(p, bytes, &in, &out);
+        uint64_t checked = p->collective == PLAN_COLL_ALLGATHER ? out : in;
+        if (checked < p->min_size || checked > p->max_size) continue;
+        PlanGeom g;
+        PlanErr e;
+        if (!plan_geom(p, 0, in, out, &g, &e)) continue;
+        return O.plans[i];
+    }
+    return NULL;
+}
+
+/* Buffers of rank r for a call of `bytes` in a mode. */
+static void bufs(int r, size_t in, size_t out, int inplace, const void **s, void **d) {
+    if (!inplace) {
+        *s = (const void *)(uintptr_t)R[r].sbuf;
+        *d = (void *)(uintptr_t)R[r].rbuf;
+        return;
+    }
+    CuDevPtr b = R[r].rbuf, sp = b, dp = b;
+    if (O.coll == PLAN_COLL_ALLGATHER) sp = b + (CuDevPtr)r * in;
+    if (O.coll == PLAN_COLL_REDUCESCATTER) dp = b + (CuDevPtr)r * out;
+    *s = (const void *)(uintptr_t)sp;
+    *d = (void *)(uintptr_t)dp;
+}
+
+/* One collective on the ranks [r0, r1) of this thread, as one group. */
+static int issue(int r0, int r1, const mscclrt_plan *plan, size_t bytes, int inplace) {
+    size_t in, out;
+    sizes_of(O.coll, O.ndev, bytes, &in, &out);
+    size_t esz = mscclrt_dtype_size(O.dt);
+    if (O.lib == 0) {
+        const Plan *p = exec_plan(plan);
+        uint64_t pin, pout;
+        plan_call_sizes(p, bytes, &pin, &pout);
+        mscclrt_group_start();
+        int err = 0;
+        for (int r = r0; r < r1; r++) {
+            const void *s;
+            void *d;
+            bufs(r, pin, pout, inplace, &s, &d);
+            if (mscclrt_execute(R[r].comm, plan, s, d, pin, pout, O.dt, O.op, R[r].stream) != MSCCLRT_SUCCESS)
+                err = 1;
+        }
+        if (mscclrt_group_end() != MSCCLRT_SUCCESS) err = 1;
+        if (err) fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
+        return err;
+    }
+    int rc = nccl.GroupStart();
+    for (int r = r0; r < r1 && !rc; r++) {
+        const void *s;
+        void *d;
+        bufs(r, in, out, inplace, &s, &d);
+        switch (O.coll) {
+        case PLAN_COLL_ALLREDUCE: rc = nccl.AllReduce(s, d, in / esz, O.dt, O.op, R[r].ncomm, R[r].stream); break;
+        case PLAN_COLL_ALLGATHER: rc = nccl.AllGather(s, d, in / esz, O.dt, R[r].ncomm, R[r].stream); break;
+        case PLAN_COLL_REDUCESCATTER: rc = nccl.ReduceScatter(s, d, out / esz, O.dt, O.op, R[r].ncomm, R[r].stream); break;
+        case PLAN_COLL_BROADCAST: rc = nccl.Broadcast(s, d, in / esz, O.dt, 0, R[r].ncomm, R[r].stream); break;
+        case PLAN_COLL_ALLTOALL: {
+            size_t blk = in / (size_t)O.ndev;
+            for (int q = 0; q < O.ndev && !rc; q++) {
+                rc = nccl.Send((const char *)s + (size_t)q * blk, blk / esz, O.dt, q, R[r].ncomm, R[r].stream);
+                if (!rc) rc = nccl.Recv((char *)d + (size_t)q * blk, blk / esz, O.dt, q, R[r].ncomm, R[r].stream);
+            }
+            break;
+        }
+        default: { /* sendrecv ring: receive from r-1, send to r+1 */
+            rc = nccl.Send(s, in / esz, O.dt, (r + 1) % O.ndev, R[r].ncomm, R[r].stream);
+            if (!rc) rc = nccl.Recv(d, in / esz, O.dt, (r - 1 + O.ndev) % O.ndev, R[r].ncomm, R[r].stream);
+            break;
+        }
+        }
+    }
+    int rc2 = nccl.GroupEnd();
+    if (rc || rc2) {
+        fprintf(stderr, "mscclrt-perf: NCCL: %s\n", nccl.GetErrorString(rc ? rc : rc2));
+        return 1;
+    }
+    return 0;
+}
+
+static void sync_ranks(int r0, int r1) {
+    for (int r = r0; r < r1; r++) {
+        cu.cuCtxSetCurrent(R[r].ctx);
+        cu.cuStreamSynchronize(R[r].stream);
+    }
+}
+
+typedef struct { int tid; const mscclrt_plan *plan; size_t bytes; int inplace; } Job;
+
+static void *time_thread(void *arg) {
+    Job *j = arg;
+    int r0 = j->tid * O.g, r1 = r0 + O.g, err = 0;
+    for (int i = 0; i < O.warm && !err; i++) err = issue(r0, r1, j->plan, j->bytes, j->inplace);
+    sync_ranks(r0, r1);
+    CuGraphExec gx[64] = {0};
+    CuGraph gr[64] = {0};
+    if (O.graphs > 0 && !err) {
+        for (int r = r0; r < r1; r++) {
+            cu.cuCtxSetCurrent(R[r].ctx);
+            cu.cuStreamBeginCapture(R[r].stream, CU_CAPTURE_MODE_THREAD_LOCAL);
+        }
+        for (int i = 0; i < O.iters && !err; i++) err = issue(r0, r1, j->plan, j->bytes, j->inplace);
+        for (int r = r0; r < r1; r++) {
+            cu.cuCtxSetCurrent(R[r].ctx);
+            if (cu.cuStreamEndCapture(R[r].stream, &gr[r]) != CU_OK ||
+                cu.cuGraphInstantiate(&gx[r], gr[r], 0) != CU_OK)
+                err = 1;
+        }
+    }
+    pthread_barrier_wait(&bar);
+    double t0 = now_s();
+    if (!err) {
+        if (O.graphs > 0) {
+            for (int k = 0; k < O.graphs; k++)
+                for (int r = r0; r < r1; r++) {
+                    cu.cuCtxSetCurrent(R[r].ctx);
+                    cu.cuGraphLaunch(gx[r], R[r].stream);
+                }
+        } else {
+            for (int i = 0; i < O.iters && !err; i++) err = issue(r0, r1, j->plan, j->bytes, j->inplace);
+        }
+    }
+    sync_ranks(r0, r1);
+    double t = now_s() - t0;
+    pthread_barrier_wait(&bar);
+    for (int r = r0; r < r1; r++) {
+        if (gx[r]) cu.cuGraphExecDestroy(gx[r]);
+        if (gr[r]) cu.cuGraphDestroy(gr[r]);
+    }
+    int calls = O.iters * (O.graphs > 0 ? O.graphs : 1);
+    thread_time[j->tid] = t / calls;
+    thread_err[j->tid] = err;
+    return NULL;
+}
+
+/* One check call: fresh inputs, poisoned outputs; returns the number of wrong ranks (0/1 each) */
+static long check_run(const mscclrt_plan *plan, size_t bytes, int inplace) {
+    size_t in, out;
+    sizes_of(O.coll, O.ndev, bytes, &in, &out);
+    if (plan) {
+        uint64_t a, b;
+        plan_call_sizes(exec_plan(plan), bytes, &a, &b);
+        in = a;
+        out = b;
+    }
+    size_t esz = mscclrt_dtype_size(O.dt);
+    void **hin = calloc((size_t)O.ndev, sizeof *hin), **hout = calloc((size_t)O.ndev, sizeof *hout);
+    long wrong = 0;
+    for (int r = 0; r < O.ndev; r++) {
+        hin[r] = malloc(in ? in : 1);
+        hout[r] = malloc(out ? out : 1);
+        check_fill(O.dt, O.op, hin[r], in / esz, 7 + bytes, r);
+        const void *s;
+        void *d;
+        bufs(r, in, out, inplace, &s, &d);
+        cu.cuCtxSetCurrent(R[r].ctx);
+        if (!inplace) cu.cuMemsetD8((CuDevPtr)(uintptr_t)d, 0xcd, out);
+        else cu.cuMemsetD8(R[r].rbuf, 0xcd, in > out ? in : out);
+        cu.cuMemcpyHtoD((CuDevPtr)(uintptr_t)s, hin[r], in);
+        cu.cuCtxSynchronize();
+    }
+    if (issue(0, O.ndev, plan, bytes, inplace)) wrong = -1;
+    sync_ranks(0, O.ndev);
+    for (int r = 0; r < O.ndev; r++) {
+        const void *s;
+        void *d;
+        bufs(r, in, out, inplace, &s, &d);
+        cu.cuCtxSetCurrent(R[r].ctx);
+        cu.cuMemcpyDtoH(hout[r], (CuDevPtr)(uintptr_t)d, out);
+    }
+    CheckMismatch mm;
+    if (wrong == 0 && check_collective_known(O.coll) &&
+        !check_collective(O.coll, O.ndev, O.dt, O.op, (const void *const *)hin, in,
+                          (const void *const *)hout, out, &mm)) {
+        wrong = 1;
+        fprintf(stderr, "# %zu bytes %s: %s\n", bytes, inplace ? "in-place" : "out-of-place", mm.msg);
+    }
+    for (int r = 0; r < O.ndev; r++) {
+        free(hin[r]);
+        free(hout[r]);
+    }
+    free(hin);
+    free(hout);
+    return wrong;
+}
+
+static void measure(size_t bytes, int inplace, char *cell, size_t n) {
+    const mscclrt_plan *plan = NULL;
+    if (O.lib == 0 && !(plan = pick(bytes, inplace))) {
+        snprintf(cell, n, "%10s %8s %8s %6s", "N/A", "N/A", "N/A", "N/A");
+        return;
+    }
+    pthread_t th[64];
+    Job jobs[64];
+    for (int t = 0; t < O.t; t++) {
+        jobs[t] = (Job){t, plan, bytes, inplace};
+        pthread_create(&th[t], NULL, time_thread, &jobs[t]);
+    }
+    double sum = 0;
+    int err = 0;
+    for (int t = 0; t < O.t; t++) {
+        pthread_join(th[t], NULL);
+        sum += thread_time[t];
+        err |= thread_err[t];
+    }
+    if (err) {
+        snprintf(cell, n, "%10s %8s %8s %6s", "error", "-", "-", "-");
+        return;
+    }
+    double us = sum / O.t * 1e6;
+    double algbw = (double)bytes / (us * 1e-6) / 1e9;
+    double busbw = algbw * bus_factor(O.coll, O.ndev);
+    char w[16] = "N/A";
+    if (O.check) {
+        long wr = check_run(plan, bytes, inplace);
+        snprintf(w, sizeof w, "%ld", wr);
+    }
+    snprintf(cell, n, "%10.2f %8.2f %8.2f %6s", us, algbw, busbw, w);
+}
+
+static void usage(void) {
+    fputs("usage: mscclrt-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEP] [-g GPUS_PER_THREAD]\n"
+          "         [-t THREADS] [-w WARMUP] [-n ITERS] [-G GRAPH_LAUNCHES] [-d DTYPE] [-o OP]\n"
+          "         [-c 0|1] [-C COLLECTIVE] [--plan FILE]... [--lib mscclrt|nccl|both]\n", stderr);
+}
+
+static int run_table(void) {
+    const char *collname = plan_coll_name(O.coll);
+    if (O.lib == 1) {
+        ncclComm_t nc[64];
+        int rc = nccl.CommInitAll(nc, O.ndev, O.devs);
+        if (rc) {
+            fprintf(stderr, "mscclrt-perf: ncclCommInitAll: %s\n", nccl.GetErrorString(rc));
+            return 1;
+        }
+        for (int r = 0; r < O.ndev; r++) R[r].ncomm = nc[r];
+        int v = 0;
+        nccl.GetVersion(&v);
+        printf("# backend: NCCL %d (%s)\n", v, nccl.path);
+    } else {
+        printf("# backend: libmscclrt %s (generated kernels)\n", mscclrt_version());
+    }
+    printf("# collective %s, %d ranks (%d threads x %d GPUs), %s, %s, warmup %d, iters %d, graph launches %d\n",
+           collname, O.ndev, O.t, O.g, mscclrt_dtype_name(O.dt), mscclrt_redop_name(O.op), O.warm,
+           O.iters, O.graphs);
+    printf("#\n#%12s %12s %8s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s\n", "size", "count",
+           "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("#%12s %12s %8s %6s %6s   %10s %8s %8s %6s   %10s %8s %8s %6s\n", "(B)", "(elements)", "", "",
+           "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    size_t esz = mscclrt_dtype_size(O.dt);
+    bool reduces = O.coll == PLAN_COLL_ALLREDUCE || O.coll == PLAN_COLL_REDUCESCATTER;
+    for (size_t b = O.minb; b <= O.maxb;) {
+        size_t count = b / esz;
+        if (O.coll == PLAN_COLL_ALLGATHER || O.coll == PLAN_COLL_REDUCESCATTER || O.coll == PLAN_COLL_ALLTOALL)
+            count /= (size_t)O.ndev;
+        char oop[80], ip[80];
+        measure(b, 0, oop, sizeof oop);
+        measure(b, 1, ip, sizeof ip);
+        printf(" %12zu %12zu %8s %6s %6d   %s   %s\n", b, count, mscclrt_dtype_name(O.dt),
+               reduces ? mscclrt_redop_name(O.op) : "none", O.coll == PLAN_COLL_BROADCAST ? 0 : -1, oop, ip);
+        fflush(stdout);
+        size_t nb = O.stepb ? b + O.stepb : (size_t)(b * O.factor);
+        if (nb <= b) break;
+        b = nb;
+    }
+    if (O.lib == 1)
+        for (int r = 0; r < O.ndev; r++) nccl.CommDestroy(R[r].ncomm);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    O.minb = 32 << 20;
+    O.maxb = 32 << 20;
+    O.factor = 2;
+    O.g = 1;
+    O.t = 1;
+    O.warm = 5;
+    O.iters = 20;
+    O.check = 1;
+    O.dt = MSCCLRT_FLOAT32;
+    O.op = MSCCLRT_SUM;
+    O.coll = PLAN_COLL_ALLREDUCE;
+    int both = 0;
+    static const struct option lo[] = {{"plan", 1, 0, 'P'}, {"lib", 1, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "b:e:f:i:g:t:w:n:G:d:o:c:C:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'b': O.minb = parse_size(optarg); break;
+        case 'e': O.maxb = parse_size(optarg); break;
+        case 'f': O.factor = atof(optarg); break;
+        case 'i': O.stepb = parse_size(optarg); break;
+        case 'g': O.g = atoi(optarg); break;
+        case 't': O.t = atoi(optarg); break;
+        case 'w': O.warm = atoi(optarg); break;
+        case 'n': O.iters = atoi(optarg); break;
+        case 'G': O.graphs = atoi(optarg); break;
+        case 'c': O.check = atoi(optarg); break;
+        case 'd':
+            if (mscclrt_dtype_parse(optarg, &O.dt) != MSCCLRT_SUCCESS) {
+                /* nccl-tests spellings */
+                if (!strcmp(optarg, "half")) O.dt = MSCCLRT_FLOAT16;
+                else if (!strcmp(optarg, "float")) O.dt = MSCCLRT_FLOAT32;
+                else if (!strcmp(optarg, "double")) O.dt = MSCCLRT_FLOAT64;
+                else if (!strcmp(optarg, "bfloat16")) O.dt = MSCCLRT_BFLOAT16;
+                else if (!strcmp(optarg, "int")) O.dt = MSCCLRT_INT32;
+                else { fprintf(stderr, "mscclrt-perf: unknown dtype '%s'\n", optarg); return 2; }
+            }
+            break;
+        case 'o':
+            if (mscclrt_redop_parse(optarg, &O.op) != MSCCLRT_SUCCESS) {
+                fprintf(stderr, "mscclrt-perf: unknown op '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'C':
+            if (!plan_coll_from_name(optarg, &O.coll)) {
+                fprintf(stderr, "mscclrt-perf: unknown collective '%s'\n", optarg);
+                return 2;
+            }
+            O.coll_set = true;
+            break;
+        case 'P':
+            if (O.nplans == 32) { fprintf(stderr, "mscclrt-perf: at most 32 plans\n"); return 2; }
+            if (mscclrt_plan_load(&O.plans[O.nplans], optarg) != MSCCLRT_SUCCESS) {
+                fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
+                return 2;
+            }
+            O.plan_paths[O.nplans++] = optarg;
+            break;
+        case 'L':
+            if (!strcmp(optarg, "nccl")) O.lib = 1;
+            else if (!strcmp(optarg, "both")) both = 1;
+            else if (!strcmp(optarg, "mscclrt")) O.lib = 0;
+            else { fprintf(stderr, "mscclrt-perf: --lib mscclrt|nccl|both\n"); return 2; }
+            break;
+        default: usage(); return c == 'h' ? 0 : 2;
+        }
+    }
+    if (O.g < 1 || O.t < 1 || O.g * O.t > 64 || O.iters < 1 || O.minb < 1 || O.maxb < O.minb) {
+        usage();
+        return 2;
+    }
+    O.ndev = O.g * O.t;
+    if (!O.coll_set && O.nplans > 0) O.coll = exec_plan(O.plans[0])->collective;
+    if (O.lib == 0 && !both && O.nplans == 0) {
+        fprintf(stderr, "mscclrt-perf: give at least one --plan (or --lib nccl)\n");
+        return 2;
+    }
+    if (cu_load() != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
+        return 1;
+    }
+    int count = 0;
+    cu.cuDeviceGetCount(&count);
+    for (int r = 0; r < O.ndev; r++) O.devs[r] = count ? r % count : 0;
+    if (O.ndev > count)
+        printf("# note: %d ranks on %d GPUs (ranks share devices)\n", O.ndev, count);
+    /* buffers sized for the largest call */
+    sizes_of(O.coll, O.ndev, O.maxb, &max_in, &max_out);
+    mscclrt_comm *comms[64];
+    if (mscclrt_comm_init_all(comms, O.ndev, O.devs) != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
+        return 1;
+    }
+    for (int r = 0; r < O.ndev; r++) {
+        R[r].comm = comms[r];
+        R[r].ctx = comms[r]->ctx;
+        cu.cuCtxSetCurrent(R[r].ctx);
+        size_t big = max_in > max_out ? max_in : max_out;
+        if (cu.cuStreamCreate(&R[r].stream, CU_STREAM_FLAG_NON_BLOCKING) != CU_OK ||
+            cu.cuMemAlloc(&R[r].sbuf, max_in) != CU_OK || cu.cuMemAlloc(&R[r].rbuf, big) != CU_OK) {
+            fprintf(stderr, "mscclrt-perf: rank %d: cannot allocate %zu + %zu bytes\n", r, max_in, big);
+            return 1;
+        }
+        cu.cuMemsetD8(R[r].sbuf, 0x3c, max_in);
+        cu.cuMemsetD8(R[r].rbuf, 0x3c, big);
+    }
+    pthread_barrier_init(&bar, NULL, (unsigned)O.t);
+    int rc = 0;
+    if (O.lib == 0 && (O.nplans > 0)) rc |= run_table();
+    if (both || O.lib == 1) {
+        if (nccl_open() != 0) return 1;
+        O.lib = 1;
+        rc |= run_table();
+    }
+    for (int r = 0; r < O.ndev; r++) {
+        cu.cuCtxSetCurrent(R[r].ctx);
+        cu.cuStreamSynchronize(R[r].stream);
+        cu.cuMemFree(R[r].sbuf);
+        cu.cuMemFree(R[r].rbuf);
+        cu.cuStreamDestroy(R[r].stream);
+        mscclrt_comm_destroy(comms[r]);
+    }
+    for (int i = 0; i < O.nplans; i++) mscclrt_plan_free(O.plans[i]);
+    return rc;
+}
