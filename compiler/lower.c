@@ -84,7 +84,7 @@ bool lower_begin(Sema *s, SrcLoc loc) {
 static bool check_partners(Sema *s) {
     bool ok = true;
     for (int i = 0; i < s->nchans; i++) {
-        const Channel *c = s->chans[i];
+        Channel *c = s->chans[i];
         if (!c->named) continue;
         const PlanGpu *a = &s->plan->gpus[c->src], *b = &s->plan->gpus[c->dst];
         int k = 0, have = 0;
@@ -94,7 +94,7 @@ static bool check_partners(Sema *s) {
             sema_error(s, c->named_at,
                        "%s channel '%s' (rank %d -> %d) has no partner: it is channel %d from rank %d to "
                        "rank %d, but rank %d declares %d %s channel%s to rank %d (the k-th pairs with the k-th)",
-                       plan_chan_name(c->type), c->name, c->src, c->dst, k, c->src, c->dst, c->dst, have,
+                       plan_chan_name(c->type), sema_chan_name(s, c), c->src, c->dst, k, c->src, c->dst, c->dst, have,
                        plan_chan_name(c->type), have == 1 ? "" : "s", c->src);
             ok = false;
         }
@@ -532,13 +532,13 @@ static bool local_op(Sema *s, const Expr *call, const char *what, const Args *a,
     return true;
 }
 
-static bool need_kind(Sema *s, const Expr *call, const char *what, const Channel *c, int kinds) {
+static bool need_kind(Sema *s, const Expr *call, const char *what, Channel *c, int kinds) {
     if (kinds & (1 << c->type)) return true;
     const char *want = kinds == (1 << PLAN_CHAN_PORT) ? "a port channel"
                        : kinds == (1 << PLAN_CHAN_MEMORY) ? "a memory channel"
                        : kinds == (1 << PLAN_CHAN_SWITCH) ? "a switch channel"
                                                           : "a memory or port channel";
-    sema_error(s, call->loc, "'%s' needs %s, but '%s' is a %s channel", what, want, c->name,
+    sema_error(s, call->loc, "'%s' needs %s, but '%s' is a %s channel", what, want, sema_chan_name(s, c),
                plan_chan_name(c->type));
     return false;
 }
@@ -563,7 +563,7 @@ static bool channel_op(Sema *s, const Expr *call, const char *what, const Args *
         if (!need_kind(s, call, what, c, what[0] == 'f' ? K_PORT : K_MEM | K_PORT)) return false;
         if (relaxed && c->type != PLAN_CHAN_MEMORY) {
             sema_error(s, call->loc, "relaxed '%s' is only for memory channels ('%s' is a port channel)", what,
-                       c->name);
+                       sema_chan_name(s, c));
             return false;
         }
         if (!parse_sync(s, a, &sp->data_sync)) return false;
@@ -590,11 +590,11 @@ static bool channel_op(Sema *s, const Expr *call, const char *what, const Args *
         const Expr *mx = what[0] == 'r' ? a->pos[1] : a->pos[0];
         int rank = mc->rank;
         if (c->index_of[rank] < 0) {
-            sema_error(s, mx->loc, "'%s': rank %d is not a member of switch channel '%s'", what, rank, c->name);
+            sema_error(s, mx->loc, "'%s': rank %d is not a member of switch channel '%s'", what, rank, sema_chan_name(s, c));
             return false;
         }
         if (mc->type != c->buf) {
-            sema_error(s, mx->loc, "'%s': switch channel '%s' is bound to the %s buffer, not %s", what, c->name,
+            sema_error(s, mx->loc, "'%s': switch channel '%s' is bound to the %s buffer, not %s", what, sema_chan_name(s, c),
                        plan_buf_long_name(c->buf), sema_buf_desc(s, mc->rank, mc->buf));
             return false;
         }

@@ -1098,6 +1098,11 @@ static const char *elem_name(Sema *s, const Elem *el) {
     return arena_strndup(s->arena, buf, strlen(buf));
 }
 
+const char *sema_chan_name(Sema *s, Channel *c) {
+    if (!c->name) c->name = elem_name(s, c->decl);
+    return c->name;
+}
+
 /* channel = "channel" target "=" (memory|port)(a -> b) | switch(ranks = [...], buffer = B) */
 static void exec_channel(Sema *s, const Stmt *st) {
     if (!s->plan) {
@@ -1133,7 +1138,7 @@ static void exec_channel(Sema *s, const Stmt *st) {
         if (!el) return;
         c->src = (int)a;
         c->dst = (int)b;
-        c->name = elem_name(s, el);
+        c->decl = el;
         c->gpu_index = plan_gpu_add_peer(&s->plan->gpus[a], t, (int)b);
         if (c->gpu_index < 0) {
             sema_error(s, st->loc, "out of memory");
@@ -1215,7 +1220,7 @@ static void exec_channel(Sema *s, const Stmt *st) {
     }
     Elem *el = declare_element(s, st, SYM_CHANARR);
     if (!el) return;
-    c->name = elem_name(s, el);
+    c->decl = el;
     for (int i = 0; i < ranks.n; i++) {
         int r = c->ranks[i];
         c->index_of[r] = plan_gpu_add_switch(&s->plan->gpus[r], c->buf, c->ranks, c->nranks);

@@ -53,7 +53,8 @@ struct Value {
 
 struct Channel {
     PlanChanType type;      /* memory, port or switch */
-    const char *name;       /* "c[0][1]" for messages */
+    const char *name;       /* "c[0][1]" for messages; made on first use (sema_chan_name) */
+    const void *decl;       /* the array element that declared it (sema.c) */
     int src, dst;           /* memory/port: from src to dst */
     int gpu_index;          /* memory/port: GPU-level index on src */
     PlanBuf buf;            /* switch: buffer_type */
@@ -141,6 +142,8 @@ const char *sema_word(const Expr *e);
 bool sema_run(Sema *s, const AstProgram *prog);
 /* Executes a statement list in a new scope (used by lower.c for pipeline bodies). */
 void sema_exec_block(Sema *s, const AstList *body);
+/* The channel's name as declared ("c[0][1]"), formatted on first use (only messages need it). */
+const char *sema_chan_name(Sema *s, Channel *c);
 /* "rank 3's input", "rank 0's scratch 's'" */
 const char *sema_buf_desc(Sema *s, int rank, int buf);
 
