@@ -89,4 +89,22 @@ result "mscclc/dump-dot" $?
 cp "$tmp/a.json" "$tmp/keep.json"
 "$MSCCLC" tests/golden/err/chunk_range.coll -o "$tmp/keep.json" 2>/dev/null
 [ $? = 1 ] && cmp -s "$tmp/a.json" "$tmp/keep.json"; result "mscclc/no-write-on-error" $?
+
+# ---- speed: an 8-rank allreduce under 20 ms, a 64-rank program under 1 s (best of 3 runs, the
+# compile as --time measures it, without process start-up and output) ------------------------------
+best_ms() { # file, flags...
+    b=""
+    for i in 1 2 3; do
+        t=$("$MSCCLC" "$@" --time -o /dev/null 2>&1 | sed -n 's/^mscclc: .*: \([0-9.]*\) ms .*/\1/p')
+        [ -z "$t" ] && { echo 999999; return; }
+        b=$(echo "$t ${b:-$t}" | awk '{print ($1 < $2) ? $1 : $2}')
+    done
+    echo "$b"
+}
+t8=$(best_ms tests/golden/ok/allpair_packet.coll -D N=8)
+echo "8-rank allreduce (allpair_packet, N=8): $t8 ms"
+awk "BEGIN { exit !($t8 < 20) }"; result "mscclc/speed-8-ranks" $?
+t64=$(best_ms tests/speed/allgather64.coll)
+echo "64-rank allgather (tests/speed/allgather64.coll): $t64 ms"
+awk "BEGIN { exit !($t64 < 1000) }"; result "mscclc/speed-64-ranks" $?
 exit $status
