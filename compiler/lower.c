@@ -104,6 +104,11 @@ static bool check_partners(Sema *s) {
 
 bool lower_finish(Sema *s) {
     if (!check_partners(s)) return false;
+    if (s->nops * s->instances > SEMA_MAX_OPS) {
+        sema_error(s, s->program_loc, "%" PRId64 " operations x %d instances is more than %d operations", s->nops,
+                   s->instances, SEMA_MAX_OPS);
+        return false;
+    }
     for (int r = 0; r < s->plan->ngpus; r++) {
         PlanGpu *g = &s->plan->gpus[r];
         g->input_chunks = (uint32_t)s->in_chunks;

@@ -951,6 +951,7 @@ static void exec_program(Sema *s, const Stmt *st) {
     }
     Header hd = {0};
     s->name = st->name;
+    s->program_loc = st->loc;
     s->chunk_factor = 1;
     s->instances = 1;
     s->fusion = true;

@@ -89,6 +89,7 @@ typedef struct {
     Plan *plan;                 /* owned until handed to the caller; NULL before `program` */
     /* header */
     const char *name;
+    SrcLoc program_loc;         /* the program's name in its header */
     PlanCollective coll;
     int nranks;
     int64_t chunk_factor;
