@@ -100,10 +100,40 @@ static double mini_decode(uint32_t c, const MiniFmt *f) {
     return neg ? -v : v;
 }
 
-uint16_t check_f64_to_f16(double v) { return (uint16_t)mini_encode(v, &fmt_f16); }
-double check_f16_to_f64(uint16_t h) { return mini_decode(h, &fmt_f16); }
-uint16_t check_f64_to_bf16(double v) { return (uint16_t)mini_encode(v, &fmt_bf16); }
-double check_bf16_to_f64(uint16_t h) { return mini_decode(h, &fmt_bf16); }
+/* Fast path of mini_encode for normal results of a wide format: round the double's 52-bit
+ * mantissa to `mbits` (RNE on the bits; a carry bumps the exponent), overflow to inf.
+ * Subnormal results, zeros, inf and NaN take the general path. */
+static uint32_t wide_encode(double v, const MiniFmt *f) {
+    uint64_t x;
+    memcpy(&x, &v, 8);
+    int e = (int)((x >> 52) & 0x7ff) - 1023;
+    if (e < 1 - f->bias || e > f->bias || ((x >> 52) & 0x7ff) == 0x7ff) return mini_encode(v, f);
+    uint32_t sign = (uint32_t)(x >> 63) << (f->ebits + f->mbits);
+    uint64_t mant = x & ((1ull << 52) - 1);
+    int drop = 52 - f->mbits;
+    uint64_t rem = mant & ((1ull << drop) - 1), half = 1ull << (drop - 1);
+    uint32_t code = ((uint32_t)(e + f->bias) << f->mbits) | (uint32_t)(mant >> drop);
+    if (rem > half || (rem == half && (code & 1))) code++;
+    if ((code >> f->mbits) >= (1u << f->ebits) - 1) code = ((1u << f->ebits) - 1) << f->mbits;
+    return sign | code;
+}
+
+uint16_t check_f64_to_f16(double v) { return (uint16_t)wide_encode(v, &fmt_f16); }
+double check_bf16_to_f64(uint16_t h) {
+    uint32_t b = (uint32_t)h << 16;   /* bf16 is the top half of a float */
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+double check_f16_to_f64(uint16_t h) {
+    uint32_t e = (h >> 10) & 0x1f;
+    if (e == 0 || e == 0x1f) return mini_decode(h, &fmt_f16);
+    uint32_t b = (uint32_t)(h & 0x8000) << 16 | (e + 112) << 23 | (uint32_t)(h & 0x3ff) << 13;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+uint16_t check_f64_to_bf16(double v) { return (uint16_t)wide_encode(v, &fmt_bf16); }
 uint8_t check_f64_to_e4m3(double v) { return (uint8_t)mini_encode(v, &fmt_e4m3); }
 double check_e4m3_to_f64(uint8_t b) { return mini_decode(b, &fmt_e4m3); }
 uint8_t check_f64_to_e5m2(double v) { return (uint8_t)mini_encode(v, &fmt_e5m2); }
@@ -223,7 +253,21 @@ void check_reduce(mscclrt_dtype t, mscclrt_redop op, void *acc, const void *src,
         }
         break;
     }
-    case MSCCLRT_FLOAT16: case MSCCLRT_BFLOAT16: case MSCCLRT_FP8_E4M3: case MSCCLRT_FP8_E5M2:
+    case MSCCLRT_FLOAT16: case MSCCLRT_BFLOAT16: {
+        bool bf = t == MSCCLRT_BFLOAT16;
+        for (size_t k = 0; k < n; k++) {
+            uint16_t a, b;
+            memcpy(&a, (char *)acc + 2 * k, 2);
+            memcpy(&b, (const char *)src + 2 * k, 2);
+            double x = bf ? check_bf16_to_f64(a) : check_f16_to_f64(a);
+            double y = bf ? check_bf16_to_f64(b) : check_f16_to_f64(b);
+            double r = op == MSCCLRT_SUM || op == MSCCLRT_AVG ? x + y : dbl_op(op, x, y);
+            a = bf ? check_f64_to_bf16(r) : check_f64_to_f16(r);
+            memcpy((char *)acc + 2 * k, &a, 2);
+        }
+        break;
+    }
+    case MSCCLRT_FP8_E4M3: case MSCCLRT_FP8_E5M2:
         /* widened operands are exact in double and so are sums and products of two of them
          * (except for extreme bf16 exponents), so the store is the one rounding */
         for (size_t k = 0; k < n; k++)
