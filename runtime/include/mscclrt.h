@@ -110,7 +110,10 @@ MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm);  /* NULL is a
  * send[r]/recv[r] are rank r's buffers of in_bytes/out_bytes (recv[r] may equal send[r] or
  * contain it, for in-place calls). Contexts (scratch, semaphores, LL flags) persist in the comm
  * between calls, as on a GPU. A run that stops making progress fails with MSCCLRT_ERR_TIMEOUT
- * naming the rank, thread block, op and what it waits for (MSCCLRT_CPU_TIMEOUT_MS). */
+ * naming the rank, thread block, op and what it waits for (MSCCLRT_CPU_TIMEOUT_MS).
+ * MSCCLRT_AVG: every reduction sums; for allreduce and reducescatter plans each rank's output
+ * is divided by nranks after the call. After a failed call the comm drops its contexts (their
+ * state is unknown) and stays usable. */
 MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const mscclrt_plan *plan,
                                                void *const *send, void *const *recv,
                                                size_t in_bytes, size_t out_bytes,
