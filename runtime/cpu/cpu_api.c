@@ -36,6 +36,9 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const msc
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: packet %d is neither MSCCLRT_LL16 nor "
                        "MSCCLRT_LL8", fn, (int)packet);
     int n = cpu_comm_nranks(comm);
+    if (p->ngpus != n)
+        return rt_fail(MSCCLRT_ERR_PLAN, "%s: plan '%s' is for %d ranks, the communicator has %d",
+                       fn, p->name, p->ngpus, n);
     for (int r = 0; r < n; r++)
         if ((in_bytes && !send[r]) || (out_bytes && !recv[r]))
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d's %s buffer is NULL", fn, r,

@@ -604,6 +604,49 @@ static void t_avg(void) {
     plan_free(p);
 }
 
+/* the public entry points: a plan through JSON and the loader, and argument checks */
+static void t_public_api(void) {
+    Plan *p = mk(2, PLAN_COLL_ALLREDUCE, 2, 0);
+    for (int r = 0; r < 2; r++) add2(p, r, 0, PLAN_OP_COPY, L(PLAN_BUF_INPUT, 0, 1), L(PLAN_BUF_OUTPUT, 1, 1));
+    char *json = plan_to_json(p, true, NULL);
+    mscclrt_plan *h = NULL;
+    CHECK(json != NULL);
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_parse(&h, json, strlen(json), "<test>"));
+    if (!h) fprintf(stderr, "parse: %s\n", mscclrt_last_error());
+    mscclrt_cpu_comm *c = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_create(&c, 2));
+    Bufs b;
+    bufs_init(&b, 2, false, 0);
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_execute(c, h, b.send, b.recv, 2 * CH, 2 * CH,
+                                                      MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK(chunk_eq(b.out[1] + NF, b.in[1]));
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_cpu_execute(NULL, h, b.send, b.recv, 2 * CH,
+                 2 * CH, MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_cpu_execute: comm is NULL");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_cpu_execute(c, NULL, b.send, b.recv, 2 * CH,
+                 2 * CH, MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK_CONTAINS(mscclrt_last_error(), "plan is NULL");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_cpu_execute(c, h, b.send, b.recv, 2 * CH,
+                 2 * CH, (mscclrt_dtype)99, MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK_CONTAINS(mscclrt_last_error(), "dtype 99 out of range");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_cpu_execute(c, h, b.send, b.recv, 2 * CH,
+                 2 * CH, MSCCLRT_FLOAT32, MSCCLRT_SUM, (mscclrt_packet)7));
+    mscclrt_cpu_comm *c0 = (mscclrt_cpu_comm *)&b;
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_cpu_comm_create(&c0, 0));
+    CHECK(c0 == NULL);
+    mscclrt_cpu_comm *c3 = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_create(&c3, 3));
+    CHECK_EQ_INT(MSCCLRT_ERR_PLAN, mscclrt_cpu_execute(c3, h, b.send, b.recv, 2 * CH, 2 * CH,
+                                                       MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK_CONTAINS(mscclrt_last_error(), "is for 2 ranks, the communicator has 3");
+    mscclrt_cpu_comm_destroy(c3);
+    mscclrt_cpu_comm_destroy(c);
+    mscclrt_cpu_comm_destroy(NULL);
+    mscclrt_plan_free(h);
+    free(json);
+    plan_free(p);
+}
+
 /* a plan that deadlocks: rank 1 waits for a signal rank 0 never sends */
 static void t_timeout(void) {
     Plan *p = mk(2, PLAN_COLL_CUSTOM, 1, 0);
@@ -648,6 +691,7 @@ int main(void) {
     TEST("cpu_ops/reuse_resources", t_reuse());
     TEST("cpu_ops/contexts", t_contexts());
     TEST("cpu_ops/avg", t_avg());
+    TEST("cpu_ops/public_api", t_public_api());
     TEST("cpu_ops/timeout", t_timeout());
     cpu_comm_destroy(comm2);
     cpu_comm_destroy(comm3);
