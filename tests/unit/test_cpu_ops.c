@@ -557,6 +557,30 @@ static void t_reuse(void) {
         CHECK(chunk_eq(b.out[0], b.in[0] + NF));
         CHECK(chunk_eq(b.out[0] + NF, b.in[0]));
     }
+    plan_free(p);
+    /* 2^20 scratch chunks: a 64-byte window per chunk, smaller than the 128-byte chunk, so a
+     * pipeline of 64-byte units cycles through scratch bytes [0, 64) (spec §5.0): after it,
+     * scratch holds the last unit at 0 and zeros behind it */
+    p = mk(1, PLAN_COLL_CUSTOM, 1, 0);
+    p->reuse_resources = true;
+    p->gpus[0].scratch_chunks = 1u << 20;
+    PlanOp pl = op0(PLAN_OP_PIPELINE);
+    pl.unit_size = 64;
+    pl.num_chunks = 1;
+    pl.ninner = 1;
+    pl.inner = calloc(1, sizeof *pl.inner);
+    pl.inner[0] = op0(PLAN_OP_COPY);
+    pl.inner[0].nsrc = pl.inner[0].ndst = 1;
+    pl.inner[0].src[0] = L(PLAN_BUF_INPUT, 0, 1);
+    pl.inner[0].dst[0] = L(PLAN_BUF_SCRATCH, 0, 1);
+    add(p, 0, 0, &pl);
+    plan_op_release(&pl);
+    add2(p, 0, 0, PLAN_OP_COPY, L(PLAN_BUF_SCRATCH, 0, 1), L(PLAN_BUF_OUTPUT, 0, 1));
+    Bufs b;
+    bufs_init(&b, 1, false, 7);
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, run(c1, p, &b, 128, 128, MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK(memcmp(b.out[0], b.in[0] + 16, 64) == 0);
+    CHECK(b.out[0][16] == 0 && b.out[0][31] == 0);
     cpu_comm_destroy(c1);
     plan_free(p);
 }
