@@ -1282,6 +1282,7 @@ static bool for_body(Sema *s, void *ctx) {
 }
 
 static void exec_stmt(Sema *s, const Stmt *st, int depth) {
+    if (s->stopped) return;
     switch (st->kind) {
     case ST_PARAM:
         exec_param(s, st, depth);
@@ -1292,6 +1293,7 @@ static void exec_stmt(Sema *s, const Stmt *st, int depth) {
         if (!v) {
             if (st->msg) sema_error(s, st->loc, "requirement failed: %s", st->msg);
             else sema_error(s, st->loc, "requirement failed");
+            s->stopped = true;
         }
         return;
     }
@@ -1367,7 +1369,7 @@ bool sema_run(Sema *s, const AstProgram *prog) {
     s->reported = prog->lex_errors;
     s->nreported = s->capreported = prog->nlex_errors;
     for (int i = 0; i < prog->stmts.n; i++) exec_stmt(s, prog->stmts.v[i], 0);
-    for (int i = 0; i < s->opt->ndefines; i++)
+    for (int i = 0; i < s->opt->ndefines && !s->stopped; i++)
         if (!s->define_used[i])
             diag_error(s->diag, (PlanLoc){0, 0}, "-D %s: the program declares no 'param %s'",
                        s->opt->defines[i].name, s->opt->defines[i].name);

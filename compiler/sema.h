@@ -107,6 +107,7 @@ typedef struct {
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */
+    bool stopped;               /* a `require` failed: the rest would only report follow-on errors */
     ElemTable *elems;           /* array elements of channel/semaphore arrays */
     Channel **chans;            /* memory and port channels in declaration order */
     int nchans, capchans;
