@@ -1,6 +1,6 @@
 /*
  * main.c - the mscclc command: option parsing and file I/O around libmscclc (mscclc.h).
- *   mscclc PROGRAM.coll [-o PLAN.json] [-D NAME=VALUE]... [--no-fusion] [-ferror-limit=N]
+ *   mscclc PROGRAM.coll|- [-o PLAN.json] [-D NAME=VALUE]... [--no-fusion] [-ferror-limit=N]
  *          [--compact] [--time]
  *   mscclc --dump PLAN.json [--format=table|dot]
  * Exit status: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error.
@@ -30,9 +30,10 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
-/* Reads a whole file; NULL with errno set on failure. */
+/* Reads a whole file ("-" is standard input); NULL with errno set on failure. */
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    bool in = strcmp(path, "-") == 0;
+    FILE *f = in ? stdin : fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
@@ -55,7 +56,7 @@ static char *read_file(const char *path, size_t *len) {
         buf = NULL;
         errno = EIO;
     }
-    fclose(f);
+    if (!in) fclose(f);
     *len = n;
     return buf;
 }
@@ -159,7 +160,7 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
-        } else if (a[0] == '-' && a[1]) {
+        } else if (a[0] == '-' && a[1]) {   /* "-" alone is standard input */
             return usage_error("unknown option '%s'", a);
         } else if (!input) {
             input = a;
@@ -174,7 +175,7 @@ int main(int argc, char **argv) {
     }
     if (!input) return usage_error("%s", "no input file");
     opt.defines = defs;
-    opt.filename = input;
+    opt.filename = strcmp(input, "-") == 0 ? "<stdin>" : input;
     opt.diag_out = stderr;
     size_t len;
     char *src = read_file(input, &len);

@@ -80,6 +80,7 @@ printf '{"name": 1}' >"$tmp/bad.json"
 "$MSCCLC" --dump "$tmp/bad.json" >/dev/null 2>&1; [ $? = 1 ]; result "mscclc/dump-invalid" $?
 "$MSCCLC" "$ok" -o "$tmp/a.json" && "$MSCCLC" "$ok" >"$tmp/b.json" && cmp -s "$tmp/a.json" "$tmp/b.json"
 result "mscclc/stdout-equals-file" $?
+"$MSCCLC" - <"$ok" >"$tmp/s.json" && cmp -s "$tmp/a.json" "$tmp/s.json"; result "mscclc/stdin" $?
 "$MSCCLC" "$ok" --compact >"$tmp/c.json" && [ "$(wc -l <"$tmp/c.json")" -le 1 ] &&
     "$MSCCLC" --dump "$tmp/c.json" >/dev/null
 result "mscclc/compact" $?
