@@ -242,16 +242,24 @@ static void *time_thread(void *arg) {
     CuGraphExec gx[64] = {0};
     CuGraph gr[64] = {0};
     if (O.graphs > 0 && !err) {
-        for (int r = r0; r < r1; r++) {
+        for (int r = r0; r < r1 && !err; r++) {
             cu.cuCtxSetCurrent(R[r].ctx);
-            cu.cuStreamBeginCapture(R[r].stream, CU_CAPTURE_MODE_THREAD_LOCAL);
+            if (cu_check(cu.cuStreamBeginCapture(R[r].stream, CU_CAPTURE_MODE_RELAXED),
+                         "cuStreamBeginCapture") != MSCCLRT_SUCCESS) {
+                fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
+                err = 1;
+            }
         }
         for (int i = 0; i < O.iters && !err; i++) err = issue(r0, r1, j->plan, j->bytes, j->inplace);
         for (int r = r0; r < r1; r++) {
             cu.cuCtxSetCurrent(R[r].ctx);
-            if (cu.cuStreamEndCapture(R[r].stream, &gr[r]) != CU_OK ||
-                cu.cuGraphInstantiate(&gx[r], gr[r], 0) != CU_OK)
+            CuResult e = cu.cuStreamEndCapture(R[r].stream, &gr[r]);
+            if (e == CU_OK && !err) e = cu.cuGraphInstantiate(&gx[r], gr[r], 0);
+            if (e != CU_OK) {
+                cu_check(e, "graph capture/instantiate");
+                fprintf(stderr, "mscclrt-perf: rank %d: %s\n", r, mscclrt_last_error());
                 err = 1;
+            }
         }
     }
     pthread_barrier_wait(&bar);
