@@ -958,24 +958,26 @@ static void exec_program(Sema *s, const Stmt *st) {
     s->auto_sync = true;
     bool ok = true;
     for (int i = 0; i < st->header.n; i++) ok &= header_item(s, st->header.v[i], &hd);
-    if (!ok) return;
-    if (!hd.have_coll) {
+    if (ok && !hd.have_coll) {
         sema_error(s, st->loc, "program '%s' has no 'collective' line", st->name);
-        return;
+        ok = false;
     }
-    if (!hd.have_ranks) {
+    if (ok && !hd.have_ranks) {
         sema_error(s, st->loc, "program '%s' has no 'ranks' line", st->name);
-        return;
+        ok = false;
     }
-    if (s->coll == PLAN_COLL_CUSTOM && !hd.have_chunks) {
+    if (ok && s->coll == PLAN_COLL_CUSTOM && !hd.have_chunks) {
         sema_error(s, st->loc, "a custom collective needs 'chunks in = A, out = B'");
-        return;
+        ok = false;
     }
-    if (s->coll != PLAN_COLL_CUSTOM && hd.have_chunks) {
+    if (ok && s->coll != PLAN_COLL_CUSTOM && hd.have_chunks) {
         sema_error(s, st->loc, "'chunks' is only for custom collectives (the others follow chunk_factor)");
+        ok = false;
+    }
+    if (!ok || !lower_begin(s, st->loc)) {
+        s->stopped = true;   /* without a plan every later statement would only fail too */
         return;
     }
-    if (!lower_begin(s, st->loc)) return;
     Plan *p = s->plan;
     p->protocol_ll = hd.ll;
     p->inplace = s->inplace;
