@@ -59,6 +59,7 @@ CMD_SRC   := $(wildcard runtime/cmd/*.c)
 MSCCLC_SRC:= $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 GRAMMAR   := $(wildcard grammar/coll.y)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+TOOL_SRC  := $(wildcard tests/tools/*.c)
 KERNEL_FILES := $(sort $(wildcard kernels/*.cuh kernels/*.h kernels/*.def))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -74,6 +75,7 @@ LIBMSCCLC_A:= $(BUILD)/lib/libmscclc.a
 MSCCLC     := $(BUILD)/bin/mscclc
 CMDS       := $(patsubst runtime/cmd/%.c,$(BUILD)/bin/%,$(subst _,-,$(CMD_SRC)))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+TOOL_BIN   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRC))
 
 all: $(DEPS_STAMP) $(LIBRT_SO) $(LIBRT_A) $(LIBMSCCLC_A) $(if $(wildcard compiler/main.c),$(MSCCLC)) $(CMDS)
 
@@ -140,11 +142,17 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBRT_A) $(LIBMSCCLC_A)
 run: all
 	@BUILD=$(BUILD) sh examples/demo.sh
 
+# test helper programs (tests/tools/x.c -> build/tests/tools/x), built with the same flags so
+# sanitizer builds link; test scripts run them, the driver does not
+$(BUILD)/tests/tools/%: $(BUILD)/obj/tests/tools/%.o $(LIBRT_A) $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+
 # ---- tests -----------------------------------------------------------------------------------------
-test: all $(UNIT_BIN)
+test: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) UPDATE=$(UPDATE) sh tests/run.sh
 
-test-gpu: all $(UNIT_BIN)
+test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
 # the loader and CPU backend under ASan+UBSan, then the CPU backend under TSan

@@ -3,14 +3,10 @@
 # per-rank, per-TB op sequences, channel and remote-buffer tables as MSCCL++'s own plan NAME.json
 # (../shared/compat/mscclpp-plans, or tests/compat/expected when the shared tree is absent).
 BUILD=${BUILD:-build}
-CC=${CC:-cc}
 plans=../shared/compat/mscclpp-plans
 [ -d "$plans" ] || plans=tests/compat/expected
-[ -f "$BUILD/lib/libmscclc.a" ] || { echo "no $BUILD/lib/libmscclc.a"; exit 1; }
-bin=$BUILD/tests/compare_plans
-mkdir -p "$BUILD/tests"
-$CC -std=c11 -O1 -D_GNU_SOURCE -Iruntime/plan -Ikernels -Icompiler tests/compat/compare_plans.c \
-    "$BUILD/lib/libmscclc.a" -lcjson -lm -o "$bin" || { echo "cannot build compare_plans"; exit 1; }
+bin=$BUILD/tests/tools/compare_plans   # built by make test from tests/tools/compare_plans.c
+[ -x "$bin" ] || { echo "no $bin (run make test)"; exit 1; }
 fail=0
 for src in tests/compat/*.coll; do
     name=$(basename "$src" .coll)
