@@ -29,13 +29,16 @@ typedef struct MkArgs {
     mk_u64 out_bytes;     /* output message bytes (the avg operator's final division) */
     mk_u32 nranks;        /* ranks of the group (avg divisor) */
     mk_u32 rank;          /* this rank (diagnostics) */
+    mk_u64 in_off;        /* sendbuf - its allocation base; added to peers' "i" bases */
+    mk_u64 out_off;       /* recvbuf - its allocation base; added to peers' "o" bases */
 } MkArgs;
-MK_STATIC_ASSERT(sizeof(MkArgs) == 64, "MkArgs must stay 64 bytes (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MkArgs) == 80, "MkArgs must stay 80 bytes (host and device agree)");
 
 /* Second kernel parameter: a per-rank table of 64-bit device addresses, sized per plan and
  * passed by value as `struct { mk_u64 v[n]; }`. Its sections, in order (counts per rank):
- *   memory remote buffers (per-type remote index)   -> the peer's buffer pointer
- *   port remote buffers (per-type remote index)     -> the peer's buffer pointer
+ *   memory remote buffers (per-type remote index)   -> the peer's allocation base ("i", "o")
+ *                                                      or scratch base ("s")
+ *   port remote buffers (per-type remote index)     -> the same
  *   memory channels (GPU-level index)               -> the peer's inbound counter (u64)
  *   port channels (GPU-level index)                 -> the peer's inbound counter (u64)
  *   switch channels (GPU-level index)               -> the multicast pointer

@@ -4,8 +4,9 @@
  * buffer, channel, semaphore and chunk index a constant. Sizes derive from the run-time chunk
  * size (MkArgs.chunk), so one kernel serves every message size of the plan.
  * Semantics are the plan format's intended ones (spec §5; §9 quirks fixed: every reduce applies
- * the call's operator, get is not swapped, each put source uses its own buffer, remote offsets
- * are the peer's own buffer offsets, all scratch accesses follow the double-buffer half).
+ * the call's operator, get is not swapped, each put source uses its own buffer, remote buffers
+ * sit at the same offset inside every rank's allocation as in MSCCL++ (contexts are cached per
+ * allocation), all scratch accesses follow the double-buffer half).
  */
 #include "codegen/codegen.h"
 #include "check/check.h"
@@ -217,8 +218,10 @@ static mscclrt_result entry_base(Gen *G, const PlanOp *op, const PlanRef *r, cha
         int per = 0;
         for (int i = 0; i < gid; i++) per += G->g->remotes[i].access[t];
         *type = G->g->remotes[gid].type;
-        snprintf(buf, n, "((char *)t.v[%d]%s)", G->l->tab_remote[t] + per,
-                 *type == PLAN_BUF_SCRATCH ? " + soff" : "");
+        /* peers' i/o are allocation bases: add this call's offset into the allocation (the
+         * symmetric layout of spec §3.4: every rank's buffer sits at the same offset) */
+        snprintf(buf, n, "((char *)t.v[%d] + %s)", G->l->tab_remote[t] + per,
+                 *type == PLAN_BUF_SCRATCH ? "soff" : *type == PLAN_BUF_INPUT ? "a.in_off" : "a.out_off");
         return MSCCLRT_SUCCESS;
     }
     if (r->id < 0 || r->id >= tb->nchan[PLAN_CHAN_SWITCH])

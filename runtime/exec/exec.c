@@ -63,9 +63,32 @@ static void ctx_pop(const mscclrt_comm *c, CuContext prev) {
 }
 
 /* ---- contexts -------------------------------------------------------------------------------- */
-static ExecCtx *ctx_find(mscclrt_comm *c, const Plan *p, const void *send, const void *recv) {
+/* Context key of a call: the allocations holding sendbuf and recvbuf (spec §7.3). */
+typedef struct { const void *send, *recv; size_t srange, rrange; } BufKey;
+
+static mscclrt_result buf_key(const mscclrt_comm *c, const void *send, const void *recv, BufKey *k) {
+    CuDevPtr b = 0;
+    size_t n = 0;
+    CuResult r = cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)send);
+    if (r != CU_OK)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: sendbuf %p is not device memory "
+                       "(cuMemGetAddressRange: %d)", c->rank, send, r);
+    k->send = (const void *)(uintptr_t)b;
+    k->srange = n;
+    r = cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)recv);
+    if (r != CU_OK)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: recvbuf %p is not device memory "
+                       "(cuMemGetAddressRange: %d)", c->rank, recv, r);
+    k->recv = (const void *)(uintptr_t)b;
+    k->rrange = n;
+    return MSCCLRT_SUCCESS;
+}
+
+static ExecCtx *ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k) {
     for (ExecCtx *x = c->ctxs; x; x = x->next)
-        if (x->plan == p && x->send == send && x->recv == recv) return x;
+        if (x->plan == p && x->send == k->send && x->recv == k->recv &&
+            x->send_range == k->srange && x->recv_range == k->rrange)
+            return x;
     return NULL;
 }
 
@@ -143,7 +166,7 @@ static mscclrt_result ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     if (g->nsems > 0)
         TRY(cu_check(cu.cuMemcpyHtoD(x->state + x->layout.off_sem, g->sem_init,
                                      (size_t)g->nsems * sizeof(int)), "cuMemcpyHtoD(semaphores)"));
-    LOG_INFO(LOG_SUB_EXEC, "rank %d: context for plan '%s' (send %p, recv %p): scratch %zu bytes",
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: context for plan '%s' (allocations %p, %p): scratch %zu bytes",
              c->rank, p->name, x->send, x->recv, x->scratch_bytes);
     return MSCCLRT_SUCCESS;
 }
@@ -295,28 +318,31 @@ static mscclrt_result round_wait(mscclrt_comm *c, SetupRound *rd) {
 }
 
 /* A new placeholder context, linked into the comm (ready once its round is done). */
-static mscclrt_result ctx_placeholder(mscclrt_comm *c, const Plan *p, const void *send,
-                                      const void *recv, ExecCtx **out) {
+static mscclrt_result ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufKey *k,
+                                      ExecCtx **out) {
     ExecCtx *x = calloc(1, sizeof *x);
     if (!x) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a context", c->rank);
     x->plan = p;
-    x->send = send;
-    x->recv = recv;
+    x->send = k->send;
+    x->recv = k->recv;
+    x->send_range = k->srange;
+    x->recv_range = k->rrange;
     x->next = c->ctxs;
     c->ctxs = x;
     *out = x;
     return MSCCLRT_SUCCESS;
 }
 
-static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const void *send,
-                                const void *recv, void *stream, ExecCtx **out) {
+static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
+                                void *stream, ExecCtx **out) {
+    const void *send = k->send, *recv = k->recv;
     int st = CU_CAPTURE_STATUS_NONE;
     if (cu.cuStreamIsCapturing((CuStream)stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE)
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
                        "sendbuf %p / recvbuf %p sets up memory and cannot be captured into a CUDA "
                        "graph; make one call before capturing", c->rank, p->name, send, recv);
     ExecCtx *x = NULL;
-    TRY(ctx_placeholder(c, p, send, recv, &x));
+    TRY(ctx_placeholder(c, p, k, &x));
     SetupRound *rd = round_deposit(c, p, x);
     if (!rd) {
         ctx_unlink(c, x);
@@ -397,10 +423,13 @@ fail:
 }
 
 /* ---- per-size arguments ---------------------------------------------------------------------- */
-static mscclrt_result size_get(mscclrt_comm *c, ExecCtx *x, uint64_t in, uint64_t out,
-                               const MkArgs **args) {
+static mscclrt_result size_get(mscclrt_comm *c, ExecCtx *x, const void *send, const void *recv,
+                               uint64_t in, uint64_t out, const MkArgs **args) {
+    const uint64_t in_off = (uint64_t)((const char *)send - (const char *)x->send);
+    const uint64_t out_off = (uint64_t)((const char *)recv - (const char *)x->recv);
     for (int i = 0; i < x->nsizes; i++)
-        if (x->sizes[i].in_bytes == in && x->sizes[i].out_bytes == out) {
+        if (x->sizes[i].in_bytes == in && x->sizes[i].out_bytes == out &&
+            x->sizes[i].in_off == in_off && x->sizes[i].out_off == out_off) {
             if (i) { /* move to front */
                 ExecSize s = x->sizes[i];
                 memmove(&x->sizes[1], &x->sizes[0], (size_t)i * sizeof s);
@@ -423,8 +452,12 @@ static mscclrt_result size_get(mscclrt_comm *c, ExecCtx *x, uint64_t in, uint64_
     memset(&s, 0, sizeof s);
     s.in_bytes = in;
     s.out_bytes = out;
-    s.args.in = (mk_u64)(uintptr_t)x->send;
-    s.args.out = (mk_u64)(uintptr_t)x->recv;
+    s.in_off = in_off;
+    s.out_off = out_off;
+    s.args.in = (mk_u64)(uintptr_t)send;
+    s.args.out = (mk_u64)(uintptr_t)recv;
+    s.args.in_off = in_off;
+    s.args.out_off = out_off;
     s.args.scratch = x->scratch;
     s.args.chunk = g.chunk_bytes;
     s.args.scratch_half = x->scratch_half;
@@ -464,18 +497,22 @@ static mscclrt_result launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
 static mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
                                    size_t in, size_t out, int dt, int op, int pk, void *stream,
                                    ExecCtx **xo, CuFunction *fn, MkArgs *args) {
-    ExecCtx *x = ctx_find(c, p, send, recv);
-    if (x && !x->ready)
-        return rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
-                       "setup finished", c->rank, p->name);
     CuContext prev;
     TRY(ctx_push(c, &prev));
     mscclrt_result res = MSCCLRT_SUCCESS;
-    if (!x) TRY_GOTO(ctx_setup(c, p, send, recv, stream, &x), res, out);
+    BufKey key;
+    TRY_GOTO(buf_key(c, send, recv, &key), res, out);
+    ExecCtx *x = ctx_find(c, p, &key);
+    if (x && !x->ready) {
+        res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
+                      "setup finished", c->rank, p->name);
+        goto out;
+    }
+    if (!x) TRY_GOTO(ctx_setup(c, p, &key, stream, &x), res, out);
     ExecKernel *k;
     const MkArgs *a;
     TRY_GOTO(kernel_get(c, x, dt, op, pk, &k), res, out);
-    TRY_GOTO(size_get(c, x, in, out, &a), res, out);
+    TRY_GOTO(size_get(c, x, send, recv, in, out, &a), res, out);
     *xo = x;
     *fn = k->fn;
     *args = *a;
@@ -540,14 +577,20 @@ mscclrt_result mscclrt_group_end(void) {
     /* 1: deposit every setup (never blocks; the last arrival performs it) */
     for (Pending *q = list; q; q = q->next) {
         mscclrt_comm *c = q->comm;
-        if (ctx_find(c, q->plan, q->send, q->recv)) continue;
+        BufKey key;
+        CuContext prev;
+        q->res = ctx_push(c, &prev);
+        if (q->res != MSCCLRT_SUCCESS) continue;
+        q->res = buf_key(c, q->send, q->recv, &key);
+        ctx_pop(c, prev);
+        if (q->res != MSCCLRT_SUCCESS || ctx_find(c, q->plan, &key)) continue;
         int st = CU_CAPTURE_STATUS_NONE;
         if (cu.cuStreamIsCapturing((CuStream)q->stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE) {
             q->res = rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
                              "new buffers cannot be captured into a CUDA graph", c->rank, q->plan->name);
             continue;
         }
-        q->res = ctx_placeholder(c, q->plan, q->send, q->recv, &q->ctx);
+        q->res = ctx_placeholder(c, q->plan, &key, &q->ctx);
         if (q->res != MSCCLRT_SUCCESS) continue;
         q->round = round_deposit(c, q->plan, q->ctx);
         if (!q->round) {
@@ -648,7 +691,8 @@ void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
     bool synced = false;
     for (ExecCtx **pp = &c->ctxs; *pp;) {
         ExecCtx *x = *pp;
-        if (x->send != ptr && x->recv != ptr) {
+        const char *cp = ptr, *sb = x->send, *rb = x->recv;
+        if (!(cp >= sb && cp < sb + x->send_range) && !(cp >= rb && cp < rb + x->recv_range)) {
             pp = &x->next;
             continue;
         }

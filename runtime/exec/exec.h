@@ -34,6 +34,7 @@ typedef struct ExecKernel {
 
 typedef struct ExecSize {
     uint64_t in_bytes, out_bytes;  /* key */
+    uint64_t in_off, out_off;      /* key: the user pointers' offsets in their allocations */
     MkArgs args;                   /* first kernel parameter for this size */
 } ExecSize;
 
@@ -41,7 +42,8 @@ typedef struct ExecSize {
 
 typedef struct ExecCtx {
     const Plan *plan;              /* borrowed key (the comm's plan handle's model) */
-    const void *send, *recv;       /* key: the user pointers */
+    const void *send, *recv;       /* key: the allocation bases of sendbuf and recvbuf */
+    size_t send_range, recv_range; /* key: their allocation sizes */
     bool ready;                    /* false while its collective setup is pending */
     CgLayout layout;
     CuDevPtr scratch;              /* owned; zeroed at setup */
@@ -78,7 +80,7 @@ struct mscclrt_comm {
 };
 
 /* Drops (and frees, after synchronising the device) every context of c whose send or recv
- * pointer is ptr. Every rank of the group must drop the same contexts before the buffers are
+ * allocation contains ptr. Every rank of the group must drop the same contexts before the buffers are
  * reused, since the next call for them is a collective setup again. */
 void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
 
