@@ -92,7 +92,7 @@ static ExecCtx *ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k) {
     return NULL;
 }
 
-static void ctx_free(ExecCtx *x) {
+void exec_ctx_free(ExecCtx *x) {
     if (!x) return;
     if (x->scratch) cu.cuMemFree(x->scratch);
     if (x->state) cu.cuMemFree(x->state);
@@ -122,7 +122,7 @@ static mscclrt_result alloc_room(const void *ptr, const char *what, int rank, si
 
 /* Scratch of one rank's context (spec §3.5, from the allocations capped by max_message_size;
  * reuse_resources plans get their own scratch too). */
-static mscclrt_result scratch_size(const Plan *p, int rank, const void *send, const void *recv,
+mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
                                    size_t *bytes) {
     const PlanGpu *g = &p->gpus[rank];
     *bytes = 0;
@@ -143,7 +143,7 @@ static mscclrt_result scratch_size(const Plan *p, int rank, const void *send, co
 }
 
 /* Allocations of rank r's context; the device's context is current. */
-static mscclrt_result ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
+mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     const Plan *p = x->plan;
     TRY(cg_layout(p, c->rank, &x->layout));
     if (x->layout.has_switch) {
@@ -171,9 +171,8 @@ static mscclrt_result ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     return MSCCLRT_SUCCESS;
 }
 
-/* The peer table of rank r (all ranks' contexts allocated). */
-static void ctx_fill_table(ExecClique *q, SetupRound *rd, int r) {
-    ExecCtx *x = rd->ctx[r];
+void exec_fill_table(ExecCtx *x, int r, const mk_u64 *sendb, const mk_u64 *recvb,
+                     const mk_u64 *scratch, const mk_u64 *state) {
     const Plan *p = x->plan;
     const PlanGpu *g = &p->gpus[r];
     const CgLayout *l = &x->layout;
@@ -183,23 +182,31 @@ static void ctx_fill_table(ExecClique *q, SetupRound *rd, int r) {
         for (int b = 0; b < g->nremotes; b++) {
             if (!g->remotes[b].access[t]) continue;
             int o = g->remotes[b].rank;
-            mk_u64 v = 0;
-            switch (g->remotes[b].type) {
-            case PLAN_BUF_INPUT: v = (mk_u64)(uintptr_t)rd->send[o]; break;
-            case PLAN_BUF_OUTPUT: v = (mk_u64)(uintptr_t)rd->recv[o]; break;
-            default: v = rd->ctx[o]->scratch; break;
-            }
-            x->tab[l->tab_remote[t] + k++] = v;
+            x->tab[l->tab_remote[t] + k++] = g->remotes[b].type == PLAN_BUF_INPUT ? sendb[o]
+                                           : g->remotes[b].type == PLAN_BUF_OUTPUT ? recvb[o]
+                                           : scratch[o];
         }
         for (int ch = 0; ch < g->npeers[t]; ch++) {
             int peer = g->peers[t][ch], occ = 0;
             for (int j = 0; j < ch; j++) occ += g->peers[t][j] == peer;
             int slot = cg_inbound_slot(p, peer, t, r, occ);
-            const ExecCtx *px = rd->ctx[peer];
-            x->tab[l->tab_chan[t] + ch] = px->state + px->layout.off_inbound + (mk_u64)slot * 8;
+            CgLayout pl;
+            if (cg_layout(p, peer, &pl) != MSCCLRT_SUCCESS || slot < 0) continue;
+            x->tab[l->tab_chan[t] + ch] = state[peer] + pl.off_inbound + (mk_u64)slot * 8;
         }
     }
-    (void)q;
+}
+
+/* The peer table of rank r (all ranks' contexts allocated). */
+static void ctx_fill_table(ExecClique *q, SetupRound *rd, int r) {
+    mk_u64 sb[1024], rb[1024], sc[1024], st[1024];
+    for (int o = 0; o < q->nranks; o++) {
+        sb[o] = (mk_u64)(uintptr_t)rd->send[o];
+        rb[o] = (mk_u64)(uintptr_t)rd->recv[o];
+        sc[o] = rd->ctx[o]->scratch;
+        st[o] = rd->ctx[o]->state;
+    }
+    exec_fill_table(rd->ctx[r], r, sb, rb, sc, st);
 }
 
 static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
@@ -219,13 +226,13 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
         size_t b = 0;
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
-        TRY_GOTO(scratch_size(rd->plan[r], r, rd->send[r], rd->recv[r], &b), res, out);
+        TRY_GOTO(exec_scratch_size(rd->plan[r], r, rd->send[r], rd->recv[r], &b), res, out);
         if (b > scratch) scratch = b;
     }
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
         rd->ctx[r]->scratch_bytes = rd->plan[r]->gpus[r].scratch_chunks ? scratch : 0;
-        res = ctx_alloc(q->comms[r], rd->ctx[r]);
+        res = exec_ctx_alloc(q->comms[r], rd->ctx[r]);
     }
     if (res != MSCCLRT_SUCCESS) goto out;
     for (int r = 0; r < q->nranks; r++) ctx_fill_table(q, rd, r);
@@ -343,6 +350,17 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
                        "graph; make one call before capturing", c->rank, p->name, send, recv);
     ExecCtx *x = NULL;
     TRY(ctx_placeholder(c, p, k, &x));
+    if (c->boot) { /* one process per rank: collective through the bootstrap */
+        mscclrt_result r = exec_mp_setup(c, x);
+        if (r != MSCCLRT_SUCCESS) {
+            ctx_unlink(c, x);
+            exec_ctx_free(x);
+            return r;
+        }
+        x->ready = true;
+        *out = x;
+        return MSCCLRT_SUCCESS;
+    }
     SetupRound *rd = round_deposit(c, p, x);
     if (!rd) {
         ctx_unlink(c, x);
@@ -352,7 +370,7 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     mscclrt_result res = round_wait(c, rd);
     if (res != MSCCLRT_SUCCESS) {
         ctx_unlink(c, x);
-        ctx_free(x);
+        exec_ctx_free(x);
         return res;
     }
     x->ready = true;
@@ -584,6 +602,7 @@ mscclrt_result mscclrt_group_end(void) {
         q->res = buf_key(c, q->send, q->recv, &key);
         ctx_pop(c, prev);
         if (q->res != MSCCLRT_SUCCESS || ctx_find(c, q->plan, &key)) continue;
+        if (!c->clique) continue; /* multi-process: set up (collectively) when prepared */
         int st = CU_CAPTURE_STATUS_NONE;
         if (cu.cuStreamIsCapturing((CuStream)q->stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE) {
             q->res = rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
@@ -606,7 +625,7 @@ mscclrt_result mscclrt_group_end(void) {
         q->res = round_wait(q->comm, q->round);
         if (q->res != MSCCLRT_SUCCESS) {
             ctx_unlink(q->comm, q->ctx);
-            ctx_free(q->ctx);
+            exec_ctx_free(q->ctx);
         } else {
             q->ctx->ready = true;
         }
@@ -706,22 +725,23 @@ void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
         }
         *pp = x->next;
         if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
-        ctx_free(x);
+        exec_ctx_free(x);
     }
 }
 
 /* ---- communicators ----------------------------------------------------------------------------- */
-static void comm_release(mscclrt_comm *c) {
+void exec_comm_release(mscclrt_comm *c) {
     CuContext prev = NULL;
     if (c->ctx) {
         cu.cuCtxGetCurrent(&prev);
         cu.cuCtxSetCurrent(c->ctx);
         cu.cuCtxSynchronize();
     }
+    exec_mp_quiesce(c); /* multi-process: every rank idle before memory goes away */
     while (c->ctxs) {
         ExecCtx *x = c->ctxs;
         c->ctxs = x->next;
-        ctx_free(x);
+        exec_ctx_free(x);
     }
     while (c->kernels) {
         ExecKernel *k = c->kernels;
@@ -729,6 +749,7 @@ static void comm_release(mscclrt_comm *c) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);
     }
+    exec_mp_close(c);
     if (c->ctx) {
         cu.cuCtxSetCurrent(prev == c->ctx ? NULL : prev);
         cu.cuDevicePrimaryCtxRelease(c->dev);
@@ -829,7 +850,7 @@ fail:
         if (q->comms[i]) {
             mscclrt_comm *c = q->comms[i];
             q->comms[i] = NULL;
-            comm_release(c);
+            exec_comm_release(c);
             clique_drop(q);
         }
     if (q->live == 0 && ndev > 0 && !q->comms[0]) { /* freed by the last clique_drop */ }
@@ -840,10 +861,14 @@ mscclrt_result mscclrt_comm_destroy(mscclrt_comm *c) {
     if (!c) return MSCCLRT_SUCCESS;
     TRY(comm_check(c, "mscclrt_comm_destroy"));
     ExecClique *q = c->clique;
+    if (!q) {
+        exec_comm_release(c);
+        return MSCCLRT_SUCCESS;
+    }
     pthread_mutex_lock(&q->mu);
     q->comms[c->rank] = NULL;
     pthread_mutex_unlock(&q->mu);
-    comm_release(c);
+    exec_comm_release(c);
     clique_drop(q);
     return MSCCLRT_SUCCESS;
 }

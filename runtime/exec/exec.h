@@ -56,6 +56,8 @@ typedef struct ExecCtx {
 } ExecCtx;
 
 typedef struct ExecClique ExecClique;
+typedef struct Boot Boot;
+typedef struct XportIpc XportIpc;
 
 struct mscclrt_comm {
     uint32_t magic;                /* EXEC_COMM_MAGIC while live */
@@ -63,7 +65,9 @@ struct mscclrt_comm {
     CuDevice dev;
     CuContext ctx;                 /* the device's primary context (retained) */
     int arch;                      /* e.g. 90 */
-    ExecClique *clique;            /* shared by the comms of one init_all */
+    ExecClique *clique;            /* shared by the comms of one init_all; NULL for init_rank */
+    Boot *boot;                    /* owned; init_rank comms: the group's bootstrap */
+    XportIpc *xport;               /* owned; init_rank comms: CUDA IPC transport */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
@@ -83,6 +87,22 @@ struct mscclrt_comm {
  * allocation contains ptr. Every rank of the group must drop the same contexts before the buffers are
  * reused, since the next call for them is a collective setup again. */
 void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
+
+/* Shared by the single- and multi-process setups (exec.c): */
+mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
+                                 size_t *bytes);
+mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x);  /* x->scratch_bytes preset */
+void exec_ctx_free(ExecCtx *x);
+/* Rank r's peer table from every rank's send/recv allocation bases, scratch and state
+ * addresses as this process sees them. */
+void exec_fill_table(ExecCtx *x, int r, const mk_u64 *sendb, const mk_u64 *recvb,
+                     const mk_u64 *scratch, const mk_u64 *state);
+void exec_comm_release(mscclrt_comm *c);
+/* Multi-process (exec_mp.c): collective setup of a context over the bootstrap and CUDA IPC;
+ * teardown (a barrier so no peer still uses our memory, then the transport and bootstrap). */
+mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x);
+void exec_mp_quiesce(mscclrt_comm *c);
+void exec_mp_close(mscclrt_comm *c);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

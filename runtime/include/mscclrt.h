@@ -130,8 +130,18 @@ typedef struct mscclrt_comm mscclrt_comm;   /* one rank's membership in a GPU gr
  * thread (thread-per-GPU). A device may appear twice (two ranks on one GPU, for tests). */
 MSCCLRT_API mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev,
                                                  const int *devlist);
+/* One process (or thread) per GPU: rank 0 makes an id with mscclrt_get_unique_id (it starts a
+ * rendezvous server thread) and hands it to every rank (MPI_Bcast, a file...); each rank calls
+ * mscclrt_comm_init_rank with it, its rank and its CUDA device (-1: rank modulo the device
+ * count). Collective setups then go through the bootstrap and CUDA IPC. */
+#define MSCCLRT_UNIQUE_ID_BYTES 128
+typedef struct mscclrt_unique_id { char internal[MSCCLRT_UNIQUE_ID_BYTES]; } mscclrt_unique_id;
+MSCCLRT_API mscclrt_result mscclrt_get_unique_id(mscclrt_unique_id *id);
+MSCCLRT_API mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **comm, int nranks,
+                                                  mscclrt_unique_id id, int rank, int device);
 /* Releases the comm's GPU resources after waiting for its work. NULL is a no-op. Destroy every
- * comm of a group only when no rank still runs a collective. */
+ * comm of a group only when no rank still runs a collective (init_rank comms: collective, all
+ * ranks destroy together). */
 MSCCLRT_API mscclrt_result mscclrt_comm_destroy(mscclrt_comm *comm);
 MSCCLRT_API mscclrt_result mscclrt_comm_rank(const mscclrt_comm *comm, int *rank);
 MSCCLRT_API mscclrt_result mscclrt_comm_size(const mscclrt_comm *comm, int *size);

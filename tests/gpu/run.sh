@@ -2,8 +2,8 @@
 # run.sh - the GPU tests (`make test-gpu`, or directly: BUILD=build sh tests/gpu/run.sh with a
 # prebuilt build dir, as on GPU machines that cannot build). Multicast stays off: NVLS is never
 # enabled and the NVLS guard is preloaded into every GPU process. Runs the compat plans and the
-# 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, then a short
-# mscclrt-perf check. Logs go to $GPU_LOG_DIR when set.
+# 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
+# rank (test_gpu_mp), then a short mscclrt-perf check. Logs go to $GPU_LOG_DIR when set.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 export NCCL_NVLS_ENABLE=0
@@ -32,6 +32,7 @@ run() { # name, command...
     fi
 }
 run gpu_compat "$BUILD/tests/test_gpu_exec"
+run gpu_multiprocess "$BUILD/tests/test_gpu_mp"
 stdlib=$(ls tests/golden/stdlib/*/*.N2.json 2>/dev/null)
 if [ -n "$stdlib" ]; then
     # shellcheck disable=SC2086

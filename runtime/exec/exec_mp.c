@@ -1,0 +1,148 @@
+/*
+ * exec_mp.c - communicators of one process per GPU (or one thread per GPU joining through a
+ * unique id): mscclrt_get_unique_id / mscclrt_comm_init_rank over the TCP bootstrap
+ * (runtime/bootstrap), and the collective setup of a context through it: every rank agrees on
+ * the scratch size, exports its send/recv allocations, scratch and state block with the CUDA IPC
+ * transport (runtime/transport), sends the descriptors to every peer and maps the peers' ones.
+ */
+#include "exec/exec.h"
+#include "bootstrap/bootstrap.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "transport/transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define EXEC_MP_TAG 0x4558 /* "EX": bootstrap tag of setup descriptors */
+
+_Static_assert(sizeof(mscclrt_unique_id) == sizeof(BootId), "unique id carries a BootId");
+
+mscclrt_result mscclrt_get_unique_id(mscclrt_unique_id *id) {
+    if (!id) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_get_unique_id: id is NULL");
+    BootId b;
+    TRY(boot_get_unique_id(&b));
+    memcpy(id, &b, sizeof b);
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **out, int nranks, mscclrt_unique_id id,
+                                      int rank, int device) {
+    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: comm is NULL");
+    *out = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: rank %d out of range "
+                       "[0, %d)", rank, nranks);
+    TRY(cu_load());
+    int count = 0;
+    TRY(cu_check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
+    if (device < 0) device = rank % (count ? count : 1);
+    if (device >= count)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: device %d out of range "
+                       "[0, %d)", device, count);
+    mscclrt_comm *c = calloc(1, sizeof *c);
+    if (!c) return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_comm_init_rank: out of memory");
+    c->magic = EXEC_COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->device = device;
+    mscclrt_result res;
+    CuContext prev = NULL;
+    cu.cuCtxGetCurrent(&prev);
+    TRY_GOTO(cu_check(cu.cuDeviceGet(&c->dev, device), "cuDeviceGet"), res, fail);
+    TRY_GOTO(cu_check(cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain"),
+             res, fail);
+    TRY_GOTO(cu_device_arch(device, &c->arch), res, fail);
+    TRY_GOTO(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"), res, fail);
+    BootId bid;
+    memcpy(&bid, &id, sizeof bid);
+    TRY_GOTO(boot_init(&c->boot, &bid, rank, nranks, 0), res, fail);
+    TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
+    cu.cuCtxSetCurrent(prev);
+    LOG_INFO(LOG_SUB_INIT, "rank %d of %d on device %d (sm_%d), bootstrap ready", rank, nranks,
+             device, c->arch);
+    *out = c;
+    return MSCCLRT_SUCCESS;
+fail:
+    cu.cuCtxSetCurrent(prev);
+    exec_comm_release(c);
+    return res;
+}
+
+mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
+    const int n = c->nranks, r = c->rank;
+    const Plan *p = x->plan;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    uint64_t *sizes = calloc((size_t)n, sizeof *sizes);
+    mk_u64 *ptr = calloc((size_t)n * 4, sizeof *ptr);
+    if (!sizes || !ptr) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the setup", r);
+        goto out;
+    }
+    /* 1: one scratch size everywhere (the double-buffer half applies to peers' scratch too) */
+    size_t mine = 0;
+    TRY_GOTO(exec_scratch_size(p, r, x->send, x->recv, &mine), res, out);
+    sizes[r] = mine;
+    TRY_GOTO(boot_allgather(c->boot, sizes, sizeof *sizes), res, out);
+    uint64_t most = 0;
+    for (int q = 0; q < n; q++) most = sizes[q] > most ? sizes[q] : most;
+    x->scratch_bytes = p->gpus[r].scratch_chunks ? (size_t)most : 0;
+    TRY_GOTO(exec_ctx_alloc(c, x), res, out);
+    TRY_GOTO(cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize(setup)"), res, out);
+    /* 2: export send, recv, scratch (the state block when there is none) and state */
+    CuDevPtr own[4] = {(CuDevPtr)(uintptr_t)x->send, (CuDevPtr)(uintptr_t)x->recv,
+                       x->scratch ? x->scratch : x->state, x->state};
+    size_t len[4] = {x->send_range, x->recv_range,
+                     x->scratch ? x->scratch_bytes : x->layout.state_bytes, x->layout.state_bytes};
+    IpcDesc d[4];
+    for (int k = 0; k < 4; k++) TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
+    /* 3: to every peer, then from every peer (bootstrap sends are buffered) */
+    for (int q = 0; q < n; q++)
+        for (int k = 0; k < 4 && q != r; k++)
+            TRY_GOTO(xport_ipc_send(c->xport, q, EXEC_MP_TAG, &d[k]), res, out);
+    for (int q = 0; q < n; q++)
+        for (int k = 0; k < 4; k++) {
+            if (q == r) {
+                ptr[q * 4 + k] = own[k];
+                continue;
+            }
+            IpcDesc pd;
+            CuDevPtr mapped = 0;
+            TRY_GOTO(xport_ipc_recv(c->xport, q, EXEC_MP_TAG, &pd), res, out);
+            TRY_GOTO(xport_ipc_import(c->xport, &pd, &mapped), res, out);
+            ptr[q * 4 + k] = mapped;
+        }
+    mk_u64 *sb = malloc((size_t)n * 4 * sizeof *sb);
+    if (!sb) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the setup", r);
+        goto out;
+    }
+    for (int q = 0; q < n; q++) {
+        sb[q] = ptr[q * 4 + 0];
+        sb[n + q] = ptr[q * 4 + 1];
+        sb[2 * n + q] = ptr[q * 4 + 2];
+        sb[3 * n + q] = ptr[q * 4 + 3];
+    }
+    exec_fill_table(x, r, sb, sb + n, sb + 2 * n, sb + 3 * n);
+    free(sb);
+    /* every peer has mapped our memory before anyone launches */
+    TRY_GOTO(boot_barrier(c->boot), res, out);
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s' set up over IPC (scratch %zu bytes)", r, p->name,
+             x->scratch_bytes);
+out:
+    free(sizes);
+    free(ptr);
+    return res;
+}
+
+void exec_mp_quiesce(mscclrt_comm *c) {
+    if (c->boot && boot_barrier(c->boot) != MSCCLRT_SUCCESS)
+        LOG_WARN("rank %d: teardown barrier failed: %s", c->rank, mscclrt_last_error());
+}
+
+void exec_mp_close(mscclrt_comm *c) {
+    if (c->xport) xport_ipc_destroy(c->xport);
+    c->xport = NULL;
+    if (c->boot) boot_close(c->boot);
+    c->boot = NULL;
+}

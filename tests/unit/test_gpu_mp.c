@@ -1,0 +1,153 @@
+/*
+ * test_gpu_mp.c - one process per rank (fork, 2 ranks: devices 0 and 1, or both on device 0):
+ * mscclrt_get_unique_id / mscclrt_comm_init_rank, collective setup over the bootstrap and CUDA
+ * IPC, back-to-back executions checked against the host reference (allreduce and allgather:
+ * every rank's output is the same, so each process checks its own). Skips (77) without a GPU.
+ */
+#include "../harness.h"
+
+#include "check/check.h"
+#include "cuda/cuda_driver.h"
+#include "mscclrt.h"
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const plans[] = {
+    "tests/plans/compat/allreduce_packet.json",
+    "tests/plans/compat/allreduce.json",
+    "tests/plans/compat/transfer_pack.json",
+    "tests/golden/stdlib/allreduce/rs_ag_simple.N2.json",
+    "tests/golden/stdlib/allgather/fullmesh.N2.json",
+};
+
+static int wait_stream(CuStream s) {
+    time_t t0 = time(NULL);
+    for (;;) {
+        CuResult r = cu.cuStreamQuery(s);
+        if (r == CU_OK) return 0;
+        if (r != CU_ERR_NOT_READY || time(NULL) - t0 > 20) return -1;
+        usleep(100);
+    }
+}
+
+/* one rank's whole test; returns the number of failures */
+static int rank_main(mscclrt_unique_id id, int rank, int device) {
+    mscclrt_comm *comm = NULL;
+    if (mscclrt_comm_init_rank(&comm, 2, id, rank, device) != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "rank %d: %s\n", rank, mscclrt_last_error());
+        return 1;
+    }
+    int fails = 0;
+    CuContext ctx;
+    CuDevice dev;
+    cu.cuDeviceGet(&dev, device);
+    cu.cuDevicePrimaryCtxRetain(&ctx, dev);
+    cu.cuCtxSetCurrent(ctx);
+    CuStream st;
+    cu.cuStreamCreate(&st, CU_STREAM_FLAG_NON_BLOCKING);
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        mscclrt_plan *plan = NULL;
+        if (access(plans[i], R_OK) != 0) continue;
+        if (mscclrt_plan_load(&plan, plans[i]) != MSCCLRT_SUCCESS) {
+            fails++;
+            continue;
+        }
+        mscclrt_plan_info info;
+        mscclrt_plan_get_info(plan, &info);
+        PlanCollective coll;
+        plan_coll_from_name(info.collective, &coll);
+        size_t unit = 16;
+        mscclrt_plan_min_bytes(plan, &unit);
+        const size_t targets[] = {4096, 1 << 20};
+        for (int si = 0; si < 2; si++) {
+            size_t bytes = targets[si] / unit * unit, in, out;
+            if (!bytes) bytes = unit;
+            if (bytes > info.max_message_size) continue;
+            mscclrt_plan_call_sizes(plan, bytes, &in, &out);
+            const mscclrt_dtype dt = MSCCLRT_FLOAT32;
+            const mscclrt_redop op = MSCCLRT_SUM;
+            void *hin[2], *hout[2];
+            for (int q = 0; q < 2; q++) {
+                hin[q] = malloc(in);
+                check_fill(dt, op, hin[q], in / 4, 99 + bytes, q);
+            }
+            hout[0] = hout[1] = malloc(out);
+            CuDevPtr buf = 0, sbuf = 0, pristine = 0;
+            size_t big = in > out ? in : out;
+            cu.cuMemAlloc(&buf, big);
+            cu.cuMemAlloc(&pristine, in);
+            cu.cuMemsetD8(buf, 0xcd, big);
+            if (!info.inplace) cu.cuMemAlloc(&sbuf, in);
+            CuDevPtr s = info.inplace ? buf : sbuf, d = buf;
+            if (info.inplace && coll == PLAN_COLL_ALLGATHER) s = buf + (CuDevPtr)rank * in;
+            cu.cuMemcpyHtoD(pristine, hin[rank], in);
+            cu.cuMemcpyHtoD(s, hin[rank], in);
+            cu.cuCtxSynchronize();
+            mscclrt_result r = MSCCLRT_SUCCESS;
+            for (int it = 0; it < 10 && r == MSCCLRT_SUCCESS; it++) {
+                if (info.inplace) cu.cuMemcpyDtoDAsync(s, pristine, in, st);
+                r = mscclrt_execute(comm, plan, (const void *)(uintptr_t)s, (void *)(uintptr_t)d,
+                                    in, out, dt, op, st);
+            }
+            if (r != MSCCLRT_SUCCESS || wait_stream(st) != 0) {
+                fprintf(stderr, "rank %d: %s %zu B: %s\n", rank, info.name, bytes,
+                        r != MSCCLRT_SUCCESS ? mscclrt_last_error() : "kernel did not finish");
+                fails++;
+                _exit(fails); /* a stuck GPU: nothing else can run */
+            }
+            cu.cuMemcpyDtoH(hout[0], d, out);
+            CheckMismatch mm;
+            if (!check_collective(coll, 2, dt, op, (const void *const *)hin, in,
+                                  (const void *const *)hout, out, &mm)) {
+                fprintf(stderr, "rank %d: %s %zu B: wrong result: %s\n", rank, info.name, bytes, mm.msg);
+                fails++;
+            } else {
+                printf("  rank %d ok %s %zu B\n", rank, info.name, bytes);
+            }
+            /* contexts are per allocation: free only after every rank is done (the destroy
+             * barrier), so keep the buffers until the end of this plan */
+            free(hin[0]);
+            free(hin[1]);
+            free(hout[0]);
+        }
+        mscclrt_plan_free(plan);
+    }
+    mscclrt_comm_destroy(comm);
+    return fails;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* the parent must not initialise CUDA before fork: probe in a child */
+    pid_t probe = fork();
+    if (probe == 0) {
+        int n = 0;
+        _exit(cu_load() == MSCCLRT_SUCCESS && cu.cuDeviceGetCount(&n) == CU_OK && n > 0 ? (n >= 2 ? 2 : 1) : 77);
+    }
+    int st = 0;
+    waitpid(probe, &st, 0);
+    int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 77;
+    if (ndev == 77) {
+        fprintf(stderr, "skipping: no CUDA device\n");
+        return 77;
+    }
+    mscclrt_unique_id id;
+    TEST("gpu mp unique id", CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_get_unique_id(&id)));
+    pid_t kids[2];
+    for (int r = 0; r < 2; r++) {
+        kids[r] = fork();
+        if (kids[r] == 0) _exit(rank_main(id, r, ndev >= 2 ? r : 0) ? 1 : 0);
+    }
+    int ok = 1;
+    for (int r = 0; r < 2; r++) {
+        waitpid(kids[r], &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = 0;
+    }
+    TEST("gpu mp two processes run and check plans", CHECK(ok));
+    return harness_report();
+}
