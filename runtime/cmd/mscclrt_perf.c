@@ -105,6 +105,8 @@ static size_t max_in, max_out;
 static pthread_barrier_t bar;
 static double thread_time[64];
 static int thread_err[64];
+static double thread_first[64];   /* seconds of the first warm-up call (setup, kernel load) */
+static double thread_host[64];    /* host seconds per eager call, all ranks of the thread */
 
 static double now_s(void) {
     struct timespec ts;
@@ -237,7 +239,11 @@ typedef struct { int tid; const mscclrt_plan *plan; size_t bytes; int inplace; }
 static void *time_thread(void *arg) {
     Job *j = arg;
     int r0 = j->tid * O.g, r1 = r0 + O.g, err = 0;
-    for (int i = 0; i < O.warm && !err; i++) err = issue(r0, r1, j->plan, j->bytes, j->inplace);
+    double tf = now_s();
+    for (int i = 0; i < O.warm && !err; i++) {
+        err = issue(r0, r1, j->plan, j->bytes, j->inplace);
+        if (i == 0) thread_first[j->tid] = now_s() - tf;
+    }
     sync_ranks(r0, r1);
     CuGraphExec gx[64] = {0};
     CuGraph gr[64] = {0};
@@ -273,6 +279,7 @@ static void *time_thread(void *arg) {
                 }
         } else {
             for (int i = 0; i < O.iters && !err; i++) err = issue(r0, r1, j->plan, j->bytes, j->inplace);
+            thread_host[j->tid] = (now_s() - t0) / O.iters;
         }
     }
     sync_ranks(r0, r1);
@@ -363,6 +370,12 @@ static void measure(size_t bytes, int inplace, char *cell, size_t n) {
         return;
     }
     double us = sum / O.t * 1e6;
+    if (thread_first[0] > 2e-3)
+        fprintf(stderr, "# %zu B %s: first call (setup, kernel generation/load) %.1f ms\n", bytes,
+                inplace ? "in-place" : "out-of-place", thread_first[0] * 1e3);
+    if (O.graphs == 0)
+        fprintf(stderr, "# %zu B %s: host time to issue one call on %d GPUs: %.2f us\n", bytes,
+                inplace ? "in-place" : "out-of-place", O.g, thread_host[0] * 1e6);
     double algbw = (double)bytes / (us * 1e-6) / 1e9;
     double busbw = algbw * bus_factor(O.coll, O.ndev);
     char w[16] = "N/A";
