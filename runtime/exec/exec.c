@@ -559,6 +559,14 @@ static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send
     return launch(c, fn, x, &args, stream);
 }
 
+/* Whether a call is the comm's previous one (the hot path: no lookups at all). */
+static inline bool hot_match(const mscclrt_comm *c, const Plan *p, const void *send,
+                             const void *recv, size_t in, size_t out, int dt, int op, int pk) {
+    return c->hot.plan == p && c->hot.send == send && c->hot.recv == recv &&
+           c->hot.in_bytes == in && c->hot.out_bytes == out && c->hot.dtype == dt &&
+           c->hot.op == op && c->hot.packet == pk;
+}
+
 /* ---- groups (per thread) ---------------------------------------------------------------------- */
 typedef struct Pending {
     mscclrt_comm *comm;
@@ -578,6 +586,7 @@ typedef struct Pending {
 
 static _Thread_local int tl_depth;
 static _Thread_local Pending *tl_head, *tl_tail;
+static _Thread_local Pending *tl_free;   /* recycled Pending records */
 
 mscclrt_result mscclrt_group_start(void) {
     tl_depth++;
@@ -595,6 +604,7 @@ mscclrt_result mscclrt_group_end(void) {
     /* 1: deposit every setup (never blocks; the last arrival performs it) */
     for (Pending *q = list; q; q = q->next) {
         mscclrt_comm *c = q->comm;
+        if (hot_match(c, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) continue;
         BufKey key;
         CuContext prev;
         q->res = ctx_push(c, &prev);
@@ -632,7 +642,12 @@ mscclrt_result mscclrt_group_end(void) {
     }
     /* 3: prepare every call (compile, load, arguments), then launch them in call order */
     for (Pending *q = list; q; q = q->next)
-        if (q->res == MSCCLRT_SUCCESS)
+        if (q->res == MSCCLRT_SUCCESS && hot_match(q->comm, q->plan, q->send, q->recv, q->in,
+                                                   q->out, q->dt, q->op, q->pk)) {
+            q->ctx = (ExecCtx *)q->comm->hot.ctx;
+            q->fn = q->comm->hot.fn;
+            q->args = *q->comm->hot.args;
+        } else if (q->res == MSCCLRT_SUCCESS)
             q->res = exec_prepare(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op,
                                   q->pk, q->stream, &q->ctx, &q->fn, &q->args);
     for (Pending *q = list; q; q = q->next) {
@@ -642,9 +657,10 @@ mscclrt_result mscclrt_group_end(void) {
             snprintf(first_msg, sizeof first_msg, "%s", mscclrt_last_error());
         }
     }
-    while (list) {
+    while (list) { /* recycle: a group of calls allocates nothing in steady state */
         Pending *n = list->next;
-        free(list);
+        list->next = tl_free;
+        tl_free = list;
         list = n;
     }
     if (first != MSCCLRT_SUCCESS) return rt_fail(first, "%s", first_msg);
@@ -657,10 +673,8 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
                                   mscclrt_redop op, mscclrt_packet pk, void *stream) {
     const Plan *p = exec_plan(plan);
     /* hot path: the same call as the previous one on this comm */
-    if (tl_depth == 0 && c && c->magic == EXEC_COMM_MAGIC && p && c->hot.plan == p &&
-        c->hot.send == send && c->hot.recv == recv && c->hot.in_bytes == in &&
-        c->hot.out_bytes == out && c->hot.dtype == (int)dt && c->hot.op == (int)op &&
-        c->hot.packet == (int)pk)
+    if (tl_depth == 0 && c && c->magic == EXEC_COMM_MAGIC && p &&
+        hot_match(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk))
         return launch(c, c->hot.fn, c->hot.ctx, c->hot.args, stream);
     TRY(comm_check(c, "mscclrt_execute"));
     if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: plan is NULL or not a plan");
@@ -680,8 +694,13 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: rank %d: %s is NULL", c->rank,
                        !send ? "sendbuf" : "recvbuf");
     if (tl_depth > 0) {
-        Pending *q = calloc(1, sizeof *q);
-        if (!q) return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_execute: out of memory");
+        Pending *q = tl_free;
+        if (q) {
+            tl_free = q->next;
+            memset(q, 0, sizeof *q);
+        } else if (!(q = calloc(1, sizeof *q))) {
+            return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_execute: out of memory");
+        }
         q->comm = c;
         q->plan = p;
         q->send = send;
