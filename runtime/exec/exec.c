@@ -581,8 +581,33 @@ typedef struct Pending {
     CuFunction fn;                 /* prepared kernel */
     MkArgs args;                   /* prepared arguments (a copy: size caches move) */
     mscclrt_result res;
+    char err[512];                 /* the failure text of a preparation (worker threads) */
     struct Pending *next;
 } Pending;
+
+/* Prepares one queued call (hot: copy the previous call's kernel and arguments). */
+static void prepare_one(Pending *q) {
+    if (q->res != MSCCLRT_SUCCESS) return;
+    if (hot_match(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) {
+        q->ctx = (ExecCtx *)q->comm->hot.ctx;
+        q->fn = q->comm->hot.fn;
+        q->args = *q->comm->hot.args;
+        return;
+    }
+    q->res = exec_prepare(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk,
+                          q->stream, &q->ctx, &q->fn, &q->args);
+    if (q->res != MSCCLRT_SUCCESS) snprintf(q->err, sizeof q->err, "%s", mscclrt_last_error());
+}
+
+typedef struct { Pending *list; mscclrt_comm *comm; } PrepJob;
+
+/* Prepares, in order, the queued calls of one comm (a comm is touched by one thread only). */
+static void *prep_worker(void *arg) {
+    PrepJob *j = arg;
+    for (Pending *q = j->list; q; q = q->next)
+        if (q->comm == j->comm) prepare_one(q);
+    return NULL;
+}
 
 static _Thread_local int tl_depth;
 static _Thread_local Pending *tl_head, *tl_tail;
@@ -640,21 +665,43 @@ mscclrt_result mscclrt_group_end(void) {
             q->ctx->ready = true;
         }
     }
-    /* 3: prepare every call (compile, load, arguments), then launch them in call order */
-    for (Pending *q = list; q; q = q->next)
-        if (q->res == MSCCLRT_SUCCESS && hot_match(q->comm, q->plan, q->send, q->recv, q->in,
-                                                   q->out, q->dt, q->op, q->pk)) {
-            q->ctx = (ExecCtx *)q->comm->hot.ctx;
-            q->fn = q->comm->hot.fn;
-            q->args = *q->comm->hot.args;
-        } else if (q->res == MSCCLRT_SUCCESS)
-            q->res = exec_prepare(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op,
-                                  q->pk, q->stream, &q->ctx, &q->fn, &q->args);
+    /* 3: prepare every call (compile, load, arguments): one thread per comm when kernels may
+     * have to be generated for several GPUs (NVRTC runs in parallel); then launch in order */
+    mscclrt_comm *cs[64];
+    int ncomm = 0;
+    bool cold = false, overflow = false;
+    for (Pending *q = list; q; q = q->next) {
+        if (q->res == MSCCLRT_SUCCESS &&
+            !hot_match(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk))
+            cold = true;
+        int k = 0;
+        while (k < ncomm && cs[k] != q->comm) k++;
+        if (k == ncomm) {
+            if (ncomm < 64) cs[ncomm++] = q->comm;
+            else overflow = true;
+        }
+    }
+    bool done = false;
+    if (cold && ncomm > 1 && !overflow) {
+        pthread_t th[64];
+        PrepJob jobs[64];
+        bool started[64] = {false};
+        for (int k = 0; k < ncomm; k++) {
+            jobs[k] = (PrepJob){list, cs[k]};
+            started[k] = pthread_create(&th[k], NULL, prep_worker, &jobs[k]) == 0;
+        }
+        for (int k = 0; k < ncomm; k++) {
+            if (started[k]) pthread_join(th[k], NULL);
+            else prep_worker(&jobs[k]);
+        }
+        done = true;
+    }
+    for (Pending *q = list; q && !done; q = q->next) prepare_one(q);
     for (Pending *q = list; q; q = q->next) {
         if (q->res == MSCCLRT_SUCCESS) q->res = launch(q->comm, q->fn, q->ctx, &q->args, q->stream);
         if (q->res != MSCCLRT_SUCCESS && first == MSCCLRT_SUCCESS) {
             first = q->res;
-            snprintf(first_msg, sizeof first_msg, "%s", mscclrt_last_error());
+            snprintf(first_msg, sizeof first_msg, "%s", q->err[0] ? q->err : mscclrt_last_error());
         }
     }
     while (list) { /* recycle: a group of calls allocates nothing in steady state */
