@@ -37,6 +37,7 @@ LDFLAGS   += -fsanitize=thread
 endif
 
 MAKEFLAGS += -r
+.SECONDARY:   # keep intermediate objects (no relinking on every run)
 ifndef V
 Q = @printf '  %-7s %s\n' $(1) $@;
 endif
@@ -155,11 +156,17 @@ test: all $(UNIT_BIN) $(TOOL_BIN)
 test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
-# the loader and CPU backend under ASan+UBSan, then the CPU backend under TSan
+# the plan loader, the compiler and the CPU backend under ASan+UBSan, then the CPU backend under
+# TSan; each in its own build directory. `make test` runs it too (tests/cases/sanitize.sh).
+SAN_ASAN_ONLY := test_plan test_cpu test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
+SAN_TSAN_ONLY := test_cpu tsan
 test-sanitize:
-	$(MAKE) BUILD=$(BUILD)-asan SAN=1 test
-	$(MAKE) BUILD=$(BUILD)-tsan TSAN=1 all $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(UNIT_BIN))
-	BUILD=$(BUILD)-tsan ONLY=tsan sh tests/run.sh
+	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
+	  $(patsubst $(BUILD)/%,$(BUILD)-asan/%,$(UNIT_BIN) $(TOOL_BIN))
+	BUILD=$(BUILD)-asan ONLY="$(SAN_ASAN_ONLY)" sh tests/run.sh
+	$(MAKE) --no-print-directory BUILD=$(BUILD)-tsan TSAN=1 all \
+	  $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(UNIT_BIN) $(TOOL_BIN))
+	BUILD=$(BUILD)-tsan ONLY="$(SAN_TSAN_ONLY)" sh tests/run.sh
 
 check-man:
 	@for m in man/*.[0-9]; do groff -mandoc -Tutf8 -ww -z $$m 2>&1 | grep . && exit 1; done; \

@@ -3,13 +3,19 @@
 # case script in tests/cases/*.sh, one line per test, then the summary "N passed, N failed".
 # A script may report several tests by printing lines "testing NAME ... passed|failed|skipped";
 # otherwise its exit status counts (0 passed, 77 skipped, anything else failed).
-# ONLY=word limits the scripts to those whose name contains word.
+# ONLY="word ..." limits the run to the unit tests and scripts whose names contain one of the words.
 BUILD=${BUILD:-build}
 export BUILD
 cd "$(dirname "$0")/.." || exit 2
 pass=0; fail=0; skip=0
 log=$BUILD/test-logs
 mkdir -p "$log"
+
+selected() { # name: is it in the ONLY list (or is there no list)?
+    [ -z "$ONLY" ] && return 0
+    for w in $ONLY; do case "$1" in *"$w"*) return 0 ;; esac; done
+    return 1
+}
 
 count() { # $1 = name, $2 = exit status, $3 = output file
     n_p=$(grep -c '^testing .* \.\.\. passed$' "$3")
@@ -29,18 +35,17 @@ count() { # $1 = name, $2 = exit status, $3 = output file
     pass=$((pass + n_p)); fail=$((fail + n_f)); skip=$((skip + n_s))
 }
 
-if [ -z "$ONLY" ]; then
-    for t in "$BUILD"/tests/test_*; do
-        [ -x "$t" ] || continue
-        name=unit/$(basename "$t")
-        "$t" >"$log/$(basename "$t").log" 2>&1
-        count "$name" $? "$log/$(basename "$t").log"
-    done
-fi
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    selected "$(basename "$t")" || continue
+    name=unit/$(basename "$t")
+    "$t" >"$log/$(basename "$t").log" 2>&1
+    count "$name" $? "$log/$(basename "$t").log"
+done
 for s in tests/cases/*.sh; do
     [ -f "$s" ] || continue
-    case "$s" in *"$ONLY"*) ;; *) continue ;; esac
     name=$(basename "$s" .sh)
+    selected "$name" || continue
     sh "$s" >"$log/$name.log" 2>&1
     count "$name" $? "$log/$name.log"
 done

@@ -28,7 +28,13 @@ t() {
 }
 
 t ok 0 "check passed" "$plan" --ranks 2 --size 4096 --dtype bfloat16 --op max --check --iters 3
-t gpu_unavailable 1 "backend 'gpu' is not available in this build" "$plan" --backend gpu
+if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+    echo "testing cpu_run/gpu_unavailable ... skipped"   # a CUDA driver is here: GPU tests cover it
+else
+    t gpu_unavailable 1 "--backend gpu: cannot create one communicator per GPU: CUDA driver not available" \
+        "$plan" --backend gpu --check
+    t gpu_no_save 1 "--save is available with --backend cpu only" "$plan" --backend gpu --save "$tmp/s"
+fi
 t ranks_mismatch 1 "--ranks 3, but plan 'reduce' is for 2 ranks" "$plan" --ranks 3
 t bad_size 1 "1000" "$plan" --size 1000
 t bad_dtype 2 "--dtype 'half8'" "$plan" --dtype half8

@@ -1,0 +1,14 @@
+#!/bin/sh
+# sanitize.sh - part of `make test`: runs `make test-sanitize` (plan loader, compiler and CPU
+# backend under ASan+UBSan; CPU backend under TSan, in $BUILD-asan and $BUILD-tsan) and reports
+# its tests as its own. Skipped when already inside a sanitizer run or with SKIP_SANITIZE=1.
+BUILD=${BUILD:-build}
+[ -n "$MSCCL_IN_SANITIZE" ] && exit 77
+[ -n "$SKIP_SANITIZE" ] && exit 77
+cd "$(dirname "$0")/../.." || exit 2
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+MSCCL_IN_SANITIZE=1 make --no-print-directory BUILD="$BUILD" test-sanitize >"$out" 2>&1
+rc=$?
+sed -e 's/^testing \([^ ]*\)/testing sanitize\/\1/' "$out" | grep -v '^  [A-Z]* *[^ ]*-[at]san/'
+exit $rc
