@@ -183,6 +183,8 @@ install: all
 	ln -sf libmscclrt.so.$(MAJOR) $(DESTDIR)$(PREFIX)/lib/libmscclrt.so
 	install -m 644 $(LIBRT_A) $(LIBMSCCLC_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/include/*.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/mscclc
+	install -m 644 compiler/mscclc.h runtime/plan/plan.h kernels/ops.def $(DESTDIR)$(PREFIX)/include/mscclc/
 	cp -r stdlib/. $(DESTDIR)$(PREFIX)/share/mscclc/stdlib/
 	for m in man/*.[0-9]; do s=$${m##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
 	  install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
@@ -192,7 +194,8 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/mscclc $(patsubst $(BUILD)/bin/%,$(DESTDIR)$(PREFIX)/bin/%,$(CMDS))
 	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt.* $(DESTDIR)$(PREFIX)/lib/libmscclc.a
-	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc
+	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc $(DESTDIR)$(PREFIX)/include/mscclrt.h
+	rm -rf $(DESTDIR)$(PREFIX)/include/mscclc
 	rm -rf $(DESTDIR)$(PREFIX)/share/mscclc
 
 clean:

@@ -8,6 +8,7 @@ command -v bison >/dev/null 2>&1 || missing="$missing bison"
 [ -f /usr/include/cjson/cJSON.h ] || missing="$missing libcjson-dev"
 [ -f /usr/include/infiniband/verbs.h ] || missing="$missing libibverbs-dev"
 command -v groff >/dev/null 2>&1 || missing="$missing groff-base"
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing:$missing"
 SUDO=""
