@@ -145,36 +145,6 @@ static void packet_targets(const Plan *p, int r, const PlanTb *tb, const PlanOp 
 
 /* ---- ops and channels ----------------------------------------------------------------------- */
 
-/* GPU-level channels op signals (want_signal) or waits on; type in *t. */
-static int sync_channels(const PlanGpu *g, const PlanTb *tb, const PlanOp *op, bool want_signal,
-                         int *ch, PlanChanType *t) {
-    *t = op->chan_type;
-    if (*t != PLAN_CHAN_MEMORY && *t != PLAN_CHAN_PORT) return 0;
-    int n;
-    switch (op->kind) {
-    case PLAN_OP_SIGNAL: case PLAN_OP_RLXSIGNAL:
-        if (!want_signal) return 0;
-        n = op->nchan;
-        break;
-    case PLAN_OP_PWS: case PLAN_OP_PWSF:
-        if (!want_signal || *t != PLAN_CHAN_PORT) return 0;
-        n = op->nchan < op->ndst ? op->nchan : op->ndst;
-        break;
-    case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        if (want_signal) return 0;
-        n = op->nchan;
-        break;
-    default:
-        return 0;
-    }
-    int k = 0;
-    for (int i = 0; i < n && i < PLAN_MAX_OP_CHANNELS; i++) {
-        int c = pass_gpu_channel(g, tb, *t, op->chan_ids[i]);
-        if (c >= 0) ch[k++] = c;
-    }
-    return k;
-}
-
 static bool build_steps(const Plan *p, int r, const PlanTb *tb, Proc *pr) {
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -227,7 +197,7 @@ static bool step(Sim *sim, int r, int t) {
     }
     switch (op->kind) {
     case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        n = sync_channels(g, tb, op, false, ch, &ct);
+        n = pass_sync_channels(g, tb, op, false, ch, &ct);
         for (int i = 0; i < n; i++) {
             int need = 0;
             for (int j = 0; j < n; j++) need += ch[j] == ch[i];
@@ -269,7 +239,7 @@ static bool step(Sim *sim, int r, int t) {
         break;
     }
     /* effects: signals and packet writes */
-    n = sync_channels(g, tb, op, true, ch, &ct);
+    n = pass_sync_channels(g, tb, op, true, ch, &ct);
     for (int i = 0; i < n; i++) {
         int q, pc = pass_paired_channel(p, r, ct, ch[i], &q);
         if (pc >= 0) sim->rs[q].inbound[ct][pc]++;
@@ -307,7 +277,7 @@ static Blocker blocker_of(const Sim *sim, int r, int t) {
     int n;
     switch (op->kind) {
     case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        n = sync_channels(g, &g->tbs[t], op, false, ch, &ct);
+        n = pass_sync_channels(g, &g->tbs[t], op, false, ch, &ct);
         for (int i = 0; i < n; i++) {
             int need = 0;
             for (int j = 0; j < n; j++) need += ch[j] == ch[i];
@@ -364,7 +334,7 @@ static bool helps(const Sim *sim, const Blocker *b, int q, int u, const Proc *pu
     case BLK_WAIT: {
         int ch[PLAN_MAX_OP_CHANNELS];
         PlanChanType ct;
-        int n = sync_channels(g, &g->tbs[u], op, true, ch, &ct);
+        int n = pass_sync_channels(g, &g->tbs[u], op, true, ch, &ct);
         for (int i = 0; i < n; i++)
             if (ct == b->ct && ch[i] == b->send_ch) return true;
         return false;
@@ -630,7 +600,7 @@ static PlanLoc first_use(const Sim *sim, int r, int s, PlanChanType ct, int ch) 
             } else {
                 int chs[PLAN_MAX_OP_CHANNELS];
                 PlanChanType t2;
-                int n = sync_channels(g, &g->tbs[t], op, true, chs, &t2);
+                int n = pass_sync_channels(g, &g->tbs[t], op, true, chs, &t2);
                 for (int i = 0; i < n; i++)
                     if (t2 == ct && chs[i] == ch) return op->loc;
             }

@@ -14,48 +14,13 @@ typedef struct {
     int *waits[2];   /* waits on the channel */
 } Counts;
 
-/* Lists in out_ch/out_t each (GPU-level channel, type) that op signals (want_signal) or waits
- * on, once per channel-id entry; returns how many. */
-static int op_channels(const PlanGpu *g, const PlanTb *tb, const PlanOp *op, bool want_signal,
-                       int *out_ch, PlanChanType *out_t) {
-    PlanChanType t = op->chan_type;
-    if (t != PLAN_CHAN_MEMORY && t != PLAN_CHAN_PORT) return 0;
-    int n = 0;
-    switch (op->kind) {
-    case PLAN_OP_SIGNAL: case PLAN_OP_RLXSIGNAL:
-        if (!want_signal) return 0;
-        n = op->nchan;
-        break;
-    case PLAN_OP_PWS: case PLAN_OP_PWSF:
-        /* port only: thread t pushes a trigger with the flag bit on channel c_t (§5.5);
-         * with a memory channel these are plain puts (§5.4) */
-        if (!want_signal || t != PLAN_CHAN_PORT) return 0;
-        n = op->nchan < op->ndst ? op->nchan : op->ndst;
-        break;
-    case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        if (want_signal) return 0;
-        n = op->nchan;
-        break;
-    default:
-        return 0;
-    }
-    int k = 0;
-    for (int i = 0; i < n && i < PLAN_MAX_OP_CHANNELS; i++) {
-        int c = pass_gpu_channel(g, tb, t, op->chan_ids[i]);
-        if (c < 0) continue;   /* an invalid index is pass_check_limits' business */
-        out_ch[k] = c;
-        out_t[k++] = t;
-    }
-    return k;
-}
-
 static void count_op(const PlanGpu *g, const PlanTb *tb, const PlanOp *op, Counts *c) {
     int ch[PLAN_MAX_OP_CHANNELS];
-    PlanChanType t[PLAN_MAX_OP_CHANNELS];
-    int n = op_channels(g, tb, op, true, ch, t);
-    for (int i = 0; i < n; i++) c->sends[t[i]][ch[i]]++;
-    n = op_channels(g, tb, op, false, ch, t);
-    for (int i = 0; i < n; i++) c->waits[t[i]][ch[i]]++;
+    PlanChanType t;
+    int n = pass_sync_channels(g, tb, op, true, ch, &t);
+    for (int i = 0; i < n; i++) c->sends[t][ch[i]]++;
+    n = pass_sync_channels(g, tb, op, false, ch, &t);
+    for (int i = 0; i < n; i++) c->waits[t][ch[i]]++;
 }
 
 /* Location of the m-th (from 1) signalling (or waiting) op on rank r's channel (t, ch), counting
@@ -72,10 +37,10 @@ static PlanLoc nth_op(const Plan *p, int r, PlanChanType t, int ch, bool want_si
             for (int j = 0; j < nsub; j++) {
                 const PlanOp *op = top->kind == PLAN_OP_PIPELINE ? &top->inner[j] : top;
                 int chs[PLAN_MAX_OP_CHANNELS];
-                PlanChanType ts[PLAN_MAX_OP_CHANNELS];
-                int n = op_channels(g, tb, op, want_signal, chs, ts);
+                PlanChanType ts;
+                int n = pass_sync_channels(g, tb, op, want_signal, chs, &ts);
                 for (int k = 0; k < n; k++)
-                    if (ts[k] == t && chs[k] == ch && --m == 0) {
+                    if (ts == t && chs[k] == ch && --m == 0) {
                         *tb_out = b;
                         *op_out = i;
                         return op->loc;

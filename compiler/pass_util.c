@@ -126,3 +126,36 @@ bool pass_pipeline_max_iterations(const Plan *p, int r, const PlanOp *pipe, uint
     *out = total / pipe->unit_size + (total % pipe->unit_size != 0);
     return true;
 }
+
+/* The GPU-level channels op signals (want_signal) or waits on, once per channel-id entry; the
+ * channel type in *t. pws/pwsf signal only on port channels (thread t pushes a trigger with the
+ * flag bit on channel c_t, spec §5.5); on a memory channel they are plain puts (§5.4). An
+ * invalid channel index is skipped: it is pass_check_limits' business. */
+int pass_sync_channels(const PlanGpu *g, const PlanTb *tb, const PlanOp *op, bool want_signal,
+                       int *ch, PlanChanType *t) {
+    *t = op->chan_type;
+    if (*t != PLAN_CHAN_MEMORY && *t != PLAN_CHAN_PORT) return 0;
+    int n;
+    switch (op->kind) {
+    case PLAN_OP_SIGNAL: case PLAN_OP_RLXSIGNAL:
+        if (!want_signal) return 0;
+        n = op->nchan;
+        break;
+    case PLAN_OP_PWS: case PLAN_OP_PWSF:
+        if (!want_signal || *t != PLAN_CHAN_PORT) return 0;
+        n = op->nchan < op->ndst ? op->nchan : op->ndst;
+        break;
+    case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
+        if (want_signal) return 0;
+        n = op->nchan;
+        break;
+    default:
+        return 0;
+    }
+    int k = 0;
+    for (int i = 0; i < n && i < PLAN_MAX_OP_CHANNELS; i++) {
+        int c = pass_gpu_channel(g, tb, *t, op->chan_ids[i]);
+        if (c >= 0) ch[k++] = c;
+    }
+    return k;
+}

@@ -81,6 +81,10 @@ bool pass_ref_eq(const PlanRef *a, const PlanRef *b);
 /* GPU-level channel index behind TB-local channel `local` of type t (memory/port/switch) of TB
  * `tb`, or -1 when the TB has no such entry or the GPU has no such channel. */
 int pass_gpu_channel(const PlanGpu *g, const PlanTb *tb, PlanChanType t, int local);
+/* GPU-level channels that op signals (want_signal) or waits on (ch[PLAN_MAX_OP_CHANNELS]),
+ * their type in *t; returns how many. */
+int pass_sync_channels(const PlanGpu *g, const PlanTb *tb, const PlanOp *op, bool want_signal,
+                       int *ch, PlanChanType *t);
 /* §6.2 pairing: the GPU-level channel of the peer that pairs with rank r's memory/port channel
  * `ch` (k-th occurrence of p in r's list <-> k-th occurrence of r in p's list). Sets *peer.
  * Returns -1 when the pair is one of the peer's unpaired fillers (or the input is invalid). */
