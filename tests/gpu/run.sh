@@ -3,7 +3,9 @@
 # prebuilt build dir, as on GPU machines that cannot build). Multicast stays off: NVLS is never
 # enabled and the NVLS guard is preloaded into every GPU process. Runs the compat plans and the
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
-# rank (test_gpu_mp), then a short mscclrt-perf check. Logs go to $GPU_LOG_DIR when set.
+# rank (test_gpu_mp), a short mscclrt-perf check, and on machines with more than 2 GPUs every
+# stdlib program at N = all GPUs through mscclrt-run --backend gpu --check. Logs go to
+# $GPU_LOG_DIR when set.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 export NCCL_NVLS_ENABLE=0
@@ -23,7 +25,7 @@ run() { # name, command...
     shift
     "$@" >"$log/$name.log" 2>&1
     rc=$?
-    grep '^testing ' "$log/$name.log"
+    grep '^testing ' "$log/$name.log" || { [ $rc -eq 0 ] && echo "testing $name ... passed"; }
     if [ $rc -eq 77 ]; then echo "testing $name ... skipped"; return 0; fi
     if [ $rc -ne 0 ]; then
         echo "testing $name ... failed (rc $rc; log $log/$name.log)"
@@ -41,5 +43,38 @@ fi
 if [ -x "$BUILD/bin/mscclrt-perf" ]; then
     run perf_check "$BUILD/bin/mscclrt-perf" -g 2 -b 1K -e 4M -f 4 -w 2 -n 10 -c 1 \
         --plan tests/plans/compat/allreduce_packet.json
+fi
+
+# Every stdlib program at N = all GPUs here (when more than 2): the smallest legal size with 1000
+# back-to-back calls, then larger sizes up to the plan's maximum (1 GiB for unbounded plans),
+# rotating dtypes and operators; each run ends with a CUDA-graph replay and a full check.
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
+    plans=$log/plans
+    mkdir -p "$plans"
+    i=0
+    for src in stdlib/*/*.coll; do
+        name=$(echo "$src" | sed 's|stdlib/||; s|\.coll$||; s|/|_|')
+        def="-D N=$ngpu"
+        case $name in *hier) def="$def -D G=$((ngpu / 2))" ;; esac
+        # shellcheck disable=SC2086
+        if ! "$BUILD/bin/mscclc" "$src" $def -o "$plans/$name.json" >"$log/mscclc_$name.log" 2>&1; then
+            echo "testing gpu stdlib $name N=$ngpu ... skipped (does not compile for N=$ngpu)"
+            continue
+        fi
+        max=$(sed -n 's/^ *sizes *[0-9KMG]* *\.\. *\([0-9]*[KMG]\?\).*/\1/p' "$src" | head -1)
+        run "stdlib_${name}_min" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
+            --check --iters 1000 --dtype float16 --op sum
+        for size in 1M 64M 1G; do
+            [ -n "$max" ] && [ "$size" != 1M ] && continue
+            i=$((i + 1))
+            set -- "float16 sum" "bfloat16 max" "float32 avg" "int32 prod" "fp8_e4m3 min" "uint8 sum"
+            shift $((i % 6))
+            dt=${1% *} op=${1#* }
+            [ "$size" = 1G ] && it=3 || it=20
+            run "stdlib_${name}_$size" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
+                --check --iters $it --size "${max:-$size}" --dtype "$dt" --op "$op"
+        done
+    done
 fi
 exit $status
