@@ -54,11 +54,15 @@ typedef enum mscclrt_redop {
 /* LL packet format of a call (spec §4): LL16 = 8 data bytes per 16-byte packet (default). */
 typedef enum mscclrt_packet { MSCCLRT_LL16 = 0, MSCCLRT_LL8 = 1 } mscclrt_packet;
 
+/* Thread safety of each call is given as [any thread] or [serialised per comm]: the latter may
+ * run concurrently on different comms, never on the same comm. */
+
+/* [any thread] */
 MSCCLRT_API const char *mscclrt_version(void);                   /* "0.1.0" */
 MSCCLRT_API const char *mscclrt_result_string(mscclrt_result r); /* static text, never NULL */
 MSCCLRT_API const char *mscclrt_last_error(void); /* this thread's last failure, with context */
 
-/* Names <-> values: "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32",
+/* [any thread] Names <-> values: "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32",
  * "uint32", "int64", "uint64", "fp8_e4m3", "fp8_e5m2"; "sum", "prod", "max", "min", "avg". */
 MSCCLRT_API const char *mscclrt_dtype_name(mscclrt_dtype t);
 MSCCLRT_API size_t mscclrt_dtype_size(mscclrt_dtype t);          /* 0 for an invalid value */
@@ -71,13 +75,14 @@ MSCCLRT_API mscclrt_result mscclrt_redop_parse(const char *name, mscclrt_redop *
  * load; thread-safe to share. */
 typedef struct mscclrt_plan mscclrt_plan;
 
-/* Loads and validates a plan file. On failure *out = NULL and mscclrt_last_error() names the
+/* [any thread] Loads and validates a plan file. On failure *out = NULL and mscclrt_last_error() names the
  * file, the JSON path and the value (e.g. "plan.json: gpus[3].threadblocks[2].ops[5]..."). */
 MSCCLRT_API mscclrt_result mscclrt_plan_load(mscclrt_plan **out, const char *path);
 /* Same, from text in memory; `what` names it in messages (may be NULL). */
 MSCCLRT_API mscclrt_result mscclrt_plan_parse(mscclrt_plan **out, const char *text, size_t len,
                                               const char *what);
-MSCCLRT_API void mscclrt_plan_free(mscclrt_plan *plan);          /* NULL is a no-op */
+/* Not while another thread or an unfinished GPU call still uses the plan. NULL is a no-op. */
+MSCCLRT_API void mscclrt_plan_free(mscclrt_plan *plan);
 
 typedef struct mscclrt_plan_info {
     const char *name;          /* borrowed from the plan */
@@ -89,13 +94,14 @@ typedef struct mscclrt_plan_info {
     uint32_t alignment;        /* buffer_alignment */
     uint64_t min_message_size, max_message_size;
 } mscclrt_plan_info;
+/* [any thread] */
 MSCCLRT_API mscclrt_result mscclrt_plan_get_info(const mscclrt_plan *plan, mscclrt_plan_info *info);
-/* Per-rank input and output byte counts for a message of `bytes` as nccl-tests counts it
+/* [any thread] Per-rank input and output byte counts for a message of `bytes` as nccl-tests counts it
  * (allgather: bytes = output; reducescatter and alltoall: bytes = input), checked against the
  * plan's alignment, chunk counts and size range. */
 MSCCLRT_API mscclrt_result mscclrt_plan_call_sizes(const mscclrt_plan *plan, size_t bytes,
                                                    size_t *in_bytes, size_t *out_bytes);
-/* The smallest legal `bytes` for this plan (respecting alignment, chunks and min size). */
+/* [any thread] The smallest legal `bytes` for this plan (respecting alignment, chunks and min size). */
 MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size_t *bytes);
 
 /* ==== CPU reference backend ===================================================================
@@ -104,9 +110,11 @@ MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size
  * differs from MSCCL++'s executor). Used by CI to prove plans compute their collective. */
 typedef struct mscclrt_cpu_comm mscclrt_cpu_comm;
 
+/* [any thread] */
 MSCCLRT_API mscclrt_result mscclrt_cpu_comm_create(mscclrt_cpu_comm **out, int nranks);
-MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm);  /* NULL is a no-op */
-/* Runs one call of `plan` on every rank and returns when all ranks finished (or failed).
+/* [serialised per comm] NULL is a no-op. */
+MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm);
+/* [serialised per comm] Runs one call of `plan` on every rank and returns when all ranks finished (or failed).
  * send[r]/recv[r] are rank r's buffers of in_bytes/out_bytes (recv[r] may equal send[r] or
  * contain it, for in-place calls). Contexts (scratch, semaphores, LL flags) persist in the comm
  * between calls, as on a GPU. A run that stops making progress fails with MSCCLRT_ERR_TIMEOUT
@@ -124,13 +132,14 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const msc
  * (section owned by the GPU runtime: bootstrap, communicators, execute on a stream) */
 typedef struct mscclrt_comm mscclrt_comm;   /* one rank's membership in a GPU group */
 
-/* Single-process group: comms[i] is rank i on CUDA device devlist[i] (devlist NULL: 0..ndev-1).
+/* [any thread] Single-process group: comms[i] is rank i on CUDA device devlist[i] (devlist NULL: 0..ndev-1).
  * Peer access is enabled between all pairs; remote buffers are plain peer pointers. One thread
  * may drive every comm (inside mscclrt_group_start/end), or each comm may be used from its own
  * thread (thread-per-GPU). A device may appear twice (two ranks on one GPU, for tests). */
 MSCCLRT_API mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev,
                                                  const int *devlist);
-/* One process (or thread) per GPU: rank 0 makes an id with mscclrt_get_unique_id (it starts a
+/* [any thread; each rank's init_rank from its own thread or process] One process (or thread)
+ * per GPU: rank 0 makes an id with mscclrt_get_unique_id (it starts a
  * rendezvous server thread) and hands it to every rank (MPI_Bcast, a file...); each rank calls
  * mscclrt_comm_init_rank with it, its rank and its CUDA device (-1: rank modulo the device
  * count). Collective setups then go through the bootstrap and CUDA IPC. */
@@ -139,21 +148,22 @@ typedef struct mscclrt_unique_id { char internal[MSCCLRT_UNIQUE_ID_BYTES]; } msc
 MSCCLRT_API mscclrt_result mscclrt_get_unique_id(mscclrt_unique_id *id);
 MSCCLRT_API mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **comm, int nranks,
                                                   mscclrt_unique_id id, int rank, int device);
-/* Releases the comm's GPU resources after waiting for its work. NULL is a no-op. Destroy every
+/* [serialised per comm] Releases the comm's GPU resources after waiting for its work. NULL is a no-op. Destroy every
  * comm of a group only when no rank still runs a collective (init_rank comms: collective, all
  * ranks destroy together). */
 MSCCLRT_API mscclrt_result mscclrt_comm_destroy(mscclrt_comm *comm);
+/* [any thread] */
 MSCCLRT_API mscclrt_result mscclrt_comm_rank(const mscclrt_comm *comm, int *rank);
 MSCCLRT_API mscclrt_result mscclrt_comm_size(const mscclrt_comm *comm, int *size);
 MSCCLRT_API mscclrt_result mscclrt_comm_device(const mscclrt_comm *comm, int *device);
 
-/* Group semantics as NCCL's: between start and end, mscclrt_execute only queues; end performs
+/* [any thread; the group state is the calling thread's] Group semantics as NCCL's: between start and end, mscclrt_execute only queues; end performs
  * the collective setups the queued calls need (all ranks' first calls for new buffers must meet)
  * and then launches everything in call order. Nestable; per thread. */
 MSCCLRT_API mscclrt_result mscclrt_group_start(void);
 MSCCLRT_API mscclrt_result mscclrt_group_end(void);
 
-/* Runs `plan` as rank mscclrt_comm_rank(comm) on `stream` (a CUstream / cudaStream_t; NULL is
+/* [serialised per comm] Runs `plan` as rank mscclrt_comm_rank(comm) on `stream` (a CUstream / cudaStream_t; NULL is
  * the legacy default stream). sendbuf/recvbuf are device pointers of this comm's device;
  * in_bytes/out_bytes are this rank's message sizes (see mscclrt_plan_call_sizes). The first
  * call for a (plan, sendbuf, recvbuf) sets up scratch, semaphores and peer addresses
@@ -173,7 +183,7 @@ MSCCLRT_API mscclrt_result mscclrt_execute_ex(mscclrt_comm *comm, const mscclrt_
                                               mscclrt_dtype dtype, mscclrt_redop op,
                                               mscclrt_packet packet, void *stream);
 
-/* One-call GPU check of a plan (for mscclrt-run --backend gpu and tests) on a single-process
+/* [no other call on these comms meanwhile] One-call GPU check of a plan (for mscclrt-run --backend gpu and tests) on a single-process
  * group from mscclrt_comm_init_all (nranks comms; nranks must equal the plan's). Fills inputs
  * with deterministic data (seed), runs `iters` back-to-back calls (then, if
  * graph_iters > 0, that many more inside one captured CUDA graph), and checks every rank's
