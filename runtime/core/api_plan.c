@@ -4,6 +4,7 @@
  * geometry, and its messages become this thread's error text (MSCCLRT_ERR_PLAN).
  */
 #include "core/api_plan.h"
+#include "check/check.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -158,15 +159,7 @@ MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size
 
 /* ---- names of data types and operators (values are NCCL's) ------------------------------------ */
 
-static const struct { const char *name; size_t size; } dtypes[MSCCLRT_DTYPE_COUNT] = {
-    [MSCCLRT_INT8] = {"int8", 1},         [MSCCLRT_UINT8] = {"uint8", 1},
-    [MSCCLRT_INT32] = {"int32", 4},       [MSCCLRT_UINT32] = {"uint32", 4},
-    [MSCCLRT_INT64] = {"int64", 8},       [MSCCLRT_UINT64] = {"uint64", 8},
-    [MSCCLRT_FLOAT16] = {"float16", 2},   [MSCCLRT_FLOAT32] = {"float32", 4},
-    [MSCCLRT_FLOAT64] = {"float64", 8},   [MSCCLRT_BFLOAT16] = {"bfloat16", 2},
-    [MSCCLRT_FP8_E4M3] = {"fp8_e4m3", 1}, [MSCCLRT_FP8_E5M2] = {"fp8_e5m2", 1},
-};
-
+/* The names and sizes themselves live in one table, runtime/check (check_dtype_*). */
 /* Common spellings accepted by the parse functions besides the canonical names. */
 static const struct { const char *alias; mscclrt_dtype t; } dtype_aliases[] = {
     {"half", MSCCLRT_FLOAT16},  {"fp16", MSCCLRT_FLOAT16}, {"f16", MSCCLRT_FLOAT16},
@@ -176,22 +169,18 @@ static const struct { const char *alias; mscclrt_dtype t; } dtype_aliases[] = {
 };
 
 MSCCLRT_API const char *mscclrt_dtype_name(mscclrt_dtype t) {
-    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? dtypes[t].name : "invalid";
+    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? check_dtype_name(t) : "invalid";
 }
 
 MSCCLRT_API size_t mscclrt_dtype_size(mscclrt_dtype t) {
-    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? dtypes[t].size : 0;
+    return check_dtype_size(t);
 }
 
 MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *out) {
     if (!name || !out)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_dtype_parse: %s argument is NULL",
                        name ? "out" : "name");
-    for (int t = 0; t < MSCCLRT_DTYPE_COUNT; t++)
-        if (strcmp(name, dtypes[t].name) == 0) {
-            *out = (mscclrt_dtype)t;
-            return MSCCLRT_SUCCESS;
-        }
+    if (check_dtype_parse(name, out)) return MSCCLRT_SUCCESS;
     for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
         if (strcmp(name, dtype_aliases[i].alias) == 0) {
             *out = dtype_aliases[i].t;
@@ -202,24 +191,15 @@ MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *
                    "fp8_e5m2)", name);
 }
 
-static const char *const redops[MSCCLRT_REDOP_COUNT] = {
-    [MSCCLRT_SUM] = "sum", [MSCCLRT_PROD] = "prod", [MSCCLRT_MAX] = "max",
-    [MSCCLRT_MIN] = "min", [MSCCLRT_AVG] = "avg",
-};
-
 MSCCLRT_API const char *mscclrt_redop_name(mscclrt_redop op) {
-    return (unsigned)op < MSCCLRT_REDOP_COUNT ? redops[op] : "invalid";
+    return (unsigned)op < MSCCLRT_REDOP_COUNT ? check_redop_name(op) : "invalid";
 }
 
 MSCCLRT_API mscclrt_result mscclrt_redop_parse(const char *name, mscclrt_redop *out) {
     if (!name || !out)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_parse: %s argument is NULL",
                        name ? "out" : "name");
-    for (int r = 0; r < MSCCLRT_REDOP_COUNT; r++)
-        if (strcmp(name, redops[r]) == 0) {
-            *out = (mscclrt_redop)r;
-            return MSCCLRT_SUCCESS;
-        }
+    if (check_redop_parse(name, out)) return MSCCLRT_SUCCESS;
     return rt_fail(MSCCLRT_ERR_INVALID_ARG, "unknown reduction operator '%s' (expected sum, prod, "
                    "max, min or avg)", name);
 }
