@@ -464,14 +464,10 @@ int main(int argc, char **argv) {
         case 'G': O.graphs = atoi(optarg); break;
         case 'c': O.check = atoi(optarg); break;
         case 'd':
+            /* mscclrt_dtype_parse also takes nccl-tests' spellings (half, float, double, int) */
             if (mscclrt_dtype_parse(optarg, &O.dt) != MSCCLRT_SUCCESS) {
-                /* nccl-tests spellings */
-                if (!strcmp(optarg, "half")) O.dt = MSCCLRT_FLOAT16;
-                else if (!strcmp(optarg, "float")) O.dt = MSCCLRT_FLOAT32;
-                else if (!strcmp(optarg, "double")) O.dt = MSCCLRT_FLOAT64;
-                else if (!strcmp(optarg, "bfloat16")) O.dt = MSCCLRT_BFLOAT16;
-                else if (!strcmp(optarg, "int")) O.dt = MSCCLRT_INT32;
-                else { fprintf(stderr, "mscclrt-perf: unknown dtype '%s'\n", optarg); return 2; }
+                fprintf(stderr, "mscclrt-perf: -d: %s\n", mscclrt_last_error());
+                return 2;
             }
             break;
         case 'o':
