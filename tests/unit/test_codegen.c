@@ -3,8 +3,8 @@
  * every compat plan (or of the plan files given as arguments) for several data types,
  * operators and packet types, and compiles it with NVRTC for sm_90 (NVRTC needs no GPU).
  * Sources of one plan are compiled together as one translation unit to keep CI fast; plan
- * files given as arguments (the stdlib sweep) are generated for every rank and compiled for
- * rank 0 only, to PTX (NVRTC front end, no ptxas).
+ * files given as arguments (the stdlib sweep) are generated for every rank and combination and
+ * compiled to PTX (NVRTC front end, no ptxas): every rank with float32 sum, rank 0 with all.
  * Exits 77 (skip) when NVRTC cannot be loaded.
  */
 #include "../harness.h"
@@ -89,8 +89,9 @@ static void compile_plan(const char *path, bool sweep, bool ptx_only) {
             CHECK_EQ_INT(MSCCLRT_SUCCESS, res);
             if (!src) continue;
             CHECK_CONTAINS(src, CG_KERNEL_NAME);
-            /* the PTX sweep compiles rank 0 only (every rank is generated and checked above) */
-            if (!ptx_only || r == 0) add_renamed(&all, src, k++);
+            /* the PTX sweep compiles every rank's kernel for the first combination and rank 0's
+             * for all of them (every combination of every rank is generated and checked above) */
+            if (!ptx_only || r == 0 || c == 0) add_renamed(&all, src, k++);
             free(src);
         }
     void *cubin = NULL;
