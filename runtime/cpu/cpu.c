@@ -25,7 +25,6 @@
 
 #define CPU_MAGIC 0x43505543u           /* "CPUC" */
 #define CPU_BLOCK 4096                  /* bytes per reduction/packet step */
-#define CPU_REUSE_SCRATCH (1ull << 26)  /* spec §3.5: 64 MiB for reuse_resources plans */
 #define CPU_MAX_RANKS 4096
 
 /* One side of a paired connection (spec §6.2): signals from the peer land in `inbound`;
@@ -908,33 +907,12 @@ static void ctx_free(CpuCtx *c, int nranks) {
     free(c);
 }
 
-/* Chunk bytes of rank r and the §3.2 size checks. */
-static mscclrt_result geom_check(const Plan *p, int r, uint64_t in, uint64_t out, uint64_t *chunk) {
-    const PlanGpu *g = &p->gpus[r];
-    uint64_t a = p->alignment ? p->alignment : 1;
-    if (g->input_chunks == 0 && g->output_chunks == 0)
-        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': gpus[%d] has input_chunks = output_chunks = 0",
-                       p->name, r);
-    if (in % a || out % a || (g->input_chunks && (in / a) % g->input_chunks) ||
-        (g->output_chunks && (out / a) % g->output_chunks))
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG,
-                       "plan '%s': input %llu / output %llu bytes must be multiples of alignment %llu "
-                       "times input_chunks %u / output_chunks %u (rank %d)", p->name,
-                       (unsigned long long)in, (unsigned long long)out, (unsigned long long)a,
-                       g->input_chunks, g->output_chunks, r);
-    uint64_t checked = p->collective == PLAN_COLL_ALLGATHER ? out : in;
-    if (checked < p->min_size || checked > p->max_size)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG,
-                       "plan '%s': %s size %llu outside the plan's range [%llu, %llu]", p->name,
-                       p->collective == PLAN_COLL_ALLGATHER ? "output" : "input",
-                       (unsigned long long)checked, (unsigned long long)p->min_size,
-                       (unsigned long long)p->max_size);
-    if (g->input_chunks && g->output_chunks && in / g->input_chunks != out / g->output_chunks)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG,
-                       "plan '%s': chunk sizes differ: input %llu / %u chunks vs output %llu / %u "
-                       "chunks (rank %d)", p->name, (unsigned long long)in, g->input_chunks,
-                       (unsigned long long)out, g->output_chunks, r);
-    *chunk = g->input_chunks ? in / g->input_chunks : out / g->output_chunks;
+/* The call's chunk geometry and scratch size (spec §3.2-3.5): the one implementation in
+ * plan_geom.c, which the GPU runtime uses too. */
+static mscclrt_result geom_check(const Plan *p, int r, uint64_t in, uint64_t out, PlanGeom *geo) {
+    PlanErr err;
+    if (!plan_geom(p, r, in, out, geo, &err))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s", err.msg);
     return MSCCLRT_SUCCESS;
 }
 
@@ -942,16 +920,16 @@ static mscclrt_result ctx_rank_init(CpuCtx *c, const Plan *p, int r, int nranks)
     const PlanGpu *g = &p->gpus[r];
     CpuRankCtx *rc = &c->ranks[r];
     uint64_t a = p->alignment ? p->alignment : 1;
-    TRY(geom_check(p, r, c->in_bytes, c->out_bytes, &rc->chunk));
-    /* scratch (spec §3.5), sized from the message sizes (a host buffer has no larger range) */
-    uint64_t sz;
+    PlanGeom geo;
+    TRY(geom_check(p, r, c->in_bytes, c->out_bytes, &geo));
+    rc->chunk = geo.chunk_bytes;
+    /* scratch (spec §3.5), sized from the message sizes (a host buffer has no larger range);
+     * reuse_resources plans get 64 MiB and wrap their scratch entries at scs bytes */
+    uint64_t sz = geo.scratch_bytes;
     if (p->reuse_resources && g->scratch_chunks > 0) {
-        sz = CPU_REUSE_SCRATCH;
         uint64_t x = p->double_scratch ? sz / 2 : sz;
         rc->scs = (x + g->scratch_chunks - 1) / g->scratch_chunks;
         rc->scs = (rc->scs + a - 1) / a * a;
-    } else {
-        sz = rc->chunk * g->scratch_chunks * (p->protocol_ll ? 2 : 1) * (p->double_scratch ? 2 : 1);
     }
     sz = (sz + a - 1) / a * a;
     rc->scratch_bytes = sz;

@@ -603,7 +603,7 @@ static void t_contexts(void) {
     /* a size that does not split into chunks */
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, cpu_execute(c, p, b.send, b.recv, 3 * CH, 3 * CH,
                                                       MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16));
-    CHECK_CONTAINS(mscclrt_last_error(), "multiples of alignment");
+    CHECK_CONTAINS(mscclrt_last_error(), "does not split into 2 chunks of a multiple of");
     cpu_comm_destroy(c);
     plan_free(p);
 }
