@@ -462,7 +462,7 @@ static int eval_element(Sema *s, const Expr *e, Value *out) {
     }
     int64_t iv[SEMA_MAX_DIMS] = {0};
     for (int i = 0; i < n; i++)
-        if (!sema_eval_int(s, idx[n - 1 - i], &iv[n - 1 - i])) return -1;
+        if (!sema_eval_int(s, idx[n - 1 - i], &iv[i])) return -1;
     Elem *el = elem_find(s, sym, iv, n, false);
     if (!el) {
         char buf[256];
@@ -1065,7 +1065,7 @@ static Elem *declare_element(Sema *s, const Stmt *st, SymKind kind) {
     }
     int64_t iv[SEMA_MAX_DIMS] = {0};
     for (int i = 0; i < n; i++)
-        if (!sema_eval_int(s, idx[n - 1 - i], &iv[n - 1 - i])) return NULL;
+        if (!sema_eval_int(s, idx[n - 1 - i], &iv[i])) return NULL;
     Symbol *sym = lookup(s, b->name);
     if (sym && sym->kind != kind) {
         if (sema_error(s, b->loc, "redefinition of '%s'", b->name))

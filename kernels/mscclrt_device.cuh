@@ -9,4 +9,5 @@
 #include "mk_types.cuh"
 #include "mk_sync.cuh"
 #include "mk_data.cuh"
+#include "mk_proxy.cuh"
 #endif

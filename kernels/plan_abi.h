@@ -42,6 +42,7 @@ MK_STATIC_ASSERT(sizeof(MkArgs) == 80, "MkArgs must stay 80 bytes (host and devi
  *   memory channels (GPU-level index)               -> the peer's inbound counter (u64)
  *   port channels (GPU-level index)                 -> the peer's inbound counter (u64)
  *   switch channels (GPU-level index)               -> the multicast pointer
+ *   [one entry when port channels run through the proxy] -> this rank's MkFifo
  * MK_TAB_MAX bounds it so the launch stays inside the 4 KiB parameter space. */
 #define MK_TAB_MAX 480
 
@@ -59,5 +60,34 @@ MK_STATIC_ASSERT(sizeof(MkBarrier) == 8, "MkBarrier layout");
  *   int    sem[nsems]             device semaphores (initialised to init_value)
  *   MkBarrier bar[MK_NBARRIERS]   plan barriers 0..15, then the avg operator's grid barrier */
 #define MK_NBARRIERS 17
+
+/* ---- port channels: the FIFO between a rank's kernels and its host proxy thread -------------
+ * Kernels push triggers; the proxy (runtime/proxy) takes them in slot order and performs them on
+ * its own stream with the copy engine: data copies (cuMemcpyAsync to the peer's mapped memory),
+ * signals (a stream write of the channel's next count into the peer's inbound counter, ordered
+ * after the copies before it) and flush marks (a stream write of the slot number into `flushed`,
+ * so a kernel waiting for it knows every earlier trigger has completed). A slot is free again
+ * once the proxy has taken it (tail_host). */
+#define MK_FIFO_SLOTS 512u              /* power of two */
+enum { MK_TRIG_PUT = 1, MK_TRIG_SIGNAL = 2, MK_TRIG_FLUSH = 3 };
+
+typedef struct MkTrigger {
+    mk_u64 dst;           /* put: peer address; signal: the peer's inbound counter */
+    mk_u64 src;           /* put: local address */
+    mk_u64 bytes;         /* put: length */
+    mk_u32 kind;          /* MK_TRIG_* */
+    mk_u32 seq;           /* written last: (slot + 1) mod 2^32 marks the trigger valid */
+} MkTrigger;
+MK_STATIC_ASSERT(sizeof(MkTrigger) == 32, "MkTrigger is shared by host and device");
+
+/* Device-resident descriptor of one rank's FIFO; the kernel table holds its address. */
+typedef struct MkFifo {
+    mk_u64 ring;          /* MkTrigger[MK_FIFO_SLOTS], host-mapped memory (device address) */
+    mk_u64 tail_host;     /* mk_u64, host-mapped: triggers the proxy has taken */
+    mk_u64 head;          /* mk_u64, device: slots reserved by kernels */
+    mk_u64 tail_cache;    /* mk_u64, device: last tail_host value a kernel read */
+    mk_u64 flushed;       /* mk_u64, device: highest flush mark the proxy's stream completed */
+} MkFifo;
+MK_STATIC_ASSERT(sizeof(MkFifo) == 40, "MkFifo is shared by host and device");
 
 #endif

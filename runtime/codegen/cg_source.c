@@ -11,6 +11,7 @@
 #include "codegen/codegen.h"
 #include "check/check.h"
 #include "core/err.h"
+#include "core/param.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,6 +93,9 @@ mscclrt_result cg_layout(const Plan *p, int rank, CgLayout *l) {
     l->tab_chan[1] = l->tab_chan[0] + l->nchan[0];
     l->tab_switch = l->tab_chan[1] + l->nchan[1];
     l->ntab = l->tab_switch + l->nswitch;
+    /* port channels through the host proxy (the default) need the FIFO descriptor */
+    l->uses_proxy = (l->nchan[1] > 0 || l->nremote[1] > 0) && param_int(PARAM_PORT_PROXY) != 0;
+    l->tab_proxy = l->uses_proxy ? l->ntab++ : -1;
     if (l->ntab > MK_TAB_MAX)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d needs %d remote/channel table "
                        "entries, more than the %d a kernel parameter holds", p->name, rank,
@@ -278,6 +282,17 @@ static mscclrt_result gen_sync(Gen *G, const PlanOp *op) {
     case PLAN_OP_RLXSIGNAL:
         if (op->chan_type != PLAN_CHAN_MEMORY && op->chan_type != PLAN_CHAN_PORT)
             return gfail(G, "signal needs channel_type memory or port");
+        if (t == 1 && G->l->uses_proxy) {
+            /* every trigger the block pushed before (data of this channel) precedes the flag */
+            sb_printf(b, "    __syncthreads();\n");
+            for (int j = 0; j < op->nchan; j++) {
+                int c = 0;
+                TRY(chan_check(G, op, t, j, &c));
+                sb_printf(b, "    if (threadIdx.x == %d) mk::proxy_signal(F, t.v[%d]);\n", j,
+                          G->l->tab_chan[t] + c);
+            }
+            return MSCCLRT_SUCCESS;
+        }
         for (int j = 0; j < op->nchan; j++) {
             int c = 0;
             TRY(chan_check(G, op, t, j, &c));
@@ -299,8 +314,15 @@ static mscclrt_result gen_sync(Gen *G, const PlanOp *op) {
         }
         return MSCCLRT_SUCCESS;
     case PLAN_OP_FLUSH:
-        /* port data moves with SM stores on this path; the signal's release orders them */
-        sb_printf(b, "    /* flush: nothing outstanding */\n");
+        if (!G->l->uses_proxy) {
+            /* port data moves with SM stores on this path; the signal's release orders them */
+            sb_printf(b, "    /* flush: nothing outstanding */\n");
+            return MSCCLRT_SUCCESS;
+        }
+        /* the intended semantics (spec §5.2): wait until the proxy completed every earlier
+         * request; one FIFO serves all of the rank's channels, so one mark covers them all */
+        sb_printf(b, "    __syncthreads();\n    if (threadIdx.x == 0) mk::proxy_flush(F);\n"
+                  "    __syncthreads();\n");
         return MSCCLRT_SUCCESS;
     case PLAN_OP_SEM_ACQUIRE:
     case PLAN_OP_SEM_RELEASE:
@@ -326,6 +348,40 @@ static int multimem_kind(Gen *G) {
     if (!strcmp(T, "mk::u32")) return op == MSCCLRT_SUM ? 7 : op == MSCCLRT_MIN ? 9 : op == MSCCLRT_MAX ? 10 : -1;
     if (!strcmp(T, "int")) return op == MSCCLRT_SUM ? 8 : op == MSCCLRT_MIN ? 11 : op == MSCCLRT_MAX ? 12 : -1;
     return -1;
+}
+
+/* put / pws / pwsf / ppkt / rppkt on a port channel through the proxy (spec §5.5): after a
+ * block barrier (the data was written by the whole block), thread m pushes entry m's copy on
+ * channel c_m; pws adds the channel's flag behind it, pwsf also waits for completion. Packet
+ * variants copy packets as they are (2 bytes per data byte); rppkt first waits until its local
+ * packets have all arrived, since the copy engine cannot wait for them. */
+static mscclrt_result gen_port_put(Gen *G, const PlanOp *op) {
+    Sb *b = G->b;
+    const bool pk = op->kind == PLAN_OP_PPKT || op->kind == PLAN_OP_RPPKT;
+    const int n = op->kind == PLAN_OP_RPPKT ? op->ndst : op->nsrc;
+    if (op->nchan != n)
+        return gfail(G, "%d channel_ids for %d entries (a port channel per entry)", op->nchan, n);
+    Ent s, d;
+    if (op->kind == PLAN_OP_RPPKT) {
+        TRY(ent(G, op, &op->src[0], true, &s));
+        snprintf(s.e, sizeof s.e, "(B2 + 2 * o%d)", s.v); /* always local scratch (spec §5.5) */
+        sb_printf(b, "    mk::wait_packets<%d>(%s, 2 * z%d, flag);\n", G->P, s.e, s.v);
+    }
+    sb_printf(b, "    __syncthreads();\n");
+    for (int m = 0; m < n; m++) {
+        int c = 0;
+        TRY(chan_check(G, op, 1, m, &c));
+        if (op->kind != PLAN_OP_RPPKT) TRY(ent(G, op, &op->src[m], pk, &s));
+        TRY(ent(G, op, &op->dst[m], pk, &d));
+        /* puts move size(dst) bytes (spec §5.5), packet copies twice the source's data */
+        sb_printf(b, "    if (threadIdx.x == %d) {\n      mk::proxy_put(F, %s, %s, %sz%d);\n", m,
+                  d.e, s.e, pk ? "2 * " : "", pk ? s.v : d.v);
+        if (op->kind == PLAN_OP_PWS || op->kind == PLAN_OP_PWSF)
+            sb_printf(b, "      mk::proxy_signal(F, t.v[%d]);\n", G->l->tab_chan[1] + c);
+        if (op->kind == PLAN_OP_PWSF) sb_printf(b, "      mk::proxy_flush(F);\n");
+        sb_printf(b, "    }\n");
+    }
+    return MSCCLRT_SUCCESS;
 }
 
 static mscclrt_result gen_op(Gen *G, const PlanOp *op) {
@@ -369,6 +425,7 @@ static mscclrt_result gen_op(Gen *G, const PlanOp *op) {
     case PLAN_OP_PWS:
     case PLAN_OP_PWSF:
         if (op->nsrc != op->ndst) return gfail(G, "%d sources for %d destinations", op->nsrc, op->ndst);
+        if (port && G->l->uses_proxy) return gen_port_put(G, op);
         for (int m = 0; m < op->nsrc; m++) {
             TRY(ent(G, op, &op->src[m], false, &s[m]));
             TRY(ent(G, op, &op->dst[m], false, &d[m]));
@@ -406,6 +463,7 @@ static mscclrt_result gen_op(Gen *G, const PlanOp *op) {
         return MSCCLRT_SUCCESS;
     case PLAN_OP_PPKT:
         if (op->nsrc != op->ndst) return gfail(G, "%d sources for %d destinations", op->nsrc, op->ndst);
+        if (port && G->l->uses_proxy) return gen_port_put(G, op);
         for (int m = 0; m < op->nsrc; m++) {
             TRY(ent(G, op, &op->src[m], port, &s[m]));
             TRY(ent(G, op, &op->dst[m], true, &d[m]));
@@ -417,6 +475,7 @@ static mscclrt_result gen_op(Gen *G, const PlanOp *op) {
         }
         return MSCCLRT_SUCCESS;
     case PLAN_OP_RPPKT:
+        if (port && G->l->uses_proxy) return gen_port_put(G, op);
         TRY(ent(G, op, &op->src[0], true, &s[0]));
         for (int m = 0; m < op->ndst; m++) TRY(ent(G, op, &op->dst[m], true, &d[m]));
         sb_printf(b, "    {\n");
@@ -524,6 +583,8 @@ mscclrt_result cg_generate(const Plan *p, int rank, mscclrt_dtype dt, mscclrt_re
               "  MkBarrier *const bar = (MkBarrier *)(st + %zu);\n",
               l.ntab, p->threads, p->alignment, l.off_flags, l.off_inbound, l.off_expected,
               l.off_sem, l.off_bar);
+    if (l.uses_proxy)
+        sb_printf(&b, "  const MkFifo *const F = (const MkFifo *)t.v[%d];\n", l.tab_proxy);
     if (l.uses_flag)
         sb_printf(&b, "  const mk::u32 flag = tbflag[blockIdx.x] + 1;\n"
                   "  const mk::u64 soff = (flag & 1) ? 0 : a.scratch_half;\n");

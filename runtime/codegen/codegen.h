@@ -31,6 +31,7 @@ typedef struct CgLayout {
     int tab_remote[2];             /* table index of the first memory / port remote buffer */
     int tab_chan[2];               /* table index of the first memory / port channel */
     int tab_switch;                /* table index of the first switch channel */
+    int tab_proxy;                 /* table index of the rank's MkFifo; -1: no port proxy */
     int ntab;                      /* table entries (>= 1) */
     int nslots;                    /* inbound counters incl. fillers for unpaired peers */
     size_t off_flags, off_inbound, off_expected, off_sem, off_bar;  /* bytes into the state */
@@ -39,6 +40,7 @@ typedef struct CgLayout {
     bool has_reduce;               /* some rank's ops combine values */
     bool has_packets;              /* this rank has packet ops */
     bool has_switch;               /* this rank uses switch channels (needs NVLS) */
+    bool uses_proxy;               /* port ops go through the host proxy (tab_proxy >= 0) */
 } CgLayout;
 
 mscclrt_result cg_layout(const Plan *p, int rank, CgLayout *out);

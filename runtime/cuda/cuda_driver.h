@@ -120,6 +120,7 @@ enum {
     X(cuStreamSynchronize, "cuStreamSynchronize", CuResult, (CuStream s)) \
     X(cuStreamQuery, "cuStreamQuery", CuResult, (CuStream s)) \
     X(cuStreamWaitEvent, "cuStreamWaitEvent", CuResult, (CuStream s, CuEvent e, unsigned flags)) \
+    X(cuStreamWriteValue64, "cuStreamWriteValue64_v2", CuResult, (CuStream s, CuDevPtr addr, uint64_t v, unsigned flags)) \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", CuResult, (CuStream s, int *status)) \
     X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CuResult, (CuStream s, int mode)) \
     X(cuStreamEndCapture, "cuStreamEndCapture", CuResult, (CuStream s, CuGraph *g)) \

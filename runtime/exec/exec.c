@@ -94,6 +94,11 @@ static ExecCtx *ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k) {
 
 void exec_ctx_free(ExecCtx *x) {
     if (!x) return;
+    if (x->proxy) { /* its copies into peers and signals must be over before peers reuse memory */
+        if (proxy_drain(x->proxy, 10) != MSCCLRT_SUCCESS)
+            LOG_WARN("freeing a context: %s", mscclrt_last_error());
+        proxy_unregister(x->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]);
+    }
     if (x->scratch) cu.cuMemFree(x->scratch);
     if (x->state) cu.cuMemFree(x->state);
     free(x);
@@ -340,6 +345,23 @@ static mscclrt_result ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufK
     return MSCCLRT_SUCCESS;
 }
 
+/* Port channels through the proxy: start the comm's proxy on first need, register the peers'
+ * counters this context signals, and give the kernel table the FIFO's address. */
+static mscclrt_result ctx_attach_proxy(mscclrt_comm *c, ExecCtx *x) {
+    if (!x->layout.uses_proxy) return MSCCLRT_SUCCESS;
+    if (!c->proxy) {
+        CuContext prev;
+        TRY(ctx_push(c, &prev));
+        mscclrt_result r = proxy_create(&c->proxy, c->ctx, c->rank);
+        ctx_pop(c, prev);
+        TRY(r);
+    }
+    TRY(proxy_register(c->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]));
+    x->proxy = c->proxy;
+    x->tab[x->layout.tab_proxy] = proxy_fifo_addr(c->proxy);
+    return MSCCLRT_SUCCESS;
+}
+
 static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
                                 void *stream, ExecCtx **out) {
     const void *send = k->send, *recv = k->recv;
@@ -352,6 +374,7 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     TRY(ctx_placeholder(c, p, k, &x));
     if (c->boot) { /* one process per rank: collective through the bootstrap */
         mscclrt_result r = exec_mp_setup(c, x);
+        if (r == MSCCLRT_SUCCESS) r = ctx_attach_proxy(c, x);
         if (r != MSCCLRT_SUCCESS) {
             ctx_unlink(c, x);
             exec_ctx_free(x);
@@ -368,6 +391,7 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
         return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a setup round", c->rank);
     }
     mscclrt_result res = round_wait(c, rd);
+    if (res == MSCCLRT_SUCCESS) res = ctx_attach_proxy(c, x);
     if (res != MSCCLRT_SUCCESS) {
         ctx_unlink(c, x);
         exec_ctx_free(x);
@@ -494,6 +518,8 @@ static mscclrt_result size_get(mscclrt_comm *c, ExecCtx *x, const void *send, co
 
 static mscclrt_result launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
                              const MkArgs *args, void *stream) {
+    /* a failed proxy would leave the kernel waiting for signals that never come */
+    if (x->proxy) TRY(proxy_check(x->proxy));
     void *params[2] = {(void *)args, (void *)x->tab};
     CuContext prev;
     TRY(ctx_push(c, &prev));
@@ -803,6 +829,8 @@ void exec_comm_release(mscclrt_comm *c) {
         cu.cuCtxSetCurrent(c->ctx);
         cu.cuCtxSynchronize();
     }
+    if (c->proxy && proxy_drain(c->proxy, 10) != MSCCLRT_SUCCESS)
+        LOG_WARN("rank %d: %s", c->rank, mscclrt_last_error());
     exec_mp_quiesce(c); /* multi-process: every rank idle before memory goes away */
     while (c->ctxs) {
         ExecCtx *x = c->ctxs;
@@ -815,6 +843,8 @@ void exec_comm_release(mscclrt_comm *c) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);
     }
+    proxy_destroy(c->proxy);
+    c->proxy = NULL;
     exec_mp_close(c);
     if (c->ctx) {
         cu.cuCtxSetCurrent(prev == c->ctx ? NULL : prev);

@@ -21,6 +21,7 @@
 #include "plan_abi.h"
 #include "codegen/codegen.h"
 #include "cuda/cuda_driver.h"
+#include "proxy/proxy.h"
 
 #define EXEC_COMM_MAGIC 0x4d4d4f43u /* "COMM" */
 
@@ -52,6 +53,7 @@ typedef struct ExecCtx {
     mk_u64 tab[MK_TAB_MAX];        /* second kernel parameter (layout.ntab entries used) */
     ExecSize sizes[EXEC_SIZES];    /* most recently used first */
     int nsizes;
+    Proxy *proxy;                  /* borrowed: the comm's proxy holding our port counters */
     struct ExecCtx *next;
 } ExecCtx;
 
@@ -68,6 +70,7 @@ struct mscclrt_comm {
     ExecClique *clique;            /* shared by the comms of one init_all; NULL for init_rank */
     Boot *boot;                    /* owned; init_rank comms: the group's bootstrap */
     XportIpc *xport;               /* owned; init_rank comms: CUDA IPC transport */
+    Proxy *proxy;                  /* owned; started by the first context with port channels */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */

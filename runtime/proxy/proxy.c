@@ -1,0 +1,197 @@
+/*
+ * proxy.c - one communicator's port-channel proxy over CUDA: the FIFO ring in host-mapped pinned
+ * memory (kernels write it across PCIe, the thread reads it in place), the MkFifo descriptor and
+ * counters in device memory, a non-blocking stream on which every trigger becomes a copy-engine
+ * cuMemcpyAsync or a cuStreamWriteValue64 (signals and flush marks, ordered after the copies
+ * before them), and the thread that polls: busy while work flows, every 50 us once idle.
+ */
+#include "proxy/proxy.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "cuda/cuda_driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Device block: the descriptor, then the three device-side counters. */
+typedef struct {
+    MkFifo desc;
+    uint64_t head, tail_cache, flushed;
+} DevBlock;
+
+/* Host-mapped block: the ring, then the published tail. */
+typedef struct {
+    MkTrigger ring[MK_FIFO_SLOTS];
+    uint64_t tail;
+} HostBlock;
+
+struct Proxy {
+    ProxyFifo fifo;
+    ProxyOps ops;
+    CuContext ctx;
+    CuStream stream;
+    HostBlock *host;               /* cuMemHostAlloc'd */
+    CuDevPtr dev;                  /* DevBlock */
+    int rank;
+    pthread_t thread;
+    bool running;
+    _Atomic int stop;
+};
+
+static int ops_copy(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes, char *err, size_t n) {
+    Proxy *p = ctx;
+    CuResult r = cu.cuMemcpyAsync((CuDevPtr)dst, (CuDevPtr)src, (size_t)bytes, p->stream);
+    if (r == CU_OK) return 0;
+    const char *name = "?";
+    cu.cuGetErrorName(r, &name);
+    snprintf(err, n, "cuMemcpyAsync(0x%llx <- 0x%llx, %llu bytes) failed: %s",
+             (unsigned long long)dst, (unsigned long long)src, (unsigned long long)bytes, name);
+    return -1;
+}
+
+static int ops_write(void *ctx, uint64_t addr, uint64_t value, char *err, size_t n) {
+    Proxy *p = ctx;
+    CuResult r = cu.cuStreamWriteValue64(p->stream, (CuDevPtr)addr, value, 0);
+    if (r == CU_OK) return 0;
+    const char *name = "?";
+    cu.cuGetErrorName(r, &name);
+    snprintf(err, n, "cuStreamWriteValue64(0x%llx, %llu) failed: %s", (unsigned long long)addr,
+             (unsigned long long)value, name);
+    return -1;
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
+}
+
+static void *proxy_main(void *arg) {
+    Proxy *p = arg;
+    if (cu.cuCtxSetCurrent(p->ctx) != CU_OK) {
+        snprintf(p->fifo.err, sizeof p->fifo.err, "port proxy of rank %d: cannot make the "
+                 "device's context current", p->rank);
+        atomic_store(&p->fifo.failed, 1);
+        return NULL;
+    }
+    const double spin = (double)param_int(PARAM_PROXY_SPIN_US);
+    double idle_since = now_us();
+    while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
+        int n = proxy_fifo_poll(&p->fifo, &p->ops, 64);
+        if (n < 0) {
+            LOG_WARN("rank %d: %s", p->rank, p->fifo.err);
+            break;
+        }
+        if (n > 0) {
+            idle_since = -1;
+            continue;
+        }
+        double t = now_us();
+        if (idle_since < 0) idle_since = t;
+        else if (t - idle_since > spin) usleep(50);
+    }
+    return NULL;
+}
+
+mscclrt_result proxy_create(Proxy **out, void *ctx, int rank) {
+    *out = NULL;
+    Proxy *p = calloc(1, sizeof *p);
+    if (!p) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the port proxy", rank);
+    p->ctx = (CuContext)ctx;
+    p->rank = rank;
+    atomic_init(&p->stop, 0);
+    mscclrt_result res;
+    void *h = NULL;
+    TRY_GOTO(cu_check(cu.cuMemHostAlloc(&h, sizeof(HostBlock), CU_HOSTALLOC_PORTABLE |
+                                        CU_HOSTALLOC_DEVICEMAP), "cuMemHostAlloc(proxy FIFO)"),
+             res, fail);
+    p->host = h;
+    memset(p->host, 0, sizeof *p->host);
+    CuDevPtr ring_d = 0;
+    TRY_GOTO(cu_check(cu.cuMemHostGetDevicePointer(&ring_d, p->host, 0),
+                      "cuMemHostGetDevicePointer(proxy FIFO)"), res, fail);
+    TRY_GOTO(cu_check(cu.cuMemAlloc(&p->dev, sizeof(DevBlock)), "cuMemAlloc(proxy FIFO)"), res,
+             fail);
+    DevBlock d;
+    memset(&d, 0, sizeof d);
+    d.desc.ring = ring_d;
+    d.desc.tail_host = ring_d + offsetof(HostBlock, tail);
+    d.desc.head = p->dev + offsetof(DevBlock, head);
+    d.desc.tail_cache = p->dev + offsetof(DevBlock, tail_cache);
+    d.desc.flushed = p->dev + offsetof(DevBlock, flushed);
+    TRY_GOTO(cu_check(cu.cuMemcpyHtoD(p->dev, &d, sizeof d), "cuMemcpyHtoD(proxy FIFO)"), res,
+             fail);
+    /* non-blocking: the copies must never wait for the legacy stream a kernel may occupy */
+    TRY_GOTO(cu_check(cu.cuStreamCreate(&p->stream, CU_STREAM_FLAG_NON_BLOCKING),
+                      "cuStreamCreate(proxy)"), res, fail);
+    proxy_fifo_init(&p->fifo, p->host->ring, &p->host->tail, d.desc.flushed);
+    p->ops = (ProxyOps){.ctx = p, .copy = ops_copy, .write = ops_write};
+    int rc = pthread_create(&p->thread, NULL, proxy_main, p);
+    if (rc != 0) {
+        proxy_fifo_fini(&p->fifo);
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: cannot start the port proxy thread: %s",
+                      rank, strerror(rc));
+        goto fail;
+    }
+    p->running = true;
+    LOG_INFO(LOG_SUB_PROXY, "rank %d: port proxy started (%u-slot FIFO)", rank, MK_FIFO_SLOTS);
+    *out = p;
+    return MSCCLRT_SUCCESS;
+fail:
+    if (p->stream) cu.cuStreamDestroy(p->stream);
+    if (p->dev) cu.cuMemFree(p->dev);
+    if (p->host) cu.cuMemFreeHost(p->host);
+    free(p);
+    return res;
+}
+
+uint64_t proxy_fifo_addr(const Proxy *p) { return p->dev + offsetof(DevBlock, desc); }
+
+mscclrt_result proxy_register(Proxy *p, const uint64_t *counters, int n) {
+    return proxy_fifo_register(&p->fifo, counters, n);
+}
+
+void proxy_unregister(Proxy *p, const uint64_t *counters, int n) {
+    proxy_fifo_unregister(&p->fifo, counters, n);
+}
+
+mscclrt_result proxy_check(Proxy *p) {
+    if (!atomic_load_explicit(&p->fifo.failed, memory_order_acquire)) return MSCCLRT_SUCCESS;
+    return rt_fail(MSCCLRT_ERR_CUDA, "rank %d: %s", p->rank, p->fifo.err);
+}
+
+mscclrt_result proxy_drain(Proxy *p, double secs) {
+    uint64_t head = 0;
+    TRY(cu_check(cu.cuMemcpyDtoH(&head, p->dev + offsetof(DevBlock, head), sizeof head),
+                 "cuMemcpyDtoH(proxy FIFO head)"));
+    double t0 = now_us();
+    while (atomic_load_explicit(&p->fifo.taken, memory_order_acquire) < head) {
+        TRY(proxy_check(p));
+        if (now_us() - t0 > secs * 1e6)
+            return rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: the port proxy took %llu of %llu "
+                           "triggers within %.0f s", p->rank,
+                           (unsigned long long)atomic_load(&p->fifo.taken),
+                           (unsigned long long)head, secs);
+        usleep(20);
+    }
+    TRY(proxy_check(p));
+    return cu_check(cu.cuStreamSynchronize(p->stream), "cuStreamSynchronize(proxy)");
+}
+
+void proxy_destroy(Proxy *p) {
+    if (!p) return;
+    if (proxy_drain(p, 10) != MSCCLRT_SUCCESS)
+        LOG_WARN("rank %d: port proxy stopped with work outstanding: %s", p->rank,
+                 mscclrt_last_error());
+    atomic_store_explicit(&p->stop, 1, memory_order_release);
+    if (p->running) pthread_join(p->thread, NULL);
+    proxy_fifo_fini(&p->fifo);
+    cu.cuStreamDestroy(p->stream);
+    cu.cuMemFree(p->dev);
+    cu.cuMemFreeHost(p->host);
+    free(p);
+}

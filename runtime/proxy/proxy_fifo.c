@@ -1,0 +1,166 @@
+/*
+ * proxy_fifo.c - the consumer side of the port-channel FIFO (plan_abi.h): takes triggers in slot
+ * order once their sequence mark shows they are complete, performs them through ProxyOps, keeps
+ * the count of signals sent on each registered peer counter, and publishes how many slots were
+ * taken so producers can reuse them. Pure C (no CUDA): tests drive it from host threads.
+ */
+#include "proxy/proxy.h"
+#include "core/err.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void proxy_fifo_init(ProxyFifo *f, MkTrigger *ring, volatile uint64_t *tail_pub,
+                     uint64_t flushed_addr) {
+    memset(f, 0, sizeof *f);
+    f->ring = ring;
+    f->tail_pub = tail_pub;
+    f->flushed_addr = flushed_addr;
+    atomic_init(&f->taken, 0);
+    atomic_init(&f->failed, 0);
+    pthread_mutex_init(&f->mu, NULL);
+}
+
+void proxy_fifo_fini(ProxyFifo *f) {
+    pthread_mutex_destroy(&f->mu);
+    free(f->counts);
+    f->counts = NULL;
+    f->ncap = f->nused = 0;
+}
+
+/* ---- signal counts: open addressing on the counter address ------------------------------------ */
+static size_t slot_of(uint64_t addr, size_t cap) {
+    uint64_t h = addr * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 32) & (cap - 1);
+}
+
+static ProxyCount *count_find(ProxyFifo *f, uint64_t addr) {
+    if (!f->ncap) return NULL;
+    for (size_t i = slot_of(addr, f->ncap), k = 0; k < f->ncap; i = (i + 1) & (f->ncap - 1), k++) {
+        if (f->counts[i].addr == addr) return &f->counts[i];
+        if (f->counts[i].addr == 0) return NULL;
+    }
+    return NULL;
+}
+
+static mscclrt_result count_grow(ProxyFifo *f) {
+    size_t cap = f->ncap ? f->ncap * 2 : 64;
+    ProxyCount *n = calloc(cap, sizeof *n);
+    if (!n) return rt_fail(MSCCLRT_ERR_SYSTEM, "port proxy: out of memory for channel counts");
+    for (size_t i = 0; i < f->ncap; i++) {
+        if (!f->counts[i].addr) continue;
+        size_t j = slot_of(f->counts[i].addr, cap);
+        while (n[j].addr) j = (j + 1) & (cap - 1);
+        n[j] = f->counts[i];
+    }
+    free(f->counts);
+    f->counts = n;
+    f->ncap = cap;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result proxy_fifo_register(ProxyFifo *f, const uint64_t *counters, int n) {
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
+        if (!counters[i]) continue;
+        ProxyCount *c = count_find(f, counters[i]);
+        if (c) { /* a fresh context at an address an old one used: counters restart at 0 */
+            c->sent = 0;
+            continue;
+        }
+        if ((f->nused + 1) * 2 > f->ncap && (res = count_grow(f)) != MSCCLRT_SUCCESS) break;
+        size_t j = slot_of(counters[i], f->ncap);
+        while (f->counts[j].addr) j = (j + 1) & (f->ncap - 1);
+        f->counts[j].addr = counters[i];
+        f->counts[j].sent = 0;
+        f->nused++;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return res;
+}
+
+void proxy_fifo_unregister(ProxyFifo *f, const uint64_t *counters, int n) {
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < n; i++) {
+        ProxyCount *c = counters[i] ? count_find(f, counters[i]) : NULL;
+        if (!c) continue;
+        /* backward-shift deletion keeps every probe chain intact */
+        size_t hole = (size_t)(c - f->counts), j = hole;
+        for (;;) {
+            j = (j + 1) & (f->ncap - 1);
+            if (!f->counts[j].addr) break;
+            size_t home = slot_of(f->counts[j].addr, f->ncap);
+            /* move j into the hole unless its home lies cyclically in (hole, j] */
+            bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+            if (stays) continue;
+            f->counts[hole] = f->counts[j];
+            hole = j;
+        }
+        f->counts[hole].addr = 0;
+        f->counts[hole].sent = 0;
+        f->nused--;
+    }
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* ---- consuming -------------------------------------------------------------------------------- */
+static int fail_at(ProxyFifo *f, uint64_t slot, const char *why) {
+    snprintf(f->err, sizeof f->err, "port proxy: trigger #%" PRIu64 ": %s", slot, why);
+    atomic_store_explicit(&f->failed, 1, memory_order_release);
+    return -1;
+}
+
+static int perform(ProxyFifo *f, const ProxyOps *ops, uint64_t slot, const MkTrigger *t) {
+    char err[400] = "";
+    switch (t->kind) {
+    case MK_TRIG_PUT:
+        if (ops->copy(ops->ctx, t->dst, t->src, t->bytes, err, sizeof err) != 0)
+            return fail_at(f, slot, err);
+        return 0;
+    case MK_TRIG_SIGNAL: {
+        pthread_mutex_lock(&f->mu);
+        ProxyCount *c = count_find(f, t->dst);
+        uint64_t v = c ? ++c->sent : 0;
+        pthread_mutex_unlock(&f->mu);
+        if (!c) {
+            snprintf(err, sizeof err, "signal to peer counter 0x%" PRIx64 ", which no context of "
+                     "this rank registered", t->dst);
+            return fail_at(f, slot, err);
+        }
+        if (ops->write(ops->ctx, t->dst, v, err, sizeof err) != 0) return fail_at(f, slot, err);
+        return 0;
+    }
+    case MK_TRIG_FLUSH:
+        if (ops->write(ops->ctx, f->flushed_addr, slot + 1, err, sizeof err) != 0)
+            return fail_at(f, slot, err);
+        return 0;
+    default:
+        snprintf(err, sizeof err, "unknown trigger kind %u", t->kind);
+        return fail_at(f, slot, err);
+    }
+}
+
+int proxy_fifo_poll(ProxyFifo *f, const ProxyOps *ops, int max) {
+    if (atomic_load_explicit(&f->failed, memory_order_acquire)) return -1;
+    uint64_t slot = atomic_load_explicit(&f->taken, memory_order_relaxed);
+    int n = 0;
+    while (n < max) {
+        volatile MkTrigger *e = &f->ring[slot & (MK_FIFO_SLOTS - 1)];
+        if (e->seq != (uint32_t)(slot + 1)) break;
+        /* the producer fences before the mark: read the body only after seeing it */
+        atomic_thread_fence(memory_order_acquire);
+        MkTrigger t = {e->dst, e->src, e->bytes, e->kind, e->seq};
+        if (perform(f, ops, slot, &t) != 0) return -1;
+        slot++;
+        n++;
+        atomic_store_explicit(&f->taken, slot, memory_order_release);
+    }
+    if (n) {
+        atomic_thread_fence(memory_order_release);
+        *f->tail_pub = slot; /* the slots before are free for producers again */
+    }
+    return n;
+}
