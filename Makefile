@@ -158,8 +158,8 @@ test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 
 # the plan loader, the compiler and the CPU backend under ASan+UBSan, then the CPU backend under
 # TSan; each in its own build directory. `make test` runs it too (tests/cases/sanitize.sh).
-SAN_ASAN_ONLY := test_plan test_cpu test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
-SAN_TSAN_ONLY := test_cpu tsan
+SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
+SAN_TSAN_ONLY := test_cpu test_proxy tsan
 test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-asan/%,$(UNIT_BIN) $(TOOL_BIN))

@@ -15,7 +15,9 @@ namespace mk {
 __device__ __forceinline__ bool al16(const void *p) { return ((u64)p & 15) == 0; }
 
 /* ---- copies ----------------------------------------------------------------------------------- */
-__device__ __forceinline__ void copy(char *dst, const char *src, u64 n) {
+/* not inlined: a plan has one copy per transfer and thread block, and inlining them all made
+ * NVRTC spend seconds on large plans; the call costs nothing next to the loop */
+__device__ __noinline__ void copy(char *dst, const char *src, u64 n) {
     const u32 tid = threadIdx.x, nt = blockDim.x;
     u64 done = 0;
     if (al16(dst) && al16(src)) {
@@ -39,7 +41,7 @@ __device__ __forceinline__ void copy(char *dst, const char *src, u64 n) {
 
 /* ---- reductions: dst[k] = s0 (+) s1 (+) ... for every k; sources in order ------------------ */
 template <class T, int OP, int NS, int ND>
-__device__ __forceinline__ void reduce(char *const (&dst)[ND], const char *const (&src)[NS], u64 n) {
+__device__ __noinline__ void reduce(char *const (&dst)[ND], const char *const (&src)[NS], u64 n) {
     const u32 tid = threadIdx.x, nt = blockDim.x;
     bool vec = true;
 #pragma unroll

@@ -11,12 +11,6 @@
 
 namespace mk {
 
-__device__ __forceinline__ u64 ld_volatile_sys(const u64 *p) {
-    u64 v;
-    asm volatile("ld.volatile.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
 /* Reserves a slot, waits for room, writes the trigger and publishes it; returns the slot. The
  * caller's earlier writes (and, after a __syncthreads, its block's) are visible to the copy
  * engine before the proxy can see the trigger: the system fence orders them. */
@@ -25,7 +19,7 @@ __device__ __forceinline__ u64 proxy_push(const MkFifo *f, u64 dst, u64 src, u64
     const u64 slot = atomicAdd(head, 1ull);
     if (slot >= *(volatile u64 *)tcache + MK_FIFO_SLOTS) {
         u64 t;
-        while ((t = ld_volatile_sys((const u64 *)f->tail_host)) + MK_FIFO_SLOTS <= slot) { }
+        while ((t = ld_relaxed_sys((const u64 *)f->tail_host)) + MK_FIFO_SLOTS <= slot) { }
         atomicMax(tcache, t);
     }
     MkTrigger *const e = (MkTrigger *)f->ring + (slot & (MK_FIFO_SLOTS - 1));

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,20 +177,29 @@ static mscclrt_result nvrtc_build(const char *src, const char *arch_opt, const c
             nvrtc.nvrtcGetProgramLog(prog, log);
             log[n] = 0;
         }
-        /* first 20 lines into the message, all of it to INFO */
+        /* the error lines (warnings would hide them) and the two after each, at most 20
+         * lines, into the message; all of it to INFO */
         char head[4096] = "";
         if (log) {
             const char *p = log;
             size_t used = 0;
-            for (int line = 0; line < 20 && *p && used + 2 < sizeof head; line++) {
+            int lines = 0, tail = 0;
+            while (*p && lines < 20 && used + 2 < sizeof head) {
                 const char *e = strchr(p, '\n');
                 size_t l = e ? (size_t)(e - p + 1) : strlen(p);
-                if (used + l >= sizeof head) l = sizeof head - used - 1;
-                memcpy(head + used, p, l);
-                used += l;
-                head[used] = 0;
-                p += l;
+                const bool err = memmem(p, l, "error", 5) != NULL;
+                if (err) tail = 3;
+                if (tail > 0) {
+                    tail--;
+                    lines++;
+                    if (used + l >= sizeof head) l = sizeof head - used - 1;
+                    memcpy(head + used, p, l);
+                    used += l;
+                    head[used] = 0;
+                }
+                p += e ? (size_t)(e - p + 1) : strlen(p);
             }
+            if (!head[0]) snprintf(head, sizeof head, "%.2000s", log);
             LOG_INFO(LOG_SUB_CG, "NVRTC log for %s:\n%s", what, log);
         }
         res = rt_fail(MSCCLRT_ERR_CUDA, "NVRTC compile of %s failed (%s):\n%s", what,
@@ -244,10 +254,18 @@ mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cu
         if (cached) *cached = true;
         return MSCCLRT_SUCCESS;
     }
-    TRY(nvrtc_load());
-    int ver = nvrtc.major * 1000 + nvrtc.minor;
-    k1 = cg_hash(&ver, sizeof ver, k1);
-    k2 = cg_hash(&ver, sizeof ver, k2);
+    /* the compiler's identity: the library file when it is found in an explicit directory
+     * (no dlopen of NVRTC on a cache hit: loading it costs ~7 ms), else its version */
+    char ident[PATH_MAX + 64];
+    if (nvrtc_identity(ident, sizeof ident)) {
+        k1 = cg_hash(ident, strlen(ident), k1);
+        k2 = cg_hash(ident, strlen(ident), k2);
+    } else {
+        TRY(nvrtc_load());
+        int ver = nvrtc.major * 1000 + nvrtc.minor;
+        k1 = cg_hash(&ver, sizeof ver, k1);
+        k2 = cg_hash(&ver, sizeof ver, k2);
+    }
     char dir[1024], path[1100] = "";
     cache_dir(dir, sizeof dir);
     if (dir[0]) {
@@ -261,6 +279,7 @@ mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cu
         }
     }
     double t0 = now_s();
+    TRY(nvrtc_load());
     TRY(nvrtc_build(src, arch_opt, what, cubin, len));
     LOG_INFO(LOG_SUB_CG, "%s: compiled for sm_%d in %.2f s (%zu bytes)", what, arch,
              now_s() - t0, *len);

@@ -9,6 +9,8 @@
 #include "core/param.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,19 +101,45 @@ static int nvrtc_try(const char *path) {
     return 1;
 }
 
-static void nvrtc_open(void) {
-    static const char *const names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+static const char *const nvrtc_names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+
+/* The explicit directories searched first: $CUDA_HOME, then /usr/local/cuda. */
+static int nvrtc_dirs(const char **dirs) {
     const char *home = getenv("CUDA_HOME");
-    const char *dirs[] = {home && *home ? home : NULL, "/usr/local/cuda"};
+    int n = 0;
+    if (home && *home) dirs[n++] = home;
+    dirs[n++] = "/usr/local/cuda";
+    return n;
+}
+
+bool nvrtc_identity(char *buf, size_t len) {
+    const char *dirs[2];
+    int nd = nvrtc_dirs(dirs);
+    char path[512], real[PATH_MAX];
+    struct stat st;
+    for (int d = 0; d < nd; d++)
+        for (size_t n = 0; n < sizeof nvrtc_names / sizeof nvrtc_names[0]; n++) {
+            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], nvrtc_names[n]);
+            if (!realpath(path, real) || stat(real, &st) != 0) continue;
+            snprintf(buf, len, "%s:%lld:%lld", real, (long long)st.st_size,
+                     (long long)st.st_mtime);
+            return true;
+        }
+    return false;
+}
+
+static void nvrtc_open(void) {
+    const char *dirs[2];
+    int nd = nvrtc_dirs(dirs);
     char path[512];
-    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
-        if (!dirs[d]) continue;
-        for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], names[n]);
+    for (int d = 0; d < nd; d++) {
+        for (size_t n = 0; n < sizeof nvrtc_names / sizeof nvrtc_names[0]; n++) {
+            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], nvrtc_names[n]);
             if (nvrtc_try(path)) goto found;
         }
     }
-    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+    const char *const *names = nvrtc_names;
+    for (size_t n = 0; n < sizeof nvrtc_names / sizeof nvrtc_names[0]; n++)
         if (nvrtc_try(names[n])) goto found;
     nvrtc_status = MSCCLRT_ERR_UNAVAILABLE;
     return;

@@ -10,6 +10,7 @@
 #ifndef MSCCLRT_CUDA_DRIVER_H
 #define MSCCLRT_CUDA_DRIVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "mscclrt.h"
@@ -181,6 +182,10 @@ extern Nvrtc nvrtc;          /* valid after nvrtc_load() succeeded */
 mscclrt_result cu_load(void);
 /* dlopen libnvrtc (CUDA_HOME/lib64, /usr/local/cuda/lib64, then the default search), once. */
 mscclrt_result nvrtc_load(void);
+/* Identity of the NVRTC library nvrtc_load would open from an explicit directory (resolved
+ * path, size, mtime) without loading it, so a kernel cache hit costs no dlopen. false when
+ * NVRTC would come from the default search path (then only nvrtc_load tells the version). */
+bool nvrtc_identity(char *buf, size_t len);
 /* Turns a driver result into MSCCLRT_ERR_CUDA with "what: CUDA_ERROR_X (text)". CU_OK -> success. */
 mscclrt_result cu_check(CuResult r, const char *what);
 /* Same for NVRTC results. */

@@ -6,6 +6,7 @@
  */
 #include "proxy/proxy.h"
 #include "core/err.h"
+#include "core/log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -115,6 +116,8 @@ static int fail_at(ProxyFifo *f, uint64_t slot, const char *why) {
 
 static int perform(ProxyFifo *f, const ProxyOps *ops, uint64_t slot, const MkTrigger *t) {
     char err[400] = "";
+    LOG_TRACE(LOG_SUB_PROXY, "trigger #%" PRIu64 ": kind %u dst 0x%" PRIx64 " src 0x%" PRIx64
+              " bytes %" PRIu64, slot, t->kind, t->dst, t->src, t->bytes);
     switch (t->kind) {
     case MK_TRIG_PUT:
         if (ops->copy(ops->ctx, t->dst, t->src, t->bytes, err, sizeof err) != 0)
@@ -148,19 +151,17 @@ int proxy_fifo_poll(ProxyFifo *f, const ProxyOps *ops, int max) {
     uint64_t slot = atomic_load_explicit(&f->taken, memory_order_relaxed);
     int n = 0;
     while (n < max) {
-        volatile MkTrigger *e = &f->ring[slot & (MK_FIFO_SLOTS - 1)];
-        if (e->seq != (uint32_t)(slot + 1)) break;
-        /* the producer fences before the mark: read the body only after seeing it */
-        atomic_thread_fence(memory_order_acquire);
-        MkTrigger t = {e->dst, e->src, e->bytes, e->kind, e->seq};
+        MkTrigger *e = &f->ring[slot & (MK_FIFO_SLOTS - 1)];
+        /* the producer fences before the mark: the body is read only after seeing it */
+        if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(slot + 1)) break;
+        const volatile MkTrigger *v = e;
+        MkTrigger t = {v->dst, v->src, v->bytes, v->kind, v->seq};
         if (perform(f, ops, slot, &t) != 0) return -1;
         slot++;
         n++;
         atomic_store_explicit(&f->taken, slot, memory_order_release);
     }
-    if (n) {
-        atomic_thread_fence(memory_order_release);
-        *f->tail_pub = slot; /* the slots before are free for producers again */
-    }
+    if (n) /* the slots before are free for producers again */
+        __atomic_store_n(f->tail_pub, slot, __ATOMIC_RELEASE);
     return n;
 }

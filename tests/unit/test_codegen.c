@@ -164,6 +164,15 @@ int main(int argc, char **argv) {
         bool sweep = !strcmp(compat_plans[i], "reduce_pack") || !strcmp(compat_plans[i], "reduce");
         TEST(name, compile_plan(path, sweep, false));
     }
+    /* port channels through the proxy: every port op, to cubin (ptxas sees the inline PTX) */
+    static const char *const port_plans[] = {
+        "tests/golden/ok/port_ops.json", "tests/golden/ok/port_packets.json",
+        "tests/golden/stdlib/allreduce/hier.N4.json", "tests/golden/stdlib/allgather/copyengine.N4.json"};
+    for (size_t i = 0; i < sizeof port_plans / sizeof *port_plans; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "codegen port proxy %s", port_plans[i]);
+        TEST(name, compile_plan(port_plans[i], i == 0, false));
+    }
     TEST("codegen refuses LL8 reductions of 8-byte types", {
         PlanErr err;
         Plan *p = plan_load_file(COMPAT_DIR "allreduce_packet.json", &err);

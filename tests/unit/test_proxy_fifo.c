@@ -22,14 +22,13 @@ typedef struct {
 
 static uint64_t push(Shared *s, uint64_t dst, uint64_t src, uint64_t bytes, uint32_t kind) {
     uint64_t slot = atomic_fetch_add(&s->head, 1);
-    while (s->tail + MK_FIFO_SLOTS <= slot) { }
+    while (__atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) + MK_FIFO_SLOTS <= slot) { }
     volatile MkTrigger *e = &s->ring[slot & (MK_FIFO_SLOTS - 1)];
     e->dst = dst;
     e->src = src;
     e->bytes = bytes;
     e->kind = kind;
-    atomic_thread_fence(memory_order_release);
-    e->seq = (uint32_t)(slot + 1);
+    __atomic_store_n(&e->seq, (uint32_t)(slot + 1), __ATOMIC_RELEASE);
     return slot;
 }
 
@@ -58,7 +57,7 @@ static int host_write(void *ctx, uint64_t addr, uint64_t v, char *err, size_t le
             /* the v-th signal of producer p follows its v-th put: that data must be there */
             for (uint64_t i = 0; i < v && i < PER; i++)
                 if (dst_tok[p][i] != src_tok[p][i]) atomic_fetch_add(&order_errors, 1);
-    *(uint64_t *)(uintptr_t)addr = v;
+    __atomic_store_n((uint64_t *)(uintptr_t)addr, v, __ATOMIC_RELEASE);
     return 0;
 }
 
