@@ -41,7 +41,7 @@ __device__ __noinline__ void copy(char *dst, const char *src, u64 n) {
 
 /* ---- reductions: dst[k] = s0 (+) s1 (+) ... for every k; sources in order ------------------ */
 template <class T, int OP, int NS, int ND>
-__device__ __noinline__ void reduce(char *const (&dst)[ND], const char *const (&src)[NS], u64 n) {
+__device__ __forceinline__ void reduce_body(char *const (&dst)[ND], const char *const (&src)[NS], u64 n) {
     const u32 tid = threadIdx.x, nt = blockDim.x;
     bool vec = true;
 #pragma unroll
@@ -50,11 +50,33 @@ __device__ __noinline__ void reduce(char *const (&dst)[ND], const char *const (&
     for (int k = 0; k < ND; k++) vec = vec && al16(dst[k]);
     u64 done = 0;
     if (vec) {
+        /* UN vectors per thread in flight from every source (remote reads are latency bound);
+         * fewer when many sources would exceed the 64 registers of a 1024-thread block */
+        enum { UN = NS <= 4 ? 2 : 1 };
         const u64 nv = n >> 4;
-        for (u64 i = tid; i < nv; i += nt) {
-            u32 acc[4], v[4];
+        u64 i = tid;
+        for (; i + (UN - 1) * (u64)nt < nv; i += UN * (u64)nt) {
+            uint4 x[NS][UN];
+#pragma unroll
+            for (int k = 0; k < NS; k++)
+#pragma unroll
+                for (int u = 0; u < UN; u++) x[k][u] = ((const uint4 *)src[k])[i + u * (u64)nt];
+#pragma unroll
+            for (int u = 0; u < UN; u++) {
+                u32 acc[4] = {x[0][u].x, x[0][u].y, x[0][u].z, x[0][u].w}, v[4];
+#pragma unroll
+                for (int k = 1; k < NS; k++) {
+                    v[0] = x[k][u].x; v[1] = x[k][u].y; v[2] = x[k][u].z; v[3] = x[k][u].w;
+                    vred<T, OP, 16>(acc, v);
+                }
+                const uint4 r = make_uint4(acc[0], acc[1], acc[2], acc[3]);
+#pragma unroll
+                for (int k = 0; k < ND; k++) ((uint4 *)dst[k])[i + u * (u64)nt] = r;
+            }
+        }
+        for (; i < nv; i += nt) {
             uint4 x = ((const uint4 *)src[0])[i];
-            acc[0] = x.x; acc[1] = x.y; acc[2] = x.z; acc[3] = x.w;
+            u32 acc[4] = {x.x, x.y, x.z, x.w}, v[4];
 #pragma unroll
             for (int k = 1; k < NS; k++) {
                 uint4 y = ((const uint4 *)src[k])[i];
@@ -74,6 +96,24 @@ __device__ __noinline__ void reduce(char *const (&dst)[ND], const char *const (&
         for (int k = 1; k < NS; k++) acc = red<OP>(acc, ((const T *)src[k])[i]);
 #pragma unroll
         for (int k = 0; k < ND; k++) ((T *)dst[k])[i] = acc;
+    }
+}
+
+/* Not inlined (compile time, see copy). With few pointers they are copied into registers: read
+ * through the caller's arrays they are reloaded after every store, since generic pointers may
+ * alias them; with many, registers run out (1024-thread blocks have 64) and they stay put. */
+template <class T, int OP, int NS, int ND>
+__device__ __noinline__ void reduce(char *const (&dst_)[ND], const char *const (&src_)[NS], u64 n) {
+    if constexpr (NS + ND <= 8) {
+        const char *src[NS];
+        char *dst[ND];
+#pragma unroll
+        for (int k = 0; k < NS; k++) src[k] = src_[k];
+#pragma unroll
+        for (int k = 0; k < ND; k++) dst[k] = dst_[k];
+        reduce_body<T, OP, NS, ND>(dst, src, n);
+    } else {
+        reduce_body<T, OP, NS, ND>(dst_, src_, n);
     }
 }
 
