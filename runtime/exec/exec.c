@@ -158,8 +158,8 @@ mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     if (x->scratch_bytes && nvls && nvls_plan_binds(p, c->rank, PLAN_BUF_SCRATCH)) {
         /* multicast binds cuMem memory only; in one process every device of the group reaches
          * the scratch as a peer, which cuMem memory allows only through cuMemSetAccess */
-        int acc[64], nacc = 0;
-        for (int i = 0; c->clique && i < c->clique->nranks && nacc < 64; i++)
+        int acc[1024], nacc = 0;   /* a clique has at most 1024 ranks */
+        for (int i = 0; c->clique && i < c->clique->nranks && nacc < 1024; i++)
             if (c->clique->comms[i]) acc[nacc++] = c->clique->comms[i]->device;
         TRY(nvls_scratch_alloc(&x->nvls, p, c->rank, c->device, x->scratch_bytes, acc, nacc,
                                &x->scratch));

@@ -286,18 +286,22 @@ mscclrt_result nvls_scratch_alloc(NvlsCtx **nv, const Plan *p, int rank, int ord
     TRY(cu_check(cu.cuMemAddressReserve(&x->sva, len, gran, 0, 0), "cuMemAddressReserve(scratch)"));
     TRY(cu_check(cu.cuMemMap(x->sva, len, 0, x->sh, 0), "cuMemMap(scratch)"));
     x->smapped = true;
-    CuMemAccessDesc acc[64];
+    CuMemAccessDesc *acc = calloc((size_t)(naccess > 0 ? naccess : 0) + 1, sizeof *acc);
+    if (!acc) return rt_fail(MSCCLRT_ERR_SYSTEM, "nvls: out of memory");
     int nacc = 0;
     acc[nacc++] = (CuMemAccessDesc){.location = {.type = CU_MEM_LOC_DEVICE, .id = ordinal},
                                     .flags = CU_MEM_ACCESS_RW};
-    for (int i = 0; i < naccess && nacc < 64; i++) {
+    for (int i = 0; i < naccess; i++) {
         bool dup = false;
         for (int j = 0; j < nacc; j++) dup = dup || acc[j].location.id == access[i];
         if (!dup)
             acc[nacc++] = (CuMemAccessDesc){.location = {.type = CU_MEM_LOC_DEVICE, .id = access[i]},
                                             .flags = CU_MEM_ACCESS_RW};
     }
-    TRY(cu_check(cu.cuMemSetAccess(x->sva, len, acc, (size_t)nacc), "cuMemSetAccess(scratch)"));
+    mscclrt_result res = cu_check(cu.cuMemSetAccess(x->sva, len, acc, (size_t)nacc),
+                                  "cuMemSetAccess(scratch)");
+    free(acc);
+    if (res != MSCCLRT_SUCCESS) return res;
     LOG_INFO(LOG_SUB_XPORT, "rank %d: multicast-capable scratch %zu bytes (granule %zu) at %#llx",
              rank, len, gran, x->sva);
     *ptr = x->sva;
