@@ -233,8 +233,10 @@ static mscclrt_result entry_base(Gen *G, const PlanOp *op, const PlanRef *r, cha
                      tb->nchan[PLAN_CHAN_SWITCH]);
     int sw = tb->chan[PLAN_CHAN_SWITCH][r->id];
     *type = G->g->switches[sw].buf;
-    snprintf(buf, n, "((char *)t.v[%d]%s)", G->l->tab_switch + sw,
-             *type == PLAN_BUF_SCRATCH ? " + soff" : "");
+    /* like peer buffers: the multicast mapping starts at the allocation's base, so i/o
+     * entries add the call's offset inside it (spec §3.4) */
+    snprintf(buf, n, "((char *)t.v[%d] + %s)", G->l->tab_switch + sw,
+             *type == PLAN_BUF_SCRATCH ? "soff" : *type == PLAN_BUF_INPUT ? "a.in_off" : "a.out_off");
     return MSCCLRT_SUCCESS;
 }
 

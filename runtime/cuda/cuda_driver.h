@@ -59,6 +59,7 @@ enum {
     CU_MEM_ALLOC_PINNED = 1, CU_MEM_LOC_DEVICE = 1, CU_MEM_HANDLE_POSIX_FD = 1,
     CU_MEM_ACCESS_RW = 3, CU_MEM_GRAN_MINIMUM = 0, CU_MEM_GRAN_RECOMMENDED = 1,
     CU_JIT_INFO_LOG_BUFFER = 3, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4,
+    CU_MC_GRAN_MINIMUM = 0, CU_MC_GRAN_RECOMMENDED = 1,   /* CUmulticastGranularity_flags */
 };
 
 /* X-macro: CU_FN(field, versioned symbol, return type, parameter list). Fields carry the plain
@@ -143,7 +144,8 @@ enum {
     X(cuMulticastAddDevice, "cuMulticastAddDevice", CuResult, (CuMemHandle h, CuDevice d)) \
     X(cuMulticastBindMem, "cuMulticastBindMem", CuResult, (CuMemHandle mc, size_t mcoff, CuMemHandle mem, size_t memoff, size_t n, unsigned long long flags)) \
     X(cuMulticastUnbind, "cuMulticastUnbind", CuResult, (CuMemHandle mc, CuDevice d, size_t mcoff, size_t n)) \
-    X(cuMulticastGetGranularity, "cuMulticastGetGranularity", CuResult, (size_t *g, const CuMulticastObjectProp *p, int option))
+    X(cuMulticastGetGranularity, "cuMulticastGetGranularity", CuResult, (size_t *g, const CuMulticastObjectProp *p, int option)) \
+    X(cuMulticastBindAddr, "cuMulticastBindAddr", CuResult, (CuMemHandle mc, size_t mcoff, CuDevPtr mem, size_t n, unsigned long long flags))
 
 #define CU_TABLE_FIELD(field, sym, ret, params) ret (*field) params;
 typedef struct CudaDriver {

@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
+#include "transport/transport.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -105,7 +106,8 @@ void exec_ctx_free(ExecCtx *x) {
             LOG_WARN("freeing a context: %s", mscclrt_last_error());
         proxy_unregister(x->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]);
     }
-    if (x->scratch) cu.cuMemFree(x->scratch);
+    nvls_ctx_free(x->nvls);   /* unbinds the multicast groups; frees a cuMem scratch */
+    if (x->scratch && !x->scratch_vmm) cu.cuMemFree(x->scratch);
     if (x->state) cu.cuMemFree(x->state);
     free(x);
 }
@@ -157,17 +159,24 @@ mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, cons
 mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     const Plan *p = x->plan;
     TRY(cg_layout(p, c->rank, &x->layout));
-    if (x->layout.has_switch) {
-        if (param_int(PARAM_ENABLE_NVLS) != 1)
-            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s' uses switch (NVLS multicast) "
-                           "channels, which are off unless MSCCLRT_ENABLE_NVLS=1", p->name);
-        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s': switch channels are not implemented "
-                       "by the GPU runtime yet (multicast setup)", p->name);
-    }
+    /* switch channels anywhere in the plan: every rank takes part in the multicast setup, so
+     * every rank passes the NVLS gate (the refusal when MSCCLRT_ENABLE_NVLS is not 1) */
+    const bool nvls = nvls_plan_uses(p);
+    if (nvls) TRY(nvls_check_enabled(p, c->rank, c->dev));
     /* x->scratch_bytes: set by the caller (the same on every rank, so that the double-buffer
      * half, which a rank also applies to its peers' scratch, is the same everywhere) */
     x->scratch_half = p->double_scratch ? x->scratch_bytes / 2 / 256 * 256 : 0;
-    if (x->scratch_bytes) {
+    if (x->scratch_bytes && nvls && nvls_plan_binds(p, c->rank, PLAN_BUF_SCRATCH)) {
+        /* multicast binds cuMem memory only; in one process every device of the group reaches
+         * the scratch as a peer, which cuMem memory allows only through cuMemSetAccess */
+        int acc[1024], nacc = 0;   /* a clique has at most 1024 ranks */
+        for (int i = 0; c->clique && i < c->clique->nranks && nacc < 1024; i++)
+            if (c->clique->comms[i]) acc[nacc++] = c->clique->comms[i]->device;
+        TRY(nvls_scratch_alloc(&x->nvls, p, c->rank, c->device, x->scratch_bytes, acc, nacc,
+                               &x->scratch));
+        x->scratch_vmm = true;
+        TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));
+    } else if (x->scratch_bytes) {
         TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
         TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));
     }
@@ -247,6 +256,7 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     }
     if (res != MSCCLRT_SUCCESS) goto out;
     for (int r = 0; r < q->nranks; r++) ctx_fill_table(q, rd, r);
+    TRY_GOTO(exec_nvls_setup(q->comms, rd->ctx, q->nranks, NULL), res, out);
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
         res = cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize(setup)");
@@ -254,6 +264,27 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
 out:
     cu.cuCtxSetCurrent(prev);
     return res;
+}
+
+mscclrt_result exec_nvls_setup(mscclrt_comm **cs, ExecCtx **xs, int n, Boot *boot) {
+    const Plan *p = xs[0]->plan;
+    if (!nvls_plan_uses(p)) return MSCCLRT_SUCCESS;
+    NvlsMem *m = calloc((size_t)n, sizeof *m);
+    if (!m) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the NVLS setup of %d ranks", n);
+    for (int i = 0; i < n; i++) {
+        const ExecCtx *x = xs[i];
+        m[i] = (NvlsMem){.rank = cs[i]->rank, .dev = cs[i]->dev, .ctx = cs[i]->ctx,
+                         .base = {(CuDevPtr)(uintptr_t)x->send, (CuDevPtr)(uintptr_t)x->recv, x->scratch},
+                         .bytes = {x->send_range, x->recv_range, x->scratch_bytes},
+                         .nv = &xs[i]->nvls};
+    }
+    mscclrt_result res = boot ? nvls_setup_boot(p, &m[0], boot) : nvls_setup_local(p, m, n);
+    free(m);
+    if (res != MSCCLRT_SUCCESS) return res;
+    for (int i = 0; i < n; i++) /* a switch entry: its multicast mapping, offset 0 = allocation base */
+        for (int sw = 0; sw < p->gpus[cs[i]->rank].nswitch; sw++)
+            xs[i]->tab[xs[i]->layout.tab_switch + sw] = nvls_mc_addr(xs[i]->nvls, sw);
+    return MSCCLRT_SUCCESS;
 }
 
 /* Deposits rank c's request into its next round; the last arrival performs the setup. */

@@ -55,6 +55,8 @@ typedef struct ExecCtx {
     int nsizes;
     Proxy *proxy;                  /* borrowed: the comm's proxy holding our port counters */
     struct ExecCtx *next;
+    struct NvlsCtx *nvls;          /* owned; switch channels' multicast state (transport/nvls.c) */
+    bool scratch_vmm;              /* scratch is nvls's cuMem allocation (freed by nvls_ctx_free) */
 } ExecCtx;
 
 typedef struct ExecClique ExecClique;
@@ -101,6 +103,11 @@ void exec_ctx_free(ExecCtx *x);
 void exec_fill_table(ExecCtx *x, int r, const mk_u64 *sendb, const mk_u64 *recvb,
                      const mk_u64 *scratch, const mk_u64 *state);
 void exec_comm_release(mscclrt_comm *c);
+/* Switch channels (plans with any; otherwise a no-op), after the contexts are allocated and the
+ * peer tables filled: binds them to NVLS multicast groups and puts the multicast addresses into
+ * the tables. Single process: cs/xs hold every rank (n = nranks, boot NULL); one process per
+ * rank: the caller's comm and context (n = 1) and its bootstrap (collective). */
+mscclrt_result exec_nvls_setup(mscclrt_comm **cs, ExecCtx **xs, int n, Boot *boot);
 /* Multi-process (exec_mp.c): collective setup of a context over the bootstrap and CUDA IPC;
  * teardown (a barrier so no peer still uses our memory, then the transport and bootstrap). */
 mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x);

@@ -23,6 +23,7 @@
 #include "bootstrap/bootstrap.h"
 #include "cuda/cuda_driver.h"
 #include "transport/ipc_abi.h"
+#include "plan.h"
 #include "mscclrt.h"
 
 /* ==== fd passing (fdpass.c) ==================================================================
@@ -155,5 +156,93 @@ extern const Transport xport_ipc;
 extern const Transport *const xport_all[];
 /* The first transport in xport_all that can reach peer, or NULL. */
 const Transport *xport_pick(const Boot *b, int peer);
+
+/* ==== NVLS multicast (nvls.c) ================================================================
+ * Switch channels (plan-format §2.3, §5.6, §6.6): one NVLS multicast object per (context, switch
+ * channel), created by the group's first listed rank (its root) with cuMulticastCreate (size:
+ * the largest member binding, rounded up to the RECOMMENDED multicast granularity; POSIX fd
+ * handles), shared (single process: the handle itself; processes: an fd through FdPass),
+ * joined by every member's device (cuMulticastAddDevice), and, once all devices are in, bound
+ * to each member's whole allocation of the channel's buffer at multicast offset 0 and mapped
+ * into a VA range of each member. That mapping is the channel's table entry: like the peer
+ * table's allocation bases, its offset 0 is the allocation base (scratch: the scratch base).
+ *
+ * SAFETY: nothing here may touch a multicast driver entry unless MSCCLRT_ENABLE_NVLS=1 and the
+ * driver table resolved them (cu.multicast, which cuda_driver.c sets only under that variable);
+ * every entry point that reaches the driver re-checks both. A multicast object on a shared host
+ * can take the machine's GPUs out of service.
+ *
+ * Memory: multicast binds cuMem physical memory only. The scratch of a context whose rank has a
+ * switch channel on "s" comes from nvls_scratch_alloc (cuMemCreate + cuMemMap, granularity-
+ * aligned, POSIX fd handle type so the IPC transport can export it). User buffers bound by a
+ * switch channel ("i"/"o") must be cuMem allocations whose base and size are multiples of the
+ * multicast granularity; anything else fails with a message naming the rank, the buffer and
+ * what to allocate instead. */
+typedef struct NvlsCtx NvlsCtx;   /* one context's multicast state (owned by the ExecCtx) */
+
+/* -- plan logic (no driver) -- */
+/* Whether any rank of p declares a switch channel (then every rank takes part in the setup). */
+bool nvls_plan_uses(const Plan *p);
+/* Whether rank declares a switch channel on buffer b. */
+bool nvls_plan_binds(const Plan *p, int rank, PlanBuf b);
+/* The switch index on `member` of rank's switch channel sw (the loader's rule: the k-th group of
+ * rank containing member is member's k-th group containing rank); sw itself when member ==
+ * rank; -1 when member is not in the group or declares no matching channel. */
+int nvls_match(const Plan *p, int rank, int sw, int member);
+/* Group of rank's switch channel sw. */
+typedef struct NvlsChan {
+    PlanBuf buf;             /* the buffer every member binds */
+    int nmembers;
+    const int *members;      /* borrowed from the plan */
+    int root;                /* members[0]: creates the object */
+    int root_sw;             /* the root's switch index of this group: (root, root_sw) names it */
+    int pos;                 /* rank's position in members */
+} NvlsChan;
+/* Fills *out; MSCCLRT_ERR_PLAN naming the rank, channel and member when the group is
+ * inconsistent (a member without the matching channel, rank not in its own group). */
+mscclrt_result nvls_chan(const Plan *p, int rank, int sw, NvlsChan *out);
+/* n rounded up to a multiple of gran (> 0); false on overflow or gran == 0. */
+bool nvls_round_up(size_t n, size_t gran, size_t *out);
+/* A user allocation [base, +bytes) that rank's switch channel sw binds as `what` ("sendbuf",
+ * "recvbuf"): base and bytes must be multiples of gran (the driver binds whole multicast
+ * granules). MSCCLRT_ERR_INVALID_ARG naming all of it otherwise. */
+mscclrt_result nvls_check_range(int rank, int sw, const char *what, CuDevPtr base, size_t bytes,
+                                size_t gran);
+/* The gate of every plan with switch channels, before any allocation: the exact refusal
+ * "plan '<name>' uses switch (NVLS multicast) channels, which are off unless
+ * MSCCLRT_ENABLE_NVLS=1" (MSCCLRT_ERR_UNAVAILABLE) when the variable is not 1, without touching
+ * the driver; then MSCCLRT_ERR_UNAVAILABLE when the driver lacks the multicast API or the
+ * device reports no CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED. */
+mscclrt_result nvls_check_enabled(const Plan *p, int rank, CuDevice dev);
+
+/* -- driver side (only after nvls_check_enabled succeeded) -- */
+/* Scratch of `bytes` on device `ordinal` as cuMem memory that multicast can bind: size rounded
+ * up to the allocation and multicast granularities, RW access for every device in access[]
+ * (single process: the group's devices, which reach it as peers; processes: the own device).
+ * Creates *nv when NULL; the memory belongs to *nv (freed by nvls_ctx_free). */
+mscclrt_result nvls_scratch_alloc(NvlsCtx **nv, const Plan *p, int rank, int ordinal,
+                                  size_t bytes, const int *access, int naccess, CuDevPtr *ptr);
+/* One rank's side of a setup: its device, context, and the allocations its channels bind. */
+typedef struct NvlsMem {
+    int rank;
+    CuDevice dev;
+    CuContext ctx;                      /* made current for this rank's steps */
+    CuDevPtr base[PLAN_BUF_COUNT];      /* allocation bases of i, o, s (s: from nvls_scratch_alloc) */
+    size_t bytes[PLAN_BUF_COUNT];       /* their sizes (i/o: cuMemGetAddressRange; s: scratch bytes) */
+    NvlsCtx **nv;                       /* the context's state; created when NULL */
+} NvlsMem;
+/* Single process: sets up every switch channel of every rank (m[r] is rank r, all p->ngpus
+ * ranks). The caller's current context is changed. On failure the partial state stays in the
+ * NvlsCtx's, for nvls_ctx_free. */
+mscclrt_result nvls_setup_local(const Plan *p, NvlsMem *m, int nranks);
+/* One process per rank: the same, collectively over b (every rank of b calls it for the same
+ * plan), with the multicast handles passed as POSIX fds. Failures anywhere are agreed on, so
+ * every rank returns an error naming the rank that failed instead of timing out. */
+mscclrt_result nvls_setup_boot(const Plan *p, NvlsMem *me, Boot *b);
+/* The multicast address of switch channel sw (0 before its setup). */
+CuDevPtr nvls_mc_addr(const NvlsCtx *nv, int sw);
+/* Unbinds every channel, unmaps and releases the multicast objects (the last member releases
+ * a handle shared in one process), then frees the scratch it allocated. NULL is a no-op. */
+void nvls_ctx_free(NvlsCtx *nv);
 
 #endif
