@@ -15,6 +15,7 @@
 #include <string.h>
 
 #define EXEC_CHECK_TAG 0x4348 /* "CH": bootstrap tag of check verdicts */
+#define EXEC_CHECK_VERDICT_S 600.0 /* longest wait for a peer's verdict */
 
 /* What each rank tells every other one after its part of the check. */
 typedef struct {
@@ -85,8 +86,14 @@ static mscclrt_result check_agree(mscclrt_comm *c, mscclrt_result mine, double m
     mscclrt_result res = MSCCLRT_SUCCESS;
     for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++)
         if (q != r) res = boot_send(c->boot, q, EXEC_CHECK_TAG, &v[r], sizeof v[r]);
-    for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++)
-        if (q != r) res = boot_recv(c->boot, q, EXEC_CHECK_TAG, &v[q], sizeof v[q]);
+    /* a peer that is alive but still checking a large output may take longer than one
+     * bootstrap timeout; one that left is an error at once (MSCCLRT_ERR_REMOTE) */
+    double until = exec_check_now() + EXEC_CHECK_VERDICT_S;
+    for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++) {
+        if (q == r) continue;
+        do res = boot_recv(c->boot, q, EXEC_CHECK_TAG, &v[q], sizeof v[q]);
+        while (res == MSCCLRT_ERR_TIMEOUT && exec_check_now() < until);
+    }
     if (res != MSCCLRT_SUCCESS) {
         char why[1024];
         snprintf(why, sizeof why, "%s", mscclrt_last_error());
