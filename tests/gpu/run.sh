@@ -64,7 +64,7 @@ if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_Q
         fi
         max=$(sed -n 's/^ *sizes *[0-9KMG]* *\.\. *\([0-9]*[KMG]\?\).*/\1/p' "$src" | head -1)
         run "stdlib_${name}_min" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
-            --check --iters 1000 --dtype float16 --op sum
+            --launch single --check --iters 1000 --dtype float16 --op sum
         for size in 1M 64M 1G; do
             [ -n "$max" ] && [ "$size" != 1M ] && continue
             i=$((i + 1))
@@ -73,7 +73,7 @@ if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_Q
             dt=${1% *} op=${1#* }
             [ "$size" = 1G ] && it=3 || it=20
             run "stdlib_${name}_$size" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
-                --check --iters $it --size "${max:-$size}" --dtype "$dt" --op "$op"
+                --launch single --check --iters "$it" --size "${max:-$size}" --dtype "$dt" --op "$op"
         done
     done
 fi
