@@ -273,6 +273,7 @@ typedef struct {
 
 #define PROCS_DEFAULT_TIMEOUT_S 600
 #define PROCS_GRACE_S 10.0              /* after a rank's check failed, the others' time to end */
+#define PROCS_INIT_GRACE_S 2.0          /* after a rank could not join, the others' time to fail */
 
 static void write_all(int fd, const void *buf, size_t len) {
     const char *p = buf;
@@ -410,7 +411,7 @@ static int gpu_procs(const GpuRun *g, const Opts *o) {
         goto out;
     }
     close(go[1]);                       /* all forked: the ranks start */
-    double t0 = now_s(), grace = 0;
+    double t0 = now_s(), grace = 0, init_grace = 0;
     bool stop = false;
     for (;;) {
         procs_reap(k, n, false, 0);
@@ -427,7 +428,10 @@ static int gpu_procs(const GpuRun *g, const Opts *o) {
         }
         if (!left) break;
         double t = now_s();
-        if (!stop && init_failed) {     /* the group can never form: no use waiting */
+        if (!stop && init_failed && init_grace == 0) {
+            init_grace = t + PROCS_INIT_GRACE_S;   /* ranks failing alike go by themselves */
+        } else if (!stop && init_grace > 0 && t > init_grace) {
+            /* the group can never form: the others wait in the rendezvous in vain */
             procs_kill(k, n, "stopped: the group cannot form without the ranks that failed");
             stop = true;
         } else if (!stop && failed && grace == 0) {
@@ -476,21 +480,23 @@ static int gpu_procs(const GpuRun *g, const Opts *o) {
     if (all_ok) {
         gpu_summary(g, o, " (one process per rank)", k[0].rep.usec);
         rc = 0;
-    } else {
-        for (int r = 0; r < n; r++) {
-            if (!line[r][0]) continue;
-            int cnt = 0;
-            for (int q = 0; q < n; q++) {
-                pick[q] = q >= r && strcmp(line[q], line[r]) == 0;
-                cnt += pick[q];
+    } else {   /* the ranks' own failures first, then those stopped because of them */
+        for (int pass = 0; pass < 2; pass++) {
+            for (int r = 0; r < n; r++) {
+                if (!line[r][0] || (k[r].killed != NULL) != (pass == 1)) continue;
+                int cnt = 0;
+                for (int q = 0; q < n; q++) {
+                    pick[q] = q >= r && strcmp(line[q], line[r]) == 0;
+                    cnt += pick[q];
+                }
+                char ranks[256];
+                rank_list(ranks, sizeof ranks, pick, n);
+                if (cnt == n) fprintf(stderr, "mscclrt-run: --backend gpu: %s\n", line[r]);
+                else fprintf(stderr, "mscclrt-run: --backend gpu: %s (rank%s %s)\n", line[r],
+                             cnt == 1 ? "" : "s", ranks);
+                for (int q = r + 1; q < n; q++)
+                    if (pick[q]) line[q][0] = 0;
             }
-            char ranks[256];
-            rank_list(ranks, sizeof ranks, pick, n);
-            if (cnt == n) fprintf(stderr, "mscclrt-run: --backend gpu: %s\n", line[r]);
-            else fprintf(stderr, "mscclrt-run: --backend gpu: %s (rank%s %s)\n", line[r],
-                         cnt == 1 ? "" : "s", ranks);
-            for (int q = r + 1; q < n; q++)
-                if (pick[q]) line[q][0] = 0;
         }
     }
     free(line);

@@ -57,11 +57,9 @@ t env_default_ompi 1 \
     OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_RANK=0 "$plan" --backend gpu
 t env_default_timeout 2 "mscclrt-run: --timeout: only with --launch procs (this run is --launch env)" \
     WORLD_SIZE=2 RANK=0 "$plan" --backend gpu --timeout 30
-t env_rank_only 2 "mscclrt-run: --timeout: only with --launch procs (this run is --launch single)" \
-    RANK=0 "$plan" --backend gpu --launch single --timeout 30
 
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
-    for n in env_no_driver procs_no_driver procs_reaped; do echo "testing gpu_launch/$n ... skipped"; done
+    for n in env_no_driver procs_overrides_env rank_alone_is_procs procs_no_driver procs_reaped; do echo "testing gpu_launch/$n ... skipped"; done
     exit 0
 fi
 nodrv="mscclrt-run: --backend gpu: cannot create one communicator per GPU: CUDA driver not available: dlopen(libcuda.so.1)"
@@ -69,6 +67,10 @@ nodrv="mscclrt-run: --backend gpu: cannot create one communicator per GPU: CUDA 
 t env_no_driver 1 \
     "mscclrt-run: --backend gpu: rank 0: cannot join the group of the environment: CUDA driver not available: dlopen(libcuda.so.1): libcuda.so.1: cannot open shared object file: No such file or directory" \
     WORLD_SIZE=2 RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999 "$plan" --backend gpu --check
+nodrv_line="$nodrv: libcuda.so.1: cannot open shared object file: No such file or directory"
+# an explicit --launch procs wins over the launcher's variables; RANK alone is no launcher
+t procs_overrides_env 1 "$nodrv_line" WORLD_SIZE=4 RANK=1 "$plan" --backend gpu --launch procs
+t rank_alone_is_procs 1 "$nodrv_line" RANK=1 "$plan" --backend gpu --timeout 30
 # procs: every rank fails alike; one line without a rank list (all ranks), within seconds
 start=$(date +%s)
 timeout 60 "$RUN" "$plan" --backend gpu --launch procs --check --iters 3 >"$tmp/out" 2>"$tmp/err"
