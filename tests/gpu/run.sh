@@ -103,6 +103,16 @@ envrun() {
     cat "$log/$en.rank0.log"
     return "$est"
 }
+# refuses TEXT COMMAND...: the command must exit with 1 and say TEXT
+# shellcheck disable=SC2317 # called through run
+refuses() {
+    rtext=$1
+    shift
+    "$@" >"$log/refuses.out" 2>&1
+    rst=$?
+    cat "$log/refuses.out"
+    [ "$rst" -eq 1 ] && grep -qF -- "$rtext" "$log/refuses.out"
+}
 if [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
     mp=$log/mp-plans
     mkdir -p "$mp"
@@ -118,6 +128,12 @@ if [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
                 --launch procs --check --iters 20 --size "$size" --dtype float16 --op sum
         done
     done
+    # one rank more than there are GPUs: refused with the library's message, within seconds
+    if "$BUILD/bin/mscclc" stdlib/allgather/fullmesh.coll -D N=$((ngpu + 1)) -o "$mp/over.json" \
+        >"$log/mscclc_mp_over.log" 2>&1; then
+        run procs_more_ranks_than_gpus refuses "device $ngpu out of range [0, $ngpu)" \
+            timeout 120 "$BUILD/bin/mscclrt-run" "$mp/over.json" --backend gpu --launch procs --check
+    fi
     if [ -f "$mp/allreduce_rs_ag_read.json" ]; then
         run env_allreduce_rs_ag_read_64M envrun env_rs_ag_read "$mp/allreduce_rs_ag_read.json" \
             --check --iters 20 --size 64M --dtype bfloat16 --op sum
