@@ -46,6 +46,14 @@ mscclrt_result exec_check_capture_end(ExecCheckBufs *b, mscclrt_result so_far);
 mscclrt_result exec_check_fetch(ExecCheckBufs *b, size_t out);
 /* The error of a wrong result of plan p: MSCCLRT_ERR_INTERNAL naming the call and `what`. */
 mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk, const char *what);
+/* exec_check_rank.c: every rank's verdict to every rank over the bootstrap (its own tag, so a
+ * peer still inside a collective setup is not confused). mine is this rank's result, its text
+ * this thread's mscclrt_last_error(). Returns the same on every rank: success (*usec, if not
+ * NULL, the largest my_usec), or the lowest failing rank's code and "rank R: " message, with
+ * the count and list of failing ranks when several failed. A peer is waited for up to 10
+ * minutes while it is alive; one that left is MSCCLRT_ERR_REMOTE at once. */
+mscclrt_result exec_check_agree(Boot *boot, mscclrt_result mine, double my_usec, double *usec);
+
 /* Frees b (drops c's contexts of its buffers first). After a timeout the kernels may still
  * run: their memory, stream and contexts are left alone. Restores no context. */
 void exec_check_release(mscclrt_comm *c, ExecCheckBufs *b, bool timed_out);

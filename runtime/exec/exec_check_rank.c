@@ -72,11 +72,8 @@ static mscclrt_result check_local(mscclrt_comm *c, const mscclrt_plan *plan, con
     return exec_check_wrong(p, chk, mm.msg);
 }
 
-/* Every rank's verdict to every rank; the result is the first failing rank's, the same on all
- * ranks (unless the bootstrap itself fails, which is then this rank's error). */
-static mscclrt_result check_agree(mscclrt_comm *c, mscclrt_result mine, double my_usec,
-                                  double *usec) {
-    const int n = c->nranks, r = c->rank;
+mscclrt_result exec_check_agree(Boot *boot, mscclrt_result mine, double my_usec, double *usec) {
+    const int n = boot_nranks(boot), r = boot_rank(boot);
     CheckVerdict *v = calloc((size_t)n, sizeof *v);
     if (!v) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the verdicts", r);
     v[r].res = (int32_t)mine;
@@ -85,13 +82,13 @@ static mscclrt_result check_agree(mscclrt_comm *c, mscclrt_result mine, double m
     if (mine != MSCCLRT_SUCCESS) snprintf(v[r].msg, sizeof v[r].msg, "%s", mscclrt_last_error());
     mscclrt_result res = MSCCLRT_SUCCESS;
     for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++)
-        if (q != r) res = boot_send(c->boot, q, EXEC_CHECK_TAG, &v[r], sizeof v[r]);
+        if (q != r) res = boot_send(boot, q, EXEC_CHECK_TAG, &v[r], sizeof v[r]);
     /* a peer that is alive but still checking a large output may take longer than one
      * bootstrap timeout; one that left is an error at once (MSCCLRT_ERR_REMOTE) */
     double until = exec_check_now() + EXEC_CHECK_VERDICT_S;
     for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++) {
         if (q == r) continue;
-        do res = boot_recv(c->boot, q, EXEC_CHECK_TAG, &v[q], sizeof v[q]);
+        do res = boot_recv(boot, q, EXEC_CHECK_TAG, &v[q], sizeof v[q]);
         while (res == MSCCLRT_ERR_TIMEOUT && exec_check_now() < until);
     }
     if (res != MSCCLRT_SUCCESS) {
@@ -166,7 +163,7 @@ mscclrt_result mscclrt_gpu_check_rank(mscclrt_comm *c, const mscclrt_plan *plan,
     if (res == MSCCLRT_SUCCESS)
         res = check_local(c, plan, p, chk, in, out, &b, &mine);
     /* the verdicts are also the barrier after which no peer reads our buffers any more */
-    mscclrt_result all = check_agree(c, res, mine, usec);
+    mscclrt_result all = exec_check_agree(c->boot, res, mine, usec);
     exec_check_release(c, &b, res == MSCCLRT_ERR_TIMEOUT);
     cu.cuCtxSetCurrent(prev);
     return all;
