@@ -515,8 +515,10 @@ bool check_rank_from(PlanCollective coll, int nranks, int rank, mscclrt_dtype t,
     case PLAN_COLL_BROADCAST:
     case PLAN_COLL_SENDRECV: {
         int from = coll == PLAN_COLL_BROADCAST ? 0 : (rank - 1 + nranks) % nranks;
-        if (coll == PLAN_COLL_BROADCAST) snprintf(what, sizeof what, "broadcast: must be root 0's input");
-        else snprintf(what, sizeof what, "sendrecv: must be rank %d's input", from);
+        if (coll == PLAN_COLL_BROADCAST)
+            snprintf(what, sizeof what, "broadcast: must be root 0's input");
+        else
+            snprintf(what, sizeof what, "sendrecv: must be rank %d's input", from);
         size_t n = nout < nin ? nout : nin;
         for (size_t b0 = 0; b0 < n; b0 += blk) {
             size_t bn = n - b0 < blk ? n - b0 : blk;

@@ -68,7 +68,7 @@ static const Backend *backend_find(const char *name) {
 typedef struct {
     const char *plan, *dtype, *op, *backend, *save, *packet;
     const char *launch;                 /* NULL: env under a launcher, else procs */
-    long timeout;                       /* --launch procs: overall deadline in seconds; 0: default */
+    long timeout;                       /* --launch procs: deadline in seconds; 0: default */
     int ranks;                          /* 0: the plan's */
     unsigned long long size;            /* 0: the plan's smallest legal size */
     long iters;
@@ -287,8 +287,8 @@ static void write_all(int fd, const void *buf, size_t len) {
 }
 
 /* Rank r's process: waits until every rank is forked, joins through the id, checks, reports. */
-static void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, int go, int report,
-                        pid_t parent) {
+static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, int go, int report,
+                                    pid_t parent) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the ranks never outlive mscclrt-run */
     if (getppid() != parent) _exit(1);
     char c;
@@ -467,7 +467,8 @@ static int gpu_procs(const GpuRun *g, const Opts *o) {
         else if (c->killed)
             snprintf(line[r], sizeof line[r], "%s", c->killed);
         else if (c->have_rep && c->rep.stage == 1)
-            snprintf(line[r], sizeof line[r], "cannot create one communicator per GPU: %s", c->rep.msg);
+            snprintf(line[r], sizeof line[r], "cannot create one communicator per GPU: %s",
+                     c->rep.msg);
         else if (c->have_rep)
             snprintf(line[r], sizeof line[r], "%s%s", o->check ? "check failed: " : "", c->rep.msg);
         else if (WIFSIGNALED(c->status))
@@ -530,7 +531,8 @@ static bool under_launcher(void) {
 /* --launch env: this process is one rank of the group the environment describes; rank 0
  * prints the outcome. */
 static int gpu_env(const GpuRun *g, const Opts *o) {
-    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", NULL};
+    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
+                                            NULL};
     static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
     const char *which = NULL, *size = env_first(size_vars, &which);
     if (size) {

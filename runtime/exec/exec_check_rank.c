@@ -110,7 +110,8 @@ mscclrt_result exec_check_agree(Boot *boot, mscclrt_result mine, double my_usec,
         if (v[q].res == MSCCLRT_SUCCESS) continue;
         if (first < 0) first = q;
         size_t len = strlen(list);
-        if (len + 16 < sizeof list) snprintf(list + len, sizeof list - len, "%s%d", nfail ? ", " : "", q);
+        if (len + 16 < sizeof list)
+            snprintf(list + len, sizeof list - len, "%s%d", nfail ? ", " : "", q);
         else if (len + 5 < sizeof list && !strstr(list, "...")) strcat(list, ", ...");
         nfail++;
     }

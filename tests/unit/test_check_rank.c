@@ -133,7 +133,8 @@ static void one_case(PlanCollective coll, int n, mscclrt_dtype t, mscclrt_redop 
     size_t e = nout / 2 + 1 < nout ? nout / 2 + 1 : nout - 1;
     double v = check_load(t, g.out[r], e);
     check_store(t, g.out[r], e, v + 100);
-    if (t == MSCCLRT_FP8_E4M3 && check_load(t, g.out[r], e) == v) check_store(t, g.out[r], e, -v - 1);
+    if (t == MSCCLRT_FP8_E4M3 && check_load(t, g.out[r], e) == v)
+        check_store(t, g.out[r], e, -v - 1);   /* saturated: flip instead */
     bool a = all_check(&g, &mm), b = rank_check(&g, r, &mr), s = small_check(&g, r, &ms);
     CHECK(!a && !b && !s);
     CHECK_EQ_INT(r, mm.rank);
@@ -204,7 +205,7 @@ static void t_refuses(void) {
     CHECK_CONTAINS(mm.msg, "rank 2 of 2");
     CHECK(!check_collective_rank(PLAN_COLL_ALLREDUCE, 2, 0, MSCCLRT_DTYPE_COUNT, MSCCLRT_SUM, 1,
                                  64, out, 64, &mm));
-    /* all zeros is never a correct allreduce of check_fill inputs (element 0 is 1 + rank % 3 summed) */
+    /* all zeros is never a correct allreduce of check_fill inputs (element 0: sum of 1 + r % 3) */
     CHECK(!check_collective_rank(PLAN_COLL_ALLREDUCE, 2, 1, MSCCLRT_FLOAT32, MSCCLRT_SUM, 1, 64,
                                  out, 64, &mm));
     CHECK_EQ_INT(1, mm.rank);

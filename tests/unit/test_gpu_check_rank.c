@@ -77,7 +77,8 @@ static int rank_disagree(mscclrt_comm *comm, int r) {
     mscclrt_result res = mscclrt_gpu_check_rank(comm, plan, &chk, NULL);
     const char *e = mscclrt_last_error();
     int bad = res != MSCCLRT_ERR_INTERNAL || strncmp(e, "rank 0: plan '", 14) != 0 ||
-              !strstr(e, "wrong result: rank 0 element") || !strstr(e, "(2 of 2 ranks failed: 0, 1)");
+              !strstr(e, "wrong result: rank 0 element") ||
+              !strstr(e, "(2 of 2 ranks failed: 0, 1)");
     if (bad) fprintf(stderr, "rank %d: want rank 0's verdict, got %d: %s\n", r, (int)res, e);
     mscclrt_plan_free(plan);
     return bad;
@@ -113,7 +114,8 @@ static int child_env(int r, int ndev, int port) {
     mscclrt_comm_rank(comm, &got);
     mscclrt_comm_size(comm, &size);
     int fails = dev != r % ndev || got != r || size != 2;
-    if (fails) fprintf(stderr, "rank %d: init_env gave rank %d of %d on device %d\n", r, got, size, dev);
+    if (fails)
+        fprintf(stderr, "rank %d: init_env gave rank %d of %d on device %d\n", r, got, size, dev);
     mscclrt_plan *plan = NULL;
     if (mscclrt_plan_load(&plan, plans[3]) != MSCCLRT_SUCCESS) return fails + 1;
     mscclrt_gpu_check chk = check_of(plan, 5);
@@ -151,7 +153,8 @@ int main(void) {
     mscclrt_comm *c = (mscclrt_comm *)(void *)&junk;   /* must be reset to NULL */
     TEST("gpu_check_rank/null_comm", {
         CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_gpu_check_rank(NULL, NULL, NULL, NULL));
-        CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_gpu_check_rank: comm is not a live communicator");
+        CHECK_CONTAINS(mscclrt_last_error(),
+                       "mscclrt_gpu_check_rank: comm is not a live communicator");
     });
     TEST("gpu_check_rank/init_env_args", {
         CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_comm_init_env(NULL, -1));
