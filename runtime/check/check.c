@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct { const char *name; size_t size; bool is_float; } dtypes[MSCCLRT_DTYPE_COUNT] = {
@@ -315,9 +316,11 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank) {
+void check_fill_range(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t first, size_t n,
+                      uint64_t seed, int rank) {
     uint64_t base = mix64(seed ^ ((uint64_t)(rank + 1) << 40));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < n; k++) {
+        size_t i = first + k;             /* element i depends on (seed, rank, i) only */
         uint64_t h = mix64(base + i);
         double v;
         if (op == MSCCLRT_PROD) {
@@ -334,8 +337,12 @@ void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t
             v = (double)(h % 41);
             if (i == 0) v = 1.0 + rank % 3;
         }
-        check_store(t, buf, i, v);
+        check_store(t, buf, k, v);
     }
+}
+
+void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank) {
+    check_fill_range(t, op, buf, 0, n, seed, rank);
 }
 
 /* ---- postconditions ------------------------------------------------------------------------ */
@@ -424,63 +431,124 @@ static bool check_copy(const void *want, const void *got, size_t n, mscclrt_dtyp
     return false;
 }
 
-bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_redop op,
-                      const void *const *inputs, size_t in_bytes, const void *const *outputs,
-                      size_t out_bytes, CheckMismatch *mm) {
+/* Elements [first, first + n) of every rank's input, n at most `blk`: a block each. */
+static bool read_slices(CheckInputFn in, void *ctx, int nranks, size_t first, size_t n,
+                        const void **slices) {
+    for (int q = 0; q < nranks; q++)
+        if (!(slices[q] = in(ctx, q, first, n))) return false;
+    return true;
+}
+
+/* Input source of check_collective: every rank's whole input is in memory. */
+typedef struct { const void *const *inputs; size_t es; } MemInputs;
+
+static const void *mem_input(void *ctx, int rank, size_t first, size_t n) {
+    const MemInputs *m = ctx;
+    (void)n;
+    return (const char *)m->inputs[rank] + first * m->es;
+}
+
+static bool no_input(int rank, CheckMismatch *mm) {
+    if (mm) {
+        memset(mm, 0, sizeof *mm);
+        mm->rank = -1;
+        snprintf(mm->msg, sizeof mm->msg, "rank %d: cannot check: the reference input is not "
+                 "available (out of memory?)", rank);
+    }
+    return false;
+}
+
+bool check_rank_from(PlanCollective coll, int nranks, int rank, mscclrt_dtype t, mscclrt_redop op,
+                     CheckInputFn in, void *ctx, size_t block_bytes, size_t in_bytes,
+                     const void *output, size_t out_bytes, CheckMismatch *mm) {
     size_t es = check_dtype_size(t);
     size_t nin = in_bytes / es, nout = out_bytes / es;
+    size_t blk = block_bytes / es ? block_bytes / es : 1;
+    const char *out = output;
     char what[96];
     switch (coll) {
     case PLAN_COLL_ALLREDUCE:
-        for (int r = 0; r < nranks; r++)
-            for (size_t e = 0; e < nout && e < nin; e++)
-                if (!check_reduced(nranks, t, op, inputs, e, outputs[r], e, r, mm)) return false;
-        return true;
-    case PLAN_COLL_REDUCESCATTER:
-        for (int r = 0; r < nranks; r++)
-            for (size_t e = 0; e < nout; e++)
-                if (!check_reduced(nranks, t, op, inputs, (size_t)r * nout + e, outputs[r], e, r, mm))
-                    return false;
-        return true;
-    case PLAN_COLL_ALLGATHER:
-        for (int r = 0; r < nranks; r++)
-            for (int s = 0; s < nranks; s++) {
-                snprintf(what, sizeof what, "allgather: block %d must be rank %d's input", s, s);
-                if (!check_copy(inputs[s], (const char *)outputs[r] + (size_t)s * nin * es, nin, t,
-                                r, (size_t)s * nin, what, mm))
-                    return false;
+    case PLAN_COLL_REDUCESCATTER: {
+        /* allreduce: element e of every input; reducescatter: element rank * nout + e */
+        size_t n = coll == PLAN_COLL_ALLREDUCE ? (nout < nin ? nout : nin) : nout;
+        size_t base = coll == PLAN_COLL_ALLREDUCE ? 0 : (size_t)rank * nout;
+        const void **slices = malloc((size_t)nranks * sizeof *slices);
+        if (!slices) return no_input(rank, mm);
+        bool ok = true;
+        for (size_t b0 = 0; ok && b0 < n; b0 += blk) {
+            size_t bn = n - b0 < blk ? n - b0 : blk;
+            if (!read_slices(in, ctx, nranks, base + b0, bn, slices)) {
+                free(slices);
+                return no_input(rank, mm);
             }
+            for (size_t k = 0; ok && k < bn; k++)
+                ok = check_reduced(nranks, t, op, slices, k, out, b0 + k, rank, mm);
+        }
+        free(slices);
+        return ok;
+    }
+    case PLAN_COLL_ALLGATHER:
+        for (int s = 0; s < nranks; s++) {
+            snprintf(what, sizeof what, "allgather: block %d must be rank %d's input", s, s);
+            for (size_t b0 = 0; b0 < nin; b0 += blk) {
+                size_t bn = nin - b0 < blk ? nin - b0 : blk, at = (size_t)s * nin + b0;
+                const void *want = in(ctx, s, b0, bn);
+                if (!want) return no_input(rank, mm);
+                if (!check_copy(want, out + at * es, bn, t, rank, at, what, mm)) return false;
+            }
+        }
         return true;
     case PLAN_COLL_ALLTOALL: {
-        size_t blk = nin / (size_t)nranks;
-        for (int d = 0; d < nranks; d++)
-            for (int s = 0; s < nranks; s++) {
-                snprintf(what, sizeof what, "alltoall: block %d must be block %d of rank %d's input",
-                         s, d, s);
-                if (!check_copy((const char *)inputs[s] + (size_t)d * blk * es,
-                                (const char *)outputs[d] + (size_t)s * blk * es, blk, t, d,
-                                (size_t)s * blk, what, mm))
-                    return false;
+        size_t part = nin / (size_t)nranks;
+        for (int s = 0; s < nranks; s++) {
+            snprintf(what, sizeof what, "alltoall: block %d must be block %d of rank %d's input",
+                     s, rank, s);
+            for (size_t b0 = 0; b0 < part; b0 += blk) {
+                size_t bn = part - b0 < blk ? part - b0 : blk, at = (size_t)s * part + b0;
+                const void *want = in(ctx, s, (size_t)rank * part + b0, bn);
+                if (!want) return no_input(rank, mm);
+                if (!check_copy(want, out + at * es, bn, t, rank, at, what, mm)) return false;
             }
+        }
         return true;
     }
     case PLAN_COLL_BROADCAST:
-        for (int r = 0; r < nranks; r++)
-            if (!check_copy(inputs[0], outputs[r], nout < nin ? nout : nin, t, r, 0,
-                            "broadcast: must be root 0's input", mm))
-                return false;
-        return true;
-    case PLAN_COLL_SENDRECV:
-        for (int r = 0; r < nranks; r++) {
-            int from = (r - 1 + nranks) % nranks;
+    case PLAN_COLL_SENDRECV: {
+        int from = coll == PLAN_COLL_BROADCAST ? 0 : (rank - 1 + nranks) % nranks;
+        if (coll == PLAN_COLL_BROADCAST)
+            snprintf(what, sizeof what, "broadcast: must be root 0's input");
+        else
             snprintf(what, sizeof what, "sendrecv: must be rank %d's input", from);
-            if (!check_copy(inputs[from], outputs[r], nout < nin ? nout : nin, t, r, 0, what, mm))
-                return false;
+        size_t n = nout < nin ? nout : nin;
+        for (size_t b0 = 0; b0 < n; b0 += blk) {
+            size_t bn = n - b0 < blk ? n - b0 : blk;
+            const void *want = in(ctx, from, b0, bn);
+            if (!want) return no_input(rank, mm);
+            if (!check_copy(want, out + b0 * es, bn, t, rank, b0, what, mm)) return false;
         }
         return true;
+    }
     default:
         if (mm) snprintf(mm->msg, sizeof mm->msg, "collective '%s' has no known postcondition",
                          plan_coll_name(coll));
         return false;
     }
+}
+
+bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_redop op,
+                      const void *const *inputs, size_t in_bytes, const void *const *outputs,
+                      size_t out_bytes, CheckMismatch *mm) {
+    MemInputs m = {inputs, check_dtype_size(t)};
+    if (!check_collective_known(coll)) {
+        if (mm) snprintf(mm->msg, sizeof mm->msg, "collective '%s' has no known postcondition",
+                         plan_coll_name(coll));
+        return false;
+    }
+    /* in memory, a block costs nothing: one per call keeps the loops short */
+    size_t whole = (in_bytes > out_bytes ? in_bytes : out_bytes) + 1;
+    for (int r = 0; r < nranks; r++)
+        if (!check_rank_from(coll, nranks, r, t, op, mem_input, &m, whole, in_bytes, outputs[r],
+                             out_bytes, mm))
+            return false;
+    return true;
 }

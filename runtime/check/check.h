@@ -49,6 +49,10 @@ void check_avg_finish(mscclrt_dtype t, void *buf, size_t n, int nranks);
 /* Deterministic input of rank `rank` for `seed`: never all zeros, values chosen so that the
  * collective of `op` over at most 64 ranks stays finite in every type. */
 void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank);
+/* Elements [first, first + n) of that same input into buf[0, n): element i depends only on
+ * (seed, rank, i), so any slice can be regenerated without the rest. */
+void check_fill_range(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t first, size_t n,
+                      uint64_t seed, int rank);
 
 /* ---- collective postconditions ---------------------------------------------------------
  * inputs[r]: rank r's input as it was before the call (in_bytes); outputs[r]: rank r's output
@@ -70,5 +74,26 @@ bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_
 bool check_collective_known(PlanCollective coll);
 /* Whether coll combines values (allreduce, reducescatter) and so takes an operator. */
 bool check_collective_reduces(PlanCollective coll);
+
+/* ---- one rank at a time, inputs read block by block ----------------------------------------
+ * check_collective is rank by rank check_rank_from over inputs held in memory; check_rank_from
+ * reads the inputs through `in`, which returns rank q's elements [first, first + n) (n at most
+ * block_bytes / element size) or NULL if it cannot (the check then fails with mm->rank = -1).
+ * A returned slice must stay valid until the next request for the same rank: reductions hold
+ * one slice of every rank at once. Same reference, tolerances, order and messages as
+ * check_collective: the first mismatch of `rank` by element. */
+typedef const void *(*CheckInputFn)(void *ctx, int rank, size_t first, size_t n);
+bool check_rank_from(PlanCollective coll, int nranks, int rank, mscclrt_dtype t, mscclrt_redop op,
+                     CheckInputFn in, void *ctx, size_t block_bytes, size_t in_bytes,
+                     const void *output, size_t out_bytes, CheckMismatch *mm);
+
+/* check_rank.c: rank `rank`'s output after a call whose every input was check_fill(t, op, ...,
+ * seed, q), checked without anyone's whole input: the needed pieces of every rank's input are
+ * regenerated a block (CHECK_BLOCK_BYTES, less for very large groups) at a time, so memory is
+ * O(nranks x block). For one process per rank. */
+#define CHECK_BLOCK_BYTES ((size_t)1 << 20)
+bool check_collective_rank(PlanCollective coll, int nranks, int rank, mscclrt_dtype t,
+                           mscclrt_redop op, uint64_t seed, size_t in_bytes, const void *output,
+                           size_t out_bytes, CheckMismatch *mm);
 
 #endif

@@ -2,24 +2,30 @@
  * mscclrt_run.c - mscclrt-run: runs one MSCCL++ execution plan on a backend for a message
  * size, data type and operator, optionally checks the collective's postcondition against a
  * float64 reference (--check) and saves every rank's input and output (--save).
- * Backends are rows of a table; a backend this build lacks is a clear error.
+ * Backends are rows of a table; a backend this build lacks is a clear error. The GPU backend
+ * runs all ranks in this process (--launch single), forks one process per rank (procs) or is
+ * one rank of a group a launcher started (env: torchrun, mpirun, srun).
  */
 #include "check/check.h"
 #include "mscclrt.h"
 #include "plan.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 static const char *usage_text =
     "usage: mscclrt-run PLAN.json [--ranks N] [--size BYTES] [--dtype T] [--op OP]\n"
     "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check] [--save DIR]\n"
-    "                   [--inplace|--outofplace] [--packet ll16|ll8]\n";
+    "                   [--inplace|--outofplace] [--packet ll16|ll8]\n"
+    "                   [--launch single|procs|env] [--timeout SECONDS]\n";
 
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct {
@@ -61,6 +67,8 @@ static const Backend *backend_find(const char *name) {
 /* ---- options ------------------------------------------------------------------------------- */
 typedef struct {
     const char *plan, *dtype, *op, *backend, *save, *packet;
+    const char *launch;                 /* NULL: env under a launcher, else procs */
+    long timeout;                       /* --launch procs: deadline in seconds; 0: default */
     int ranks;                          /* 0: the plan's */
     unsigned long long size;            /* 0: the plan's smallest legal size */
     long iters;
@@ -147,6 +155,14 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                 o->save = v;
             } else if (strcmp(a, "--packet") == 0) {
                 o->packet = v;
+            } else if (strcmp(a, "--launch") == 0) {
+                if (strcmp(v, "single") != 0 && strcmp(v, "procs") != 0 && strcmp(v, "env") != 0)
+                    return usage_error("--launch '%s': expected single, procs or env", v);
+                o->launch = v;
+            } else if (strcmp(a, "--timeout") == 0) {
+                if (!parse_u64(v, &x, false) || x < 1 || x > 86400)
+                    return usage_error("--timeout '%s': expected seconds in [1, 86400]", v);
+                o->timeout = (long)x;
             } else {
                 return usage_error("unknown option %s", a);
             }
@@ -188,39 +204,394 @@ static double now_s(void) {
 
 static int fail_api(const char *what);
 
-/* --backend gpu: one process drives one GPU per rank (devices 0..N-1); inputs are made on the
- * host from the seed, copied to device buffers, run `iters` times back to back plus once more
- * under CUDA-graph replay, and checked against the float64 reference on every iteration. */
-static int run_gpu(const mscclrt_plan *plan, int n, size_t bytes, mscclrt_dtype dt,
-                   mscclrt_redop op, mscclrt_packet pk, bool inplace, const Opts *o) {
-    if (o->save) {
-        fprintf(stderr, "mscclrt-run: --save is available with --backend cpu only\n");
-        return 1;
-    }
-    mscclrt_comm **comms = calloc((size_t)n, sizeof *comms);
+/* ---- --backend gpu -------------------------------------------------------------------------- */
+typedef struct {
+    const mscclrt_plan *plan;
+    const char *name;                   /* the plan's */
+    int n;
+    size_t bytes;
+    mscclrt_gpu_check chk;
+} GpuRun;
+
+static void gpu_summary(const GpuRun *g, const Opts *o, const char *how, double usec) {
+    printf("%d ranks on %d GPUs%s, %zu bytes, %s %s, %s, %s: %ld iteration%s + 1 graph replay, "
+           "%.2f us per call, check passed\n", g->n, g->n, how, g->bytes,
+           mscclrt_dtype_name(g->chk.dtype), mscclrt_redop_name(g->chk.op),
+           g->chk.inplace ? "in-place" : "out-of-place",
+           g->chk.packet == MSCCLRT_LL8 ? "LL8" : "LL16", o->iters, o->iters == 1 ? "" : "s", usec);
+}
+
+/* --launch single: this process drives one GPU per rank (devices 0..N-1) through
+ * mscclrt_gpu_check_plan. */
+static int gpu_single(const GpuRun *g, const Opts *o) {
+    mscclrt_comm **comms = calloc((size_t)g->n, sizeof *comms);
     if (!comms) return fail_api("out of memory");
-    int rc = 1;
+    int rc = 1, n = g->n;
+    double usec = 0;
     if (mscclrt_comm_init_all(comms, n, NULL) != MSCCLRT_SUCCESS) {
         rc = fail_api("--backend gpu: cannot create one communicator per GPU");
         goto out;
     }
-    mscclrt_gpu_check chk = {.bytes = bytes, .dtype = dt, .op = op, .packet = pk,
-                             .inplace = inplace, .iters = (int)o->iters, .graph_iters = 1,
-                             .seed = o->seed};
-    double usec = 0;
-    if (mscclrt_gpu_check_plan(comms, n, plan, &chk, &usec) != MSCCLRT_SUCCESS) {
+    if (mscclrt_gpu_check_plan(comms, n, g->plan, &g->chk, &usec) != MSCCLRT_SUCCESS) {
         rc = fail_api(o->check ? "--backend gpu: check failed" : "--backend gpu");
         goto out;
     }
-    printf("%d ranks on %d GPUs, %zu bytes, %s %s, %s, %s: %ld iteration%s + 1 graph replay, "
-           "%.2f us per call, check passed\n", n, n, bytes, mscclrt_dtype_name(dt),
-           mscclrt_redop_name(op), inplace ? "in-place" : "out-of-place",
-           pk == MSCCLRT_LL8 ? "LL8" : "LL16", o->iters, o->iters == 1 ? "" : "s", usec);
+    gpu_summary(g, o, "", usec);
     rc = 0;
 out:
     for (int r = 0; r < n; r++) mscclrt_comm_destroy(comms[r]);
     free(comms);
     return rc;
+}
+
+/* "0-3, 5" for the ranks r with pick[r] set. */
+static void rank_list(char *buf, size_t len, const bool *pick, int n) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int r = 0; r < n; r++) {
+        if (!pick[r]) continue;
+        int e = r;
+        while (e + 1 < n && pick[e + 1]) e++;
+        int k = e == r ? snprintf(buf + at, len - at, "%s%d", at ? ", " : "", r)
+                       : snprintf(buf + at, len - at, "%s%d-%d", at ? ", " : "", r, e);
+        if (k < 0 || (size_t)k >= len - at) {
+            snprintf(buf + (len > 4 ? len - 4 : 0), len > 4 ? 4 : len, "...");
+            return;
+        }
+        at += (size_t)k;
+        r = e;
+    }
+}
+
+/* What a child of --launch procs tells the parent through its pipe before it exits. */
+typedef struct {
+    int32_t stage;                      /* 1: could not create its comm; 2: the check ran */
+    int32_t res;                        /* mscclrt_result */
+    double usec;
+    char msg[2048];
+} ChildReport;
+
+#define PROCS_DEFAULT_TIMEOUT_S 600
+#define PROCS_GRACE_S 10.0              /* after a rank's check failed, the others' time to end */
+#define PROCS_INIT_GRACE_S 2.0          /* after a rank could not join, the others' time to fail */
+
+static void write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len) {
+        ssize_t k = write(fd, p, len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;
+        p += k;
+        len -= (size_t)k;
+    }
+}
+
+/* Rank r's process: waits until every rank is forked, joins through the id, checks, reports. */
+static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, int go, int report,
+                                    pid_t parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the ranks never outlive mscclrt-run */
+    if (getppid() != parent) _exit(1);
+    char c;
+    while (read(go, &c, 1) < 0 && errno == EINTR) {}
+    close(go);
+    ChildReport rep;
+    memset(&rep, 0, sizeof rep);
+    mscclrt_comm *comm = NULL;
+    if (mscclrt_comm_init_rank(&comm, g->n, id, r, r) != MSCCLRT_SUCCESS) {
+        rep.stage = 1;
+        rep.res = MSCCLRT_ERR_UNAVAILABLE;
+        snprintf(rep.msg, sizeof rep.msg, "%s", mscclrt_last_error());
+    } else {
+        mscclrt_result res = mscclrt_gpu_check_rank(comm, g->plan, &g->chk, &rep.usec);
+        rep.stage = 2;
+        rep.res = (int32_t)res;
+        if (res != MSCCLRT_SUCCESS) snprintf(rep.msg, sizeof rep.msg, "%s", mscclrt_last_error());
+        if (res != MSCCLRT_ERR_TIMEOUT) mscclrt_comm_destroy(comm);  /* else a kernel still runs */
+    }
+    write_all(report, &rep, sizeof rep);
+    close(report);
+    _exit(rep.res == MSCCLRT_SUCCESS ? 0 : 1);
+}
+
+typedef struct {
+    pid_t pid;
+    int fd;                             /* read end of its report pipe */
+    bool done;
+    int status;                         /* waitpid's */
+    const char *killed;                 /* why we killed it, or NULL */
+    ChildReport rep;
+    bool have_rep;
+} Child;
+
+static void procs_kill(Child *k, int n, const char *why) {
+    for (int r = 0; r < n; r++)
+        if (k[r].pid > 0 && !k[r].done) {
+            kill(k[r].pid, SIGKILL);
+            if (!k[r].killed) k[r].killed = why;
+        }
+}
+
+/* Reaps every child; after SIGKILL a process in the driver may take a moment to go. */
+static void procs_reap(Child *k, int n, bool block, double give_up) {
+    for (;;) {
+        int left = 0;
+        for (int r = 0; r < n; r++) {
+            if (k[r].pid <= 0 || k[r].done) continue;
+            pid_t w = waitpid(k[r].pid, &k[r].status, WNOHANG);
+            if (w == k[r].pid || (w < 0 && errno == ECHILD)) {
+                k[r].done = true;
+                ssize_t got = 0, want = (ssize_t)sizeof k[r].rep;
+                char *p = (char *)&k[r].rep;
+                while (got < want) {
+                    ssize_t m = read(k[r].fd, p + got, (size_t)(want - got));
+                    if (m < 0 && errno == EINTR) continue;
+                    if (m <= 0) break;
+                    got += m;
+                }
+                k[r].have_rep = got == want;
+                if (k[r].have_rep) k[r].rep.msg[sizeof k[r].rep.msg - 1] = 0;
+            } else {
+                left++;
+            }
+        }
+        if (!left || !block || now_s() > give_up) return;
+        usleep(10000);
+    }
+}
+
+/* --launch procs: one child per rank (device = rank), joined through a unique id made here
+ * before forking (it starts the rendezvous thread; CUDA is never touched in this process). */
+static int gpu_procs(const GpuRun *g, const Opts *o) {
+    const int n = g->n;
+    double limit = o->timeout ? (double)o->timeout : PROCS_DEFAULT_TIMEOUT_S;
+    mscclrt_unique_id id;
+    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS)
+        return fail_api("--backend gpu: cannot start the rendezvous of the ranks");
+    Child *k = calloc((size_t)n, sizeof *k);
+    if (!k) return fail_api("out of memory");
+    int go[2];
+    if (pipe(go) != 0) {
+        free(k);
+        fprintf(stderr, "mscclrt-run: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t parent = getpid();
+    int rc = 1, started = 0;
+    for (int r = 0; r < n; r++) {
+        int rp[2];
+        if (pipe(rp) != 0) {
+            fprintf(stderr, "mscclrt-run: pipe: %s\n", strerror(errno));
+            break;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+            fprintf(stderr, "mscclrt-run: fork (rank %d): %s\n", r, strerror(errno));
+            close(rp[0]);
+            close(rp[1]);
+            break;
+        }
+        if (pid == 0) {
+            close(go[1]);
+            close(rp[0]);
+            for (int q = 0; q < r; q++) close(k[q].fd);
+            procs_child(g, id, r, go[0], rp[1], parent);
+        }
+        close(rp[1]);
+        k[r].pid = pid;
+        k[r].fd = rp[0];
+        started++;
+    }
+    close(go[0]);
+    if (started < n) {
+        procs_kill(k, n, NULL);
+        close(go[1]);
+        procs_reap(k, n, true, now_s() + 10);
+        goto out;
+    }
+    close(go[1]);                       /* all forked: the ranks start */
+    double t0 = now_s(), grace = 0, init_grace = 0;
+    bool stop = false;
+    for (;;) {
+        procs_reap(k, n, false, 0);
+        int left = 0;
+        bool init_failed = false, failed = false;
+        for (int r = 0; r < n; r++) {
+            if (!k[r].done) {
+                left++;
+                continue;
+            }
+            bool ok = WIFEXITED(k[r].status) && WEXITSTATUS(k[r].status) == 0;
+            if (!ok) failed = true;
+            if (k[r].have_rep && k[r].rep.stage == 1) init_failed = true;
+        }
+        if (!left) break;
+        double t = now_s();
+        if (!stop && init_failed && init_grace == 0) {
+            init_grace = t + PROCS_INIT_GRACE_S;   /* ranks failing alike go by themselves */
+        } else if (!stop && init_grace > 0 && t > init_grace) {
+            /* the group can never form: the others wait in the rendezvous in vain */
+            procs_kill(k, n, "stopped: the group cannot form without the ranks that failed");
+            stop = true;
+        } else if (!stop && failed && grace == 0) {
+            grace = t + PROCS_GRACE_S;
+        } else if (!stop && grace > 0 && t > grace) {
+            procs_kill(k, n, "stopped: still running 10 s after other ranks failed");
+            stop = true;
+        } else if (!stop && t - t0 > limit) {
+            procs_kill(k, n, "did not finish within the deadline (--timeout); killed");
+            stop = true;
+        }
+        if (stop) {
+            procs_reap(k, n, true, now_s() + 10);
+            break;
+        }
+        usleep(20000);
+    }
+    /* one line per distinct outcome, naming its ranks */
+    char (*line)[2300] = calloc((size_t)n, sizeof *line);
+    bool *pick = calloc((size_t)n, sizeof *pick), all_ok = true;
+    if (!line || !pick) {
+        free(line);
+        free(pick);
+        fail_api("out of memory");
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        Child *c = &k[r];
+        if (c->done && WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0 && c->have_rep) continue;
+        all_ok = false;
+        if (!c->done)
+            snprintf(line[r], sizeof line[r], "%s", "did not exit after SIGKILL");
+        else if (c->killed)
+            snprintf(line[r], sizeof line[r], "%s", c->killed);
+        else if (c->have_rep && c->rep.stage == 1)
+            snprintf(line[r], sizeof line[r], "cannot create one communicator per GPU: %s",
+                     c->rep.msg);
+        else if (c->have_rep)
+            snprintf(line[r], sizeof line[r], "%s%s", o->check ? "check failed: " : "", c->rep.msg);
+        else if (WIFSIGNALED(c->status))
+            snprintf(line[r], sizeof line[r], "killed by signal %d (%s)", WTERMSIG(c->status),
+                     strsignal(WTERMSIG(c->status)));
+        else
+            snprintf(line[r], sizeof line[r], "exited with status %d without a report",
+                     WIFEXITED(c->status) ? WEXITSTATUS(c->status) : -1);
+    }
+    if (all_ok) {
+        gpu_summary(g, o, " (one process per rank)", k[0].rep.usec);
+        rc = 0;
+    } else {   /* the ranks' own failures first, then those stopped because of them */
+        for (int pass = 0; pass < 2; pass++) {
+            for (int r = 0; r < n; r++) {
+                if (!line[r][0] || (k[r].killed != NULL) != (pass == 1)) continue;
+                int cnt = 0;
+                for (int q = 0; q < n; q++) {
+                    pick[q] = q >= r && strcmp(line[q], line[r]) == 0;
+                    cnt += pick[q];
+                }
+                char ranks[256];
+                rank_list(ranks, sizeof ranks, pick, n);
+                if (cnt == n) fprintf(stderr, "mscclrt-run: --backend gpu: %s\n", line[r]);
+                else fprintf(stderr, "mscclrt-run: --backend gpu: %s (rank%s %s)\n", line[r],
+                             cnt == 1 ? "" : "s", ranks);
+                for (int q = r + 1; q < n; q++)
+                    if (pick[q]) line[q][0] = 0;
+            }
+        }
+    }
+    free(line);
+    free(pick);
+out:
+    for (int r = 0; r < n; r++)
+        if (k[r].pid > 0) close(k[r].fd);
+    free(k);
+    return rc;
+}
+
+/* The first set variable of names[] (torchrun's, then Open MPI's, then Slurm's). */
+static const char *env_first(const char *const *names, const char **which) {
+    for (int i = 0; names[i]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) {
+            *which = names[i];
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* Whether a launcher started this process as one rank of a group. */
+static bool under_launcher(void) {
+    const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+    const char *orr = getenv("OMPI_COMM_WORLD_RANK"), *ow = getenv("OMPI_COMM_WORLD_SIZE");
+    return (r && *r && w && *w) || (orr && *orr && ow && *ow);
+}
+
+/* --launch env: this process is one rank of the group the environment describes; rank 0
+ * prints the outcome. */
+static int gpu_env(const GpuRun *g, const Opts *o) {
+    static const char *const size_vars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS",
+                                            NULL};
+    static const char *const rank_vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", NULL};
+    const char *which = NULL, *size = env_first(size_vars, &which);
+    if (size) {
+        char *end;
+        errno = 0;
+        long v = strtol(size, &end, 10);
+        if (errno || *end || v != g->n) {
+            fprintf(stderr, "mscclrt-run: --launch env: %s=%s, but plan '%s' is for %d ranks\n",
+                    which, size, g->name, g->n);
+            return 1;
+        }
+    }
+    const char *rank_text = env_first(rank_vars, &which);
+    mscclrt_comm *comm = NULL;
+    if (mscclrt_comm_init_env(&comm, -1) != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "mscclrt-run: --backend gpu: %s%s%scannot join the group of the "
+                "environment: %s\n", rank_text ? "rank " : "", rank_text ? rank_text : "",
+                rank_text ? ": " : "", mscclrt_last_error());
+        return 1;
+    }
+    int rank = 0;
+    mscclrt_comm_rank(comm, &rank);
+    double usec = 0;
+    mscclrt_result res = mscclrt_gpu_check_rank(comm, g->plan, &g->chk, &usec);
+    if (rank == 0) {
+        if (res == MSCCLRT_SUCCESS) gpu_summary(g, o, " (one process per rank)", usec);
+        else fail_api(o->check ? "--backend gpu: check failed" : "--backend gpu");
+    }
+    if (res == MSCCLRT_ERR_TIMEOUT) {   /* a kernel may still run: leave without waiting for it */
+        fflush(stdout);
+        fflush(stderr);
+        _exit(1);
+    }
+    mscclrt_comm_destroy(comm);
+    return res == MSCCLRT_SUCCESS ? 0 : 1;
+}
+
+/* The launch mode: --launch, else env under a launcher, else procs. */
+static const char *launch_mode(const Opts *o) {
+    return o->launch ? o->launch : under_launcher() ? "env" : "procs";
+}
+
+/* --backend gpu: inputs are made from the seed, the plan runs `iters` times back to back plus
+ * once more under CUDA-graph replay, and every rank's output is checked against the float64
+ * reference. */
+static int run_gpu(const mscclrt_plan *plan, const char *name, int n, size_t bytes,
+                   mscclrt_dtype dt, mscclrt_redop op, mscclrt_packet pk, bool inplace,
+                   const Opts *o) {
+    if (o->save) {
+        fprintf(stderr, "mscclrt-run: --save is available with --backend cpu only\n");
+        return 1;
+    }
+    GpuRun g = {plan, name, n, bytes,
+                {.bytes = bytes, .dtype = dt, .op = op, .packet = pk, .inplace = inplace,
+                 .iters = (int)o->iters, .graph_iters = 1, .seed = o->seed}};
+    const char *mode = launch_mode(o);
+    if (strcmp(mode, "single") == 0) return gpu_single(&g, o);
+    if (strcmp(mode, "env") == 0) return gpu_env(&g, o);
+    return gpu_procs(&g, o);
 }
 
 static int fail_api(const char *what) {
@@ -245,6 +616,11 @@ int main(int argc, char **argv) {
     else return usage_error("--packet '%s': expected ll16 or ll8", o.packet);
     const Backend *be = backend_find(o.backend);
     if (!be) return usage_error("--backend '%s': expected cpu or gpu", o.backend);
+    if ((o.launch || o.timeout) && strcmp(be->name, "gpu") != 0)
+        return usage_error("%s: only with --backend gpu", o.launch ? "--launch" : "--timeout");
+    if (o.timeout && strcmp(launch_mode(&o), "procs") != 0)
+        return usage_error("--timeout: only with --launch procs (this run is --launch %s)",
+                           launch_mode(&o));
     if (be->unavailable) {
         fprintf(stderr, "mscclrt-run: %s\n", be->unavailable);
         return 1;
@@ -290,7 +666,7 @@ int main(int argc, char **argv) {
     }
     bool inplace = o.inplace < 0 ? info.inplace != 0 : o.inplace != 0;
     if (strcmp(be->name, "gpu") == 0) {
-        result = run_gpu(plan, n, bytes, dt, op, pk, inplace, &o);
+        result = run_gpu(plan, info.name, n, bytes, dt, op, pk, inplace, &o);
         goto out;
     }
 

@@ -3,9 +3,10 @@
  * deterministic inputs (runtime/check), back to back and under CUDA-graph replay, and checks
  * every rank's output against the host reference. Used by the GPU tests and offered to
  * mscclrt-run --backend gpu. Waits for the GPU with a deadline so a hung plan is reported
- * as MSCCLRT_ERR_TIMEOUT instead of blocking forever.
+ * as MSCCLRT_ERR_TIMEOUT instead of blocking forever. The per-rank pieces (exec_check.h) are
+ * shared with mscclrt_gpu_check_rank.
  */
-#include "exec/exec.h"
+#include "exec/exec_check.h"
 #include "check/check.h"
 #include "core/err.h"
 
@@ -14,51 +15,119 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
-    CuStream stream;
-    CuDevPtr sbuf, rbuf;           /* allocations (rbuf 0 when in place) */
-    CuDevPtr pristine;             /* device copy of the input, restored before in-place calls */
-    const void *send;
-    void *recv;
-    void *host_in, *host_out;
-    CuGraphExec gexec;
-    CuGraph graph;
-} RankBufs;
-
-static double now_s(void) {
+double exec_check_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Waits for a stream with a deadline (seconds). */
-static mscclrt_result sync_deadline(CuStream s, double secs, const char *what, int rank) {
-    double t0 = now_s();
+mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int rank) {
+    double t0 = exec_check_now();
     for (;;) {
         CuResult r = cu.cuStreamQuery(s);
         if (r == CU_OK) return MSCCLRT_SUCCESS;
         if (r != CU_ERR_NOT_READY) return cu_check(r, what);
-        if (now_s() - t0 > secs)
+        if (exec_check_now() - t0 > secs)
             return rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: %s did not finish within %.0f s (a "
                            "plan waiting for data that never comes?)", rank, what, secs);
         usleep(50);
     }
 }
 
+mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r,
+                                const mscclrt_gpu_check *chk, size_t in, size_t out) {
+    size_t esz = check_dtype_size(chk->dtype);
+    TRY(cu_check(cu.cuStreamCreate(&b->stream, CU_STREAM_FLAG_NON_BLOCKING), "cuStreamCreate"));
+    b->host_in = malloc(in ? in : 1);
+    b->host_out = malloc(out ? out : 1);
+    if (!b->host_in || !b->host_out) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+    check_fill(chk->dtype, chk->op, b->host_in, in / esz, chk->seed, r);
+    size_t big = in > out ? in : out;
+    if (!chk->inplace) {
+        TRY(cu_check(cu.cuMemAlloc(&b->sbuf, in ? in : 16), "cuMemAlloc(send)"));
+        TRY(cu_check(cu.cuMemAlloc(&b->rbuf, out ? out : 16), "cuMemAlloc(recv)"));
+        TRY(cu_check(cu.cuMemsetD8(b->rbuf, 0xcd, out), "cuMemsetD8(recv)"));
+        b->send = (const void *)(uintptr_t)b->sbuf;
+        b->recv = (void *)(uintptr_t)b->rbuf;
+    } else {
+        TRY(cu_check(cu.cuMemAlloc(&b->sbuf, big ? big : 16), "cuMemAlloc(buffer)"));
+        TRY(cu_check(cu.cuMemsetD8(b->sbuf, 0xcd, big), "cuMemsetD8(buffer)"));
+        CuDevPtr s = b->sbuf, d = b->sbuf;
+        if (p->collective == PLAN_COLL_ALLGATHER) s = d + (CuDevPtr)r * in;
+        if (p->collective == PLAN_COLL_REDUCESCATTER) d = s + (CuDevPtr)r * out;
+        b->send = (const void *)(uintptr_t)s;
+        b->recv = (void *)(uintptr_t)d;
+        TRY(cu_check(cu.cuMemAlloc(&b->pristine, in ? in : 16), "cuMemAlloc(pristine)"));
+        TRY(cu_check(cu.cuMemcpyHtoD(b->pristine, b->host_in, in), "cuMemcpyHtoD"));
+    }
+    TRY(cu_check(cu.cuMemcpyHtoD((CuDevPtr)(uintptr_t)b->send, b->host_in, in),
+                 "cuMemcpyHtoD(input)"));
+    return cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+mscclrt_result exec_check_restore(mscclrt_comm *c, ExecCheckBufs *b, size_t in) {
+    CuContext prev;
+    cu.cuCtxGetCurrent(&prev);
+    cu.cuCtxSetCurrent(c->ctx);
+    mscclrt_result res = cu_check(cu.cuMemcpyDtoDAsync((CuDevPtr)(uintptr_t)b->send, b->pristine,
+                                                       in, b->stream), "cuMemcpyDtoDAsync(input)");
+    cu.cuCtxSetCurrent(prev);
+    return res;
+}
+
+mscclrt_result exec_check_capture_begin(ExecCheckBufs *b, size_t in, size_t out) {
+    TRY(cu_check(cu.cuMemsetD8Async(b->rbuf ? b->rbuf : b->sbuf, 0xcd,
+                                    b->rbuf ? out : (in > out ? in : out), b->stream),
+                 "cuMemsetD8Async"));
+    return cu_check(cu.cuStreamBeginCapture(b->stream, CU_CAPTURE_MODE_RELAXED),
+                    "cuStreamBeginCapture");
+}
+
+mscclrt_result exec_check_capture_end(ExecCheckBufs *b, mscclrt_result so_far) {
+    mscclrt_result e = cu_check(cu.cuStreamEndCapture(b->stream, &b->graph), "cuStreamEndCapture");
+    TRY(so_far);
+    TRY(e);
+    return cu_check(cu.cuGraphInstantiate(&b->gexec, b->graph, 0), "cuGraphInstantiate");
+}
+
+mscclrt_result exec_check_fetch(ExecCheckBufs *b, size_t out) {
+    return cu_check(cu.cuMemcpyDtoH(b->host_out, (CuDevPtr)(uintptr_t)b->recv, out),
+                    "cuMemcpyDtoH(output)");
+}
+
+mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk, const char *what) {
+    return rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s' on GPUs, %zu bytes, %s %s, %s%s: wrong "
+                   "result: %s", p->name, chk->bytes, check_dtype_name(chk->dtype),
+                   check_redop_name(chk->op), chk->inplace ? "in place" : "out of place",
+                   chk->graph_iters > 0 ? ", after graph replay" : "", what);
+}
+
+void exec_check_release(mscclrt_comm *c, ExecCheckBufs *b, bool timed_out) {
+    if (!timed_out && b->send) {
+        exec_drop_contexts(c, b->send);
+        exec_drop_contexts(c, b->recv);
+    }
+    if (c && c->ctx) cu.cuCtxSetCurrent(c->ctx);
+    if (b->stream && !timed_out) cu.cuStreamSynchronize(b->stream);
+    if (b->gexec) cu.cuGraphExecDestroy(b->gexec);
+    if (b->graph) cu.cuGraphDestroy(b->graph);
+    if (!timed_out) {
+        if (b->sbuf) cu.cuMemFree(b->sbuf);
+        if (b->rbuf) cu.cuMemFree(b->rbuf);
+        if (b->pristine) cu.cuMemFree(b->pristine);
+        if (b->stream) cu.cuStreamDestroy(b->stream);
+    }
+    free(b->host_in);
+    free(b->host_out);
+    memset(b, 0, sizeof *b);
+}
+
 static mscclrt_result run_once(mscclrt_comm *const *comms, int n, const mscclrt_plan *plan,
-                               RankBufs *rb, size_t in, size_t out,
+                               ExecCheckBufs *rb, size_t in, size_t out,
                                const mscclrt_gpu_check *chk, bool restore) {
     mscclrt_result res = MSCCLRT_SUCCESS;
     if (restore)
-        for (int r = 0; r < n; r++) {
-            CuContext prev;
-            cu.cuCtxGetCurrent(&prev);
-            cu.cuCtxSetCurrent(comms[r]->ctx);
-            res = cu_check(cu.cuMemcpyDtoDAsync((CuDevPtr)(uintptr_t)rb[r].send, rb[r].pristine,
-                                                in, rb[r].stream), "cuMemcpyDtoDAsync(input)");
-            cu.cuCtxSetCurrent(prev);
-            TRY(res);
-        }
+        for (int r = 0; r < n; r++) TRY(exec_check_restore(comms[r], &rb[r], in));
     TRY(mscclrt_group_start());
     for (int r = 0; r < n; r++) {
         mscclrt_result e = mscclrt_execute_ex(comms[r], plan, rb[r].send, rb[r].recv, in, out,
@@ -86,7 +155,7 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     uint64_t in64 = 0, out64 = 0;
     plan_call_sizes(p, chk->bytes, &in64, &out64);
     size_t in = (size_t)in64, out = (size_t)out64;
-    RankBufs *rb = calloc((size_t)n, sizeof *rb);
+    ExecCheckBufs *rb = calloc((size_t)n, sizeof *rb);
     if (!rb) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
     mscclrt_result res = MSCCLRT_SUCCESS;
     CuContext prev = NULL;
@@ -94,84 +163,46 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     const bool restore = chk->inplace != 0;
     for (int r = 0; r < n; r++) {
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(comms[r]->ctx), "cuCtxSetCurrent"), res, out);
-        TRY_GOTO(cu_check(cu.cuStreamCreate(&rb[r].stream, CU_STREAM_FLAG_NON_BLOCKING),
-                          "cuStreamCreate"), res, out);
-        rb[r].host_in = malloc(in ? in : 1);
-        rb[r].host_out = malloc(out ? out : 1);
-        if (!rb[r].host_in || !rb[r].host_out) {
-            res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-            goto out;
-        }
-        check_fill(chk->dtype, chk->op, rb[r].host_in, in / esz, chk->seed, r);
-        size_t big = in > out ? in : out;
-        if (!chk->inplace) {
-            TRY_GOTO(cu_check(cu.cuMemAlloc(&rb[r].sbuf, in ? in : 16), "cuMemAlloc(send)"), res, out);
-            TRY_GOTO(cu_check(cu.cuMemAlloc(&rb[r].rbuf, out ? out : 16), "cuMemAlloc(recv)"), res, out);
-            TRY_GOTO(cu_check(cu.cuMemsetD8(rb[r].rbuf, 0xcd, out), "cuMemsetD8(recv)"), res, out);
-            rb[r].send = (const void *)(uintptr_t)rb[r].sbuf;
-            rb[r].recv = (void *)(uintptr_t)rb[r].rbuf;
-        } else {
-            TRY_GOTO(cu_check(cu.cuMemAlloc(&rb[r].sbuf, big ? big : 16), "cuMemAlloc(buffer)"), res, out);
-            TRY_GOTO(cu_check(cu.cuMemsetD8(rb[r].sbuf, 0xcd, big), "cuMemsetD8(buffer)"), res, out);
-            CuDevPtr s = rb[r].sbuf, d = rb[r].sbuf;
-            if (p->collective == PLAN_COLL_ALLGATHER) s = d + (CuDevPtr)r * in;
-            if (p->collective == PLAN_COLL_REDUCESCATTER) d = s + (CuDevPtr)r * out;
-            rb[r].send = (const void *)(uintptr_t)s;
-            rb[r].recv = (void *)(uintptr_t)d;
-            TRY_GOTO(cu_check(cu.cuMemAlloc(&rb[r].pristine, in ? in : 16), "cuMemAlloc(pristine)"), res, out);
-            TRY_GOTO(cu_check(cu.cuMemcpyHtoD(rb[r].pristine, rb[r].host_in, in), "cuMemcpyHtoD"), res, out);
-        }
-        TRY_GOTO(cu_check(cu.cuMemcpyHtoD((CuDevPtr)(uintptr_t)rb[r].send, rb[r].host_in, in),
-                          "cuMemcpyHtoD(input)"), res, out);
-        TRY_GOTO(cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize"), res, out);
+        TRY_GOTO(exec_check_alloc(&rb[r], p, r, chk, in, out), res, out);
     }
     /* back-to-back calls (the first one sets up) */
     int iters = chk->iters > 0 ? chk->iters : 1;
-    double t0 = now_s();
+    double t0 = exec_check_now();
     for (int it = 0; it < iters; it++)
         TRY_GOTO(run_once(comms, n, plan, rb, in, out, chk, restore), res, out);
     for (int r = 0; r < n; r++)
-        TRY_GOTO(sync_deadline(rb[r].stream, 15, "the plan's kernels", r), res, out);
-    if (usec) *usec = (now_s() - t0) * 1e6 / iters;
-    /* CUDA graph: capture graph_iters calls per rank, replay once */
+        TRY_GOTO(exec_check_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r),
+                 res, out);
+    if (usec) *usec = (exec_check_now() - t0) * 1e6 / iters;
+    /* CUDA graph: capture graph_iters calls per rank, replay it */
     if (chk->graph_iters > 0) {
         for (int r = 0; r < n; r++) {
             cu.cuCtxSetCurrent(comms[r]->ctx);
-            TRY_GOTO(cu_check(cu.cuMemsetD8Async(rb[r].rbuf ? rb[r].rbuf : rb[r].sbuf, 0xcd,
-                                                 rb[r].rbuf ? out : (in > out ? in : out), rb[r].stream),
-                              "cuMemsetD8Async"), res, out);
-            TRY_GOTO(cu_check(cu.cuStreamBeginCapture(rb[r].stream, CU_CAPTURE_MODE_RELAXED),
-                              "cuStreamBeginCapture"), res, out);
+            TRY_GOTO(exec_check_capture_begin(&rb[r], in, out), res, out);
         }
         mscclrt_result cap = MSCCLRT_SUCCESS;
         for (int it = 0; it < chk->graph_iters && cap == MSCCLRT_SUCCESS; it++)
             cap = run_once(comms, n, plan, rb, in, out, chk, restore);
         for (int r = 0; r < n; r++) {
             cu.cuCtxSetCurrent(comms[r]->ctx);
-            mscclrt_result e = cu_check(cu.cuStreamEndCapture(rb[r].stream, &rb[r].graph),
-                                        "cuStreamEndCapture");
-            if (cap == MSCCLRT_SUCCESS) cap = e;
+            mscclrt_result e = exec_check_capture_end(&rb[r], cap);
+            if (res == MSCCLRT_SUCCESS) res = e;
         }
-        TRY_GOTO(cap, res, out);
-        for (int r = 0; r < n; r++) {
-            cu.cuCtxSetCurrent(comms[r]->ctx);
-            TRY_GOTO(cu_check(cu.cuGraphInstantiate(&rb[r].gexec, rb[r].graph, 0),
-                              "cuGraphInstantiate"), res, out);
-        }
-        for (int rep = 0; rep < 2; rep++)
+        TRY_GOTO(res, res, out);
+        for (int rep = 0; rep < EXEC_CHECK_REPLAYS; rep++)
             for (int r = 0; r < n; r++) {
                 cu.cuCtxSetCurrent(comms[r]->ctx);
                 TRY_GOTO(cu_check(cu.cuGraphLaunch(rb[r].gexec, rb[r].stream), "cuGraphLaunch"),
                          res, out);
             }
         for (int r = 0; r < n; r++)
-            TRY_GOTO(sync_deadline(rb[r].stream, 15, "the graph replay", r), res, out);
+            TRY_GOTO(exec_check_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the graph replay", r),
+                     res, out);
     }
     /* check */
     for (int r = 0; r < n; r++) {
         cu.cuCtxSetCurrent(comms[r]->ctx);
-        TRY_GOTO(cu_check(cu.cuMemcpyDtoH(rb[r].host_out, (CuDevPtr)(uintptr_t)rb[r].recv, out),
-                          "cuMemcpyDtoH(output)"), res, out);
+        TRY_GOTO(exec_check_fetch(&rb[r], out), res, out);
     }
     if (check_collective_known(p->collective)) {
         const void **ins = calloc((size_t)n, sizeof *ins), **outs = calloc((size_t)n, sizeof *outs);
@@ -189,31 +220,10 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
         bool ok = check_collective(p->collective, n, chk->dtype, chk->op, ins, in, outs, out, &mm);
         free(ins);
         free(outs);
-        if (!ok)
-            res = rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s' on GPUs, %zu bytes, %s %s, %s%s: wrong "
-                          "result: %s", p->name, chk->bytes, check_dtype_name(chk->dtype),
-                          check_redop_name(chk->op), chk->inplace ? "in place" : "out of place",
-                          chk->graph_iters > 0 ? ", after graph replay" : "", mm.msg);
+        if (!ok) res = exec_check_wrong(p, chk, mm.msg);
     }
 out:
-    for (int r = 0; r < n; r++) {
-        if (res != MSCCLRT_ERR_TIMEOUT && rb[r].send) {
-            exec_drop_contexts(comms[r], rb[r].send);
-            exec_drop_contexts(comms[r], rb[r].recv);
-        }
-        if (comms[r] && comms[r]->ctx) cu.cuCtxSetCurrent(comms[r]->ctx);
-        if (rb[r].stream && res != MSCCLRT_ERR_TIMEOUT) cu.cuStreamSynchronize(rb[r].stream);
-        if (rb[r].gexec) cu.cuGraphExecDestroy(rb[r].gexec);
-        if (rb[r].graph) cu.cuGraphDestroy(rb[r].graph);
-        if (res != MSCCLRT_ERR_TIMEOUT) {
-            if (rb[r].sbuf) cu.cuMemFree(rb[r].sbuf);
-            if (rb[r].rbuf) cu.cuMemFree(rb[r].rbuf);
-            if (rb[r].pristine) cu.cuMemFree(rb[r].pristine);
-            if (rb[r].stream) cu.cuStreamDestroy(rb[r].stream);
-        }
-        free(rb[r].host_in);
-        free(rb[r].host_out);
-    }
+    for (int r = 0; r < n; r++) exec_check_release(comms[r], &rb[r], res == MSCCLRT_ERR_TIMEOUT);
     cu.cuCtxSetCurrent(prev);
     free(rb);
     return res;

@@ -1,6 +1,7 @@
 /*
  * exec_mp.c - communicators of one process per GPU (or one thread per GPU joining through a
- * unique id): mscclrt_get_unique_id / mscclrt_comm_init_rank over the TCP bootstrap
+ * unique id, or through the launcher's environment): mscclrt_get_unique_id /
+ * mscclrt_comm_init_rank / mscclrt_comm_init_env over the TCP bootstrap
  * (runtime/bootstrap), and the collective setup of a context through it: every rank agrees on
  * the scratch size, exports its send/recv allocations, scratch and state block with the CUDA IPC
  * transport (runtime/transport), sends the descriptors to every peer and maps the peers' ones.
@@ -26,25 +27,29 @@ mscclrt_result mscclrt_get_unique_id(mscclrt_unique_id *id) {
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **out, int nranks, mscclrt_unique_id id,
-                                      int rank, int device) {
-    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: comm is NULL");
-    *out = NULL;
-    if (nranks < 1 || rank < 0 || rank >= nranks)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: rank %d out of range "
-                       "[0, %d)", rank, nranks);
+/* Opens the driver and checks *device against the device count; -1 becomes `local` modulo it. */
+static mscclrt_result mp_device(const char *fn, int local, int *device) {
     TRY(cu_load());
     int count = 0;
     TRY(cu_check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
-    if (device < 0) device = rank % (count ? count : 1);
-    if (device >= count)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: device %d out of range "
-                       "[0, %d)", device, count);
+    if (*device < 0) *device = local % (count ? count : 1);
+    if (*device >= count)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: device %d out of range [0, %d)", fn, *device,
+                       count);
+    return MSCCLRT_SUCCESS;
+}
+
+/* The comm of a rank whose bootstrap is up (boot is taken over: closed on failure, without a
+ * barrier, so that the peers see the rank leave at once). */
+static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device, const char *fn) {
     mscclrt_comm *c = calloc(1, sizeof *c);
-    if (!c) return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_comm_init_rank: out of memory");
+    if (!c) {
+        boot_close(boot);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    }
     c->magic = EXEC_COMM_MAGIC;
-    c->rank = rank;
-    c->nranks = nranks;
+    c->rank = boot_rank(boot);
+    c->nranks = boot_nranks(boot);
     c->device = device;
     mscclrt_result res;
     CuContext prev = NULL;
@@ -54,19 +59,55 @@ mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **out, int nranks, mscclrt_un
              res, fail);
     TRY_GOTO(cu_device_arch(device, &c->arch), res, fail);
     TRY_GOTO(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"), res, fail);
-    BootId bid;
-    memcpy(&bid, &id, sizeof bid);
-    TRY_GOTO(boot_init(&c->boot, &bid, rank, nranks, 0), res, fail);
+    c->boot = boot;
     TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
     cu.cuCtxSetCurrent(prev);
-    LOG_INFO(LOG_SUB_INIT, "rank %d of %d on device %d (sm_%d), bootstrap ready", rank, nranks,
-             device, c->arch);
+    LOG_INFO(LOG_SUB_INIT, "rank %d of %d on device %d (sm_%d), bootstrap ready", c->rank,
+             c->nranks, device, c->arch);
     *out = c;
     return MSCCLRT_SUCCESS;
 fail:
     cu.cuCtxSetCurrent(prev);
+    c->boot = NULL;
     exec_comm_release(c);
+    boot_close(boot);
     return res;
+}
+
+mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **out, int nranks, mscclrt_unique_id id,
+                                      int rank, int device) {
+    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: comm is NULL");
+    *out = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: rank %d out of range "
+                       "[0, %d)", rank, nranks);
+    TRY(mp_device("mscclrt_comm_init_rank", rank, &device));
+    BootId bid;
+    memcpy(&bid, &id, sizeof bid);
+    Boot *boot = NULL;
+    TRY(boot_init(&boot, &bid, rank, nranks, 0));
+    return mp_comm_create(out, boot, device, "mscclrt_comm_init_rank");
+}
+
+mscclrt_result mscclrt_comm_init_env(mscclrt_comm **out, int device) {
+    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_env: comm is NULL");
+    *out = NULL;
+    if (device < -1)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_env: device %d (expected -1 "
+                       "or a device number)", device);
+    /* the driver first: a rank that cannot use a GPU fails before the others wait for it */
+    int probe = device;
+    TRY(mp_device("mscclrt_comm_init_env", 0, &probe));
+    Boot *boot = NULL;
+    TRY(boot_init_env(&boot));
+    if (device < 0) {
+        mscclrt_result res = mp_device("mscclrt_comm_init_env", boot_local_rank(boot), &device);
+        if (res != MSCCLRT_SUCCESS) {
+            boot_close(boot);
+            return res;
+        }
+    }
+    return mp_comm_create(out, boot, device, "mscclrt_comm_init_env");
 }
 
 mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {

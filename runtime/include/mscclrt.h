@@ -204,6 +204,26 @@ typedef struct mscclrt_gpu_check {
 MSCCLRT_API mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int nranks,
                                                   const mscclrt_plan *plan,
                                                   const mscclrt_gpu_check *chk, double *usec);
+/* [serialised per comm; every rank of the group calls it] The same check as mscclrt_gpu_check_plan
+ * by one rank of a group of processes (or threads) from mscclrt_comm_init_rank or
+ * mscclrt_comm_init_env, whose size must equal the plan's. The rank fills its own input (the
+ * same data as mscclrt_gpu_check_plan gives it), makes the same calls (iters back to back, the
+ * first being the collective setup, then graph_iters inside one captured CUDA graph), waits with
+ * a deadline, and checks its own output against the host reference, regenerating the other
+ * ranks' inputs a block at a time (memory: its buffers plus nranks x 1 MiB). The ranks then
+ * exchange verdicts over the bootstrap: every rank returns the same result, the lowest failing
+ * rank's code with "rank R: " and its message (a wrong result is MSCCLRT_ERR_INTERNAL, a hung
+ * rank MSCCLRT_ERR_TIMEOUT). *usec (may be NULL) gets the largest of the ranks' mean times per
+ * call. After MSCCLRT_ERR_TIMEOUT a kernel may still run: do not destroy the comm, exit. */
+MSCCLRT_API mscclrt_result mscclrt_gpu_check_rank(mscclrt_comm *comm, const mscclrt_plan *plan,
+                                                  const mscclrt_gpu_check *chk, double *usec);
+/* [any thread; every rank from its own process or thread] Joins the group that the launcher's
+ * environment describes (torchrun: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT; Open
+ * MPI: OMPI_COMM_WORLD_*; Slurm: SLURM_*; MSCCLRT_MASTER_ADDR/PORT win over MASTER_*): rank 0
+ * runs the rendezvous on the master port, no unique id is passed. device -1: the rank's local
+ * rank on its host modulo the device count. A missing variable is MSCCLRT_ERR_INVALID_USAGE
+ * naming it. Otherwise as mscclrt_comm_init_rank. */
+MSCCLRT_API mscclrt_result mscclrt_comm_init_env(mscclrt_comm **comm, int device);
 
 #ifdef __cplusplus
 }

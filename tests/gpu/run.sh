@@ -64,7 +64,7 @@ if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_Q
         fi
         max=$(sed -n 's/^ *sizes *[0-9KMG]* *\.\. *\([0-9]*[KMG]\?\).*/\1/p' "$src" | head -1)
         run "stdlib_${name}_min" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
-            --check --iters 1000 --dtype float16 --op sum
+            --launch single --check --iters 1000 --dtype float16 --op sum
         for size in 1M 64M 1G; do
             [ -n "$max" ] && [ "$size" != 1M ] && continue
             i=$((i + 1))
@@ -73,8 +73,70 @@ if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_Q
             dt=${1% *} op=${1#* }
             [ "$size" = 1G ] && it=3 || it=20
             run "stdlib_${name}_$size" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
-                --check --iters $it --size "${max:-$size}" --dtype "$dt" --op "$op"
+                --launch single --check --iters "$it" --size "${max:-$size}" --dtype "$dt" --op "$op"
         done
     done
+fi
+
+# One process per rank: the library's two-process test of mscclrt_gpu_check_rank and
+# mscclrt_comm_init_env, then stdlib programs at N = all GPUs through mscclrt-run --backend gpu
+# --launch procs (mscclrt-run forks the ranks), and one through --launch env with one background
+# mscclrt-run per rank started here with torchrun's variables (no torchrun needed).
+run gpu_check_rank "$BUILD/tests/test_gpu_check_rank"
+# envrun LOGNAME PLAN ARGS...: all ranks of --launch env; rank 0's output is the result
+# shellcheck disable=SC2317 # called through run
+envrun() {
+    en=$1 eplan=$2
+    shift 2
+    eport=$((29000 + $$ % 1000))
+    epids=""
+    er=0
+    while [ "$er" -lt "$ngpu" ]; do
+        RANK=$er WORLD_SIZE=$ngpu LOCAL_RANK=$er MASTER_ADDR=127.0.0.1 MASTER_PORT=$eport \
+            timeout 300 "$BUILD/bin/mscclrt-run" "$eplan" --backend gpu --launch env "$@" \
+            >"$log/$en.rank$er.log" 2>&1 &
+        epids="$epids $!"
+        er=$((er + 1))
+    done
+    est=0
+    for ep in $epids; do wait "$ep" || est=1; done
+    cat "$log/$en.rank0.log"
+    return "$est"
+}
+# refuses TEXT COMMAND...: the command must exit with 1 and say TEXT
+# shellcheck disable=SC2317 # called through run
+refuses() {
+    rtext=$1
+    shift
+    "$@" >"$log/refuses.out" 2>&1
+    rst=$?
+    cat "$log/refuses.out"
+    [ "$rst" -eq 1 ] && grep -qF -- "$rtext" "$log/refuses.out"
+}
+if [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
+    mp=$log/mp-plans
+    mkdir -p "$mp"
+    for prog in allreduce/allpair_packet allreduce/rs_ag_read allgather/fullmesh; do
+        pname=$(echo "$prog" | tr / _)
+        if ! "$BUILD/bin/mscclc" "stdlib/$prog.coll" -D N="$ngpu" -o "$mp/$pname.json" \
+            >"$log/mscclc_mp_$pname.log" 2>&1; then
+            echo "testing procs_$pname N=$ngpu ... skipped (does not compile for N=$ngpu)"
+            continue
+        fi
+        for size in 1M 64M; do
+            run "procs_${pname}_$size" "$BUILD/bin/mscclrt-run" "$mp/$pname.json" --backend gpu \
+                --launch procs --check --iters 20 --size "$size" --dtype float16 --op sum
+        done
+    done
+    # one rank more than there are GPUs: refused with the library's message, within seconds
+    if "$BUILD/bin/mscclc" stdlib/allgather/fullmesh.coll -D N=$((ngpu + 1)) -o "$mp/over.json" \
+        >"$log/mscclc_mp_over.log" 2>&1; then
+        run procs_more_ranks_than_gpus refuses "device $ngpu out of range [0, $ngpu)" \
+            timeout 120 "$BUILD/bin/mscclrt-run" "$mp/over.json" --backend gpu --launch procs --check
+    fi
+    if [ -f "$mp/allreduce_rs_ag_read.json" ]; then
+        run env_allreduce_rs_ag_read_64M envrun env_rs_ag_read "$mp/allreduce_rs_ag_read.json" \
+            --check --iters 20 --size 64M --dtype bfloat16 --op sum
+    fi
 fi
 exit $status

@@ -1,0 +1,58 @@
+/*
+ * check_rank.c - the postcondition of one rank's output when every rank's input came from
+ * check_fill: instead of holding all inputs, the slices the check needs are regenerated from
+ * (seed, rank, element) a block at a time, and check.c's per-rank checker does the rest.
+ */
+#include "check/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    mscclrt_dtype t;
+    mscclrt_redop op;
+    uint64_t seed;
+    size_t block;               /* bytes per slot */
+    char *slots;                /* one block per rank */
+} RegenInputs;
+
+static const void *regen_input(void *ctx, int rank, size_t first, size_t n) {
+    RegenInputs *g = ctx;
+    char *slot = g->slots + (size_t)rank * g->block;
+    check_fill_range(g->t, g->op, slot, first, n, g->seed, rank);
+    return slot;
+}
+
+bool check_collective_rank(PlanCollective coll, int nranks, int rank, mscclrt_dtype t,
+                           mscclrt_redop op, uint64_t seed, size_t in_bytes, const void *output,
+                           size_t out_bytes, CheckMismatch *mm) {
+    size_t es = check_dtype_size(t);
+    if (mm) memset(mm, 0, sizeof *mm);
+    if (!es || nranks < 1 || rank < 0 || rank >= nranks || !check_collective_known(coll)) {
+        if (mm) {
+            mm->rank = -1;
+            snprintf(mm->msg, sizeof mm->msg, "check_collective_rank: nothing to check for %s, "
+                     "rank %d of %d, dtype %d", plan_coll_name(coll), rank, nranks, (int)t);
+        }
+        return false;
+    }
+    /* 1 MiB per rank; very large groups get smaller blocks (at least 4 KiB) */
+    size_t block = CHECK_BLOCK_BYTES;
+    if ((size_t)nranks * block > ((size_t)256 << 20)) block = ((size_t)256 << 20) / (size_t)nranks;
+    if (block < 4096) block = 4096;
+    block -= block % es;
+    RegenInputs g = {t, op, seed, block, malloc((size_t)nranks * block)};
+    if (!g.slots) {
+        if (mm) {
+            mm->rank = -1;
+            snprintf(mm->msg, sizeof mm->msg, "rank %d: cannot check: out of memory for %d x %zu "
+                     "bytes of reference input", rank, nranks, block);
+        }
+        return false;
+    }
+    bool ok = check_rank_from(coll, nranks, rank, t, op, regen_input, &g, block, in_bytes, output,
+                              out_bytes, mm);
+    free(g.slots);
+    return ok;
+}

@@ -1,0 +1,222 @@
+/*
+ * test_check_rank.c - the per-rank streaming checker (check_collective_rank, check_rank_from):
+ * check_fill_range equals slices of check_fill; for every collective, several dtypes/operators
+ * and 2, 3 and 8 ranks, correct outputs pass both checkers and a corrupted element is reported by
+ * both with the same rank, element and message, also when the inputs come in small blocks.
+ */
+#include "../harness.h"
+
+#include "check/check.h"
+#include "plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const PlanCollective colls[] = {PLAN_COLL_ALLREDUCE, PLAN_COLL_REDUCESCATTER,
+                                       PLAN_COLL_ALLGATHER, PLAN_COLL_ALLTOALL,
+                                       PLAN_COLL_BROADCAST, PLAN_COLL_SENDRECV};
+static const mscclrt_dtype red_types[] = {MSCCLRT_FLOAT32, MSCCLRT_FLOAT16, MSCCLRT_BFLOAT16,
+                                          MSCCLRT_FP8_E4M3, MSCCLRT_FLOAT64, MSCCLRT_INT32,
+                                          MSCCLRT_UINT8, MSCCLRT_INT64};
+#define SEED 4242
+
+/* A group's buffers for one (collective, n, dtype, op, per-rank count c). */
+typedef struct {
+    PlanCollective coll;
+    int n;
+    mscclrt_dtype t;
+    mscclrt_redop op;
+    size_t es, in_bytes, out_bytes;
+    unsigned char **in, **out;
+} Group;
+
+/* The outputs a correct plan produces: reductions in rank order, one rounding per step. */
+static void group_make(Group *g, PlanCollective coll, int n, mscclrt_dtype t, mscclrt_redop op,
+                       size_t c) {
+    g->coll = coll, g->n = n, g->t = t, g->op = op;
+    g->es = check_dtype_size(t);
+    size_t nin = c, nout = c;
+    if (coll == PLAN_COLL_REDUCESCATTER) nin = (size_t)n * c;
+    if (coll == PLAN_COLL_ALLGATHER) nout = (size_t)n * c;
+    if (coll == PLAN_COLL_ALLTOALL) nin = nout = (size_t)n * c;
+    g->in_bytes = nin * g->es, g->out_bytes = nout * g->es;
+    g->in = calloc((size_t)n, sizeof *g->in);
+    g->out = calloc((size_t)n, sizeof *g->out);
+    for (int r = 0; r < n; r++) {
+        g->in[r] = malloc(g->in_bytes + 1);
+        g->out[r] = malloc(g->out_bytes + 1);
+        check_fill(t, op, g->in[r], nin, SEED, r);
+    }
+    size_t es = g->es;
+    for (int r = 0; r < n; r++) {
+        unsigned char *o = g->out[r];
+        switch (coll) {
+        case PLAN_COLL_ALLREDUCE:
+        case PLAN_COLL_REDUCESCATTER: {
+            size_t base = coll == PLAN_COLL_ALLREDUCE ? 0 : (size_t)r * c * es;
+            memcpy(o, g->in[0] + base, c * es);
+            for (int q = 1; q < n; q++) check_reduce(t, op, o, g->in[q] + base, c);
+            if (op == MSCCLRT_AVG) check_avg_finish(t, o, c, n);
+            break;
+        }
+        case PLAN_COLL_ALLGATHER:
+            for (int s = 0; s < n; s++) memcpy(o + (size_t)s * c * es, g->in[s], c * es);
+            break;
+        case PLAN_COLL_ALLTOALL:
+            for (int s = 0; s < n; s++)
+                memcpy(o + (size_t)s * c * es, g->in[s] + (size_t)r * c * es, c * es);
+            break;
+        case PLAN_COLL_BROADCAST:
+            memcpy(o, g->in[0], c * es);
+            break;
+        default:
+            memcpy(o, g->in[(r - 1 + n) % n], c * es);
+            break;
+        }
+    }
+}
+
+static void group_free(Group *g) {
+    for (int r = 0; r < g->n; r++) {
+        free(g->in[r]);
+        free(g->out[r]);
+    }
+    free(g->in);
+    free(g->out);
+}
+
+/* A test-side regenerating source with a tiny block, so every path crosses block boundaries. */
+typedef struct { const Group *g; size_t block; unsigned char *slots; int calls; } SmallRegen;
+
+static const void *small_regen(void *ctx, int rank, size_t first, size_t n) {
+    SmallRegen *s = ctx;
+    s->calls++;
+    if (n * s->g->es > s->block) return NULL;   /* the checker must respect the block */
+    unsigned char *slot = s->slots + (size_t)rank * s->block;
+    check_fill_range(s->g->t, s->g->op, slot, first, n, SEED, rank);
+    return slot;
+}
+
+static bool small_check(const Group *g, int r, CheckMismatch *mm) {
+    SmallRegen s = {g, 5 * g->es, malloc((size_t)g->n * 5 * g->es), 0};
+    bool ok = check_rank_from(g->coll, g->n, r, g->t, g->op, small_regen, &s, s.block,
+                              g->in_bytes, g->out[r], g->out_bytes, mm);
+    free(s.slots);
+    return ok;
+}
+
+static bool rank_check(const Group *g, int r, CheckMismatch *mm) {
+    return check_collective_rank(g->coll, g->n, r, g->t, g->op, SEED, g->in_bytes, g->out[r],
+                                 g->out_bytes, mm);
+}
+
+static bool all_check(const Group *g, CheckMismatch *mm) {
+    return check_collective(g->coll, g->n, g->t, g->op, (const void *const *)g->in, g->in_bytes,
+                            (const void *const *)g->out, g->out_bytes, mm);
+}
+
+/* Correct outputs pass everywhere; a wrong element of rank r is found by all three checkers
+ * with the same rank, element and text, and the other ranks still pass. */
+static void one_case(PlanCollective coll, int n, mscclrt_dtype t, mscclrt_redop op, size_t c) {
+    Group g;
+    group_make(&g, coll, n, t, op, c);
+    CheckMismatch mm, mr, ms;
+    bool ok = all_check(&g, &mm);
+    for (int r = 0; r < n; r++) ok = ok && rank_check(&g, r, &mr) && small_check(&g, r, &ms);
+    if (!ok)
+        fprintf(stderr, "%s n=%d %s %s c=%zu: correct output refused: %s | %s | %s\n",
+                plan_coll_name(coll), n, check_dtype_name(t), check_redop_name(op), c, mm.msg,
+                mr.msg, ms.msg);
+    CHECK(ok);
+    size_t nout = g.out_bytes / g.es;
+    int r = n > 2 ? n - 2 : 1;
+    size_t e = nout / 2 + 1 < nout ? nout / 2 + 1 : nout - 1;
+    double v = check_load(t, g.out[r], e);
+    check_store(t, g.out[r], e, v + 100);
+    if (t == MSCCLRT_FP8_E4M3 && check_load(t, g.out[r], e) == v)
+        check_store(t, g.out[r], e, -v - 1);   /* saturated: flip instead */
+    bool a = all_check(&g, &mm), b = rank_check(&g, r, &mr), s = small_check(&g, r, &ms);
+    CHECK(!a && !b && !s);
+    CHECK_EQ_INT(r, mm.rank);
+    CHECK_EQ_INT(r, mr.rank);
+    CHECK_EQ_INT(r, ms.rank);
+    CHECK_EQ_INT(e, mm.elem);
+    CHECK_EQ_INT(e, mr.elem);
+    CHECK_EQ_INT(e, ms.elem);
+    CHECK_STR(mm.msg, mr.msg);
+    CHECK_STR(mm.msg, ms.msg);
+    for (int q = 0; q < n; q++)
+        if (q != r) CHECK(rank_check(&g, q, &mr));
+    group_free(&g);
+}
+
+static void t_fill_range(void) {
+    static unsigned char whole[301 * 8], part[301 * 8];
+    for (int t = 0; t < MSCCLRT_DTYPE_COUNT; t++)
+        for (int op = 0; op < MSCCLRT_REDOP_COUNT; op++)
+            for (int rank = 0; rank < 5; rank++) {
+                size_t es = check_dtype_size((mscclrt_dtype)t);
+                check_fill((mscclrt_dtype)t, (mscclrt_redop)op, whole, 300, 77, rank);
+                static const size_t cuts[][2] = {{0, 300}, {0, 1}, {1, 299}, {17, 64}, {299, 1},
+                                                 {150, 0}};
+                for (size_t k = 0; k < sizeof cuts / sizeof *cuts; k++) {
+                    memset(part, 0x5a, sizeof part);
+                    check_fill_range((mscclrt_dtype)t, (mscclrt_redop)op, part, cuts[k][0],
+                                     cuts[k][1], 77, rank);
+                    CHECK(memcmp(part, whole + cuts[k][0] * es, cuts[k][1] * es) == 0);
+                    CHECK_EQ_INT(0x5a, part[cuts[k][1] * es]);   /* nothing written past n */
+                }
+            }
+}
+
+static void t_matrix(void) {
+    static const int ns[] = {2, 3, 8};
+    for (size_t ci = 0; ci < sizeof colls / sizeof *colls; ci++)
+        for (size_t ni = 0; ni < 3; ni++) {
+            PlanCollective coll = colls[ci];
+            if (check_collective_reduces(coll)) {
+                for (size_t ti = 0; ti < sizeof red_types / sizeof *red_types; ti++)
+                    for (int op = 0; op < MSCCLRT_REDOP_COUNT; op++)
+                        one_case(coll, ns[ni], red_types[ti], (mscclrt_redop)op, 37);
+            } else {
+                for (int t = 0; t < MSCCLRT_DTYPE_COUNT; t++)
+                    one_case(coll, ns[ni], (mscclrt_dtype)t, MSCCLRT_SUM, 37);
+            }
+            one_case(coll, ns[ni], MSCCLRT_FLOAT32, MSCCLRT_SUM, 1);
+        }
+}
+
+/* Real 1 MiB blocks: outputs spanning more than one block. */
+static void t_big(void) {
+    size_t c = (3u << 20) / 2 / 2 + 3;   /* float16: ~1.5 MiB per rank */
+    one_case(PLAN_COLL_ALLREDUCE, 3, MSCCLRT_FLOAT16, MSCCLRT_SUM, c);
+    one_case(PLAN_COLL_ALLGATHER, 2, MSCCLRT_BFLOAT16, MSCCLRT_SUM, c);
+    one_case(PLAN_COLL_REDUCESCATTER, 2, MSCCLRT_INT32, MSCCLRT_MAX, (5u << 20) / 4 / 4);
+}
+
+static void t_refuses(void) {
+    unsigned char out[64] = {0};
+    CheckMismatch mm;
+    CHECK(!check_collective_rank(PLAN_COLL_CUSTOM, 2, 0, MSCCLRT_FLOAT32, MSCCLRT_SUM, 1, 64,
+                                 out, 64, &mm));
+    CHECK_EQ_INT(-1, mm.rank);
+    CHECK(!check_collective_rank(PLAN_COLL_ALLREDUCE, 2, 2, MSCCLRT_FLOAT32, MSCCLRT_SUM, 1, 64,
+                                 out, 64, &mm));
+    CHECK_CONTAINS(mm.msg, "rank 2 of 2");
+    CHECK(!check_collective_rank(PLAN_COLL_ALLREDUCE, 2, 0, MSCCLRT_DTYPE_COUNT, MSCCLRT_SUM, 1,
+                                 64, out, 64, &mm));
+    /* all zeros is never a correct allreduce of check_fill inputs (element 0: sum of 1 + r % 3) */
+    CHECK(!check_collective_rank(PLAN_COLL_ALLREDUCE, 2, 1, MSCCLRT_FLOAT32, MSCCLRT_SUM, 1, 64,
+                                 out, 64, &mm));
+    CHECK_EQ_INT(1, mm.rank);
+    CHECK_EQ_INT(0, mm.elem);
+    CHECK_CONTAINS(mm.msg, "rank 1 element 0 (float32): got 0, expected 3");
+}
+
+int main(void) {
+    TEST("check_rank/fill_range", t_fill_range());
+    TEST("check_rank/matrix", t_matrix());
+    TEST("check_rank/big_blocks", t_big());
+    TEST("check_rank/refuses", t_refuses());
+    return harness_report();
+}
