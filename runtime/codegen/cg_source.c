@@ -610,6 +610,10 @@ mscclrt_result cg_generate(const Plan *p, int rank, mscclrt_dtype dt, mscclrt_re
         sb_printf(&b, "  } break;\n");
     }
     sb_printf(&b, "  default: break;\n  }\n");
+    if (avg && l.uses_proxy) /* the copy engine may still read what the division changes */
+        sb_printf(&b, "  mk::barrier(&bar[%d], gridDim.x);\n"
+                  "  if (blockIdx.x == 0 && threadIdx.x == 0) mk::proxy_flush(F);\n",
+                  MK_NBARRIERS - 1);
     if (avg)
         sb_printf(&b, "  mk::barrier(&bar[%d], gridDim.x);\n"
                   "  mk::divide<%s>((char *)a.out, a.out_bytes, a.nranks, (mk::u64)blockIdx.x * blockDim.x + threadIdx.x,"

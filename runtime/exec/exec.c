@@ -149,8 +149,11 @@ mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, cons
                                    : (out + g->output_chunks - 1) / (g->output_chunks ? g->output_chunks : 1);
     uint64_t a = p->alignment ? p->alignment : 16;
     per = (per + a - 1) / a * a;
-    uint64_t s = per * g->scratch_chunks * (p->protocol_ll ? 2 : 1) * (p->double_scratch ? 2 : 1);
-    s = (s + 255) / 256 * 256;
+    /* each half rounded to 256 bytes, so the second half's offset (scratch_half) is exact:
+     * rounding the doubled size instead made the half 0 for small messages, silently
+     * turning double buffering off */
+    uint64_t s = per * g->scratch_chunks * (p->protocol_ll ? 2 : 1);
+    s = (s + 255) / 256 * 256 * (p->double_scratch ? 2 : 1);
     *bytes = (size_t)s;
     return MSCCLRT_SUCCESS;
 }

@@ -17,7 +17,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 out=${BENCH_DIR:-$BUILD/bench}
 mkdir -p "$out/plans"
 ITERS=${ITERS:-50}
-for p in allreduce/allpair_packet allreduce/rs_ag_packet allreduce/rs_ag_read allreduce/rs_ce \
+for p in allreduce/allpair_packet allreduce/rs_ag_packet allreduce/rs_ag_read \
          allgather/packet allgather/fullmesh allgather/copyengine reducescatter/fullmesh_read; do
     "$BUILD/bin/mscclc" "stdlib/$p.coll" -D N="$N" -o "$out/plans/$(echo "$p" | tr / _).json" || exit 1
 done
@@ -33,7 +33,6 @@ perf() { # name, args...
 perf ar_allpair  -C allreduce --plan "$P/allreduce_allpair_packet.json" -b 1K -e 1M -f 4
 perf ar_rsag_pkt -C allreduce --plan "$P/allreduce_rs_ag_packet.json" -b 64K -e 4M -f 4
 perf ar_rsag_read -C allreduce --plan "$P/allreduce_rs_ag_read.json" -b 1M -e 1G -f 4 -n 20
-perf ar_rs_ce    -C allreduce --plan "$P/allreduce_rs_ce.json" -b 16M -e 1G -f 4 -n 20
 perf ag_packet   -C allgather --plan "$P/allgather_packet.json" -b 1K -e 4M -f 4
 perf ag_fullmesh -C allgather --plan "$P/allgather_fullmesh.json" -b 1M -e 1G -f 8 -n 20
 perf ag_copyeng  -C allgather --plan "$P/allgather_copyengine.json" -b 16M -e 1G -f 4 -n 20

@@ -35,7 +35,8 @@ run() { # name, command...
 }
 run gpu_compat "$BUILD/tests/test_gpu_exec"
 run gpu_multiprocess "$BUILD/tests/test_gpu_mp"
-stdlib=$(ls tests/golden/stdlib/*/*.N2.json 2>/dev/null)
+# the 2-rank stdlib plans and the port-channel test plans (every port op through the proxy)
+stdlib="$(ls tests/golden/stdlib/*/*.N2.json 2>/dev/null) tests/golden/ok/port_ops.json tests/golden/ok/port_packets.json"
 if [ -n "$stdlib" ]; then
     # shellcheck disable=SC2086
     run gpu_stdlib "$BUILD/tests/test_gpu_exec" $stdlib
@@ -123,7 +124,9 @@ if [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
             echo "testing procs_$pname N=$ngpu ... skipped (does not compile for N=$ngpu)"
             continue
         fi
-        for size in 1M 64M; do
+        sizes="1M 64M"
+        case $prog in *packet) sizes="64K 1M" ;; esac # packet plans stop at 1 MB
+        for size in $sizes; do
             run "procs_${pname}_$size" "$BUILD/bin/mscclrt-run" "$mp/$pname.json" --backend gpu \
                 --launch procs --check --iters 20 --size "$size" --dtype float16 --op sum
         done
