@@ -4,8 +4,12 @@
 # enabled and the NVLS guard is preloaded into every GPU process. Runs the compat plans and the
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
 # rank (test_gpu_mp), a short mscclrt-perf check, and on machines with more than 2 GPUs every
-# stdlib program at N = all GPUs through mscclrt-run --backend gpu --check. Logs go to
-# $GPU_LOG_DIR when set.
+# stdlib program at N = all GPUs through mscclrt-run --backend gpu --check, then one process per
+# rank (--launch procs / env). Logs go to $GPU_LOG_DIR when set.
+# A GPU machine lends at most 10 minutes a command, so the run can be split:
+#   GPU_SECTIONS="basic sweep procs"   the sections to run (default: all three)
+#   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
+# MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and skips the sweep.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 export NCCL_NVLS_ENABLE=0
@@ -20,6 +24,8 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
+sections=${GPU_SECTIONS:-basic sweep procs}
+want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command...
     name=$1
     shift
@@ -33,6 +39,7 @@ run() { # name, command...
         status=1
     fi
 }
+if want basic; then
 run gpu_compat "$BUILD/tests/test_gpu_exec"
 run gpu_multiprocess "$BUILD/tests/test_gpu_mp"
 # the 2-rank stdlib plans and the port-channel test plans (every port op through the proxy)
@@ -45,16 +52,27 @@ if [ -x "$BUILD/bin/mscclrt-perf" ]; then
     run perf_check "$BUILD/bin/mscclrt-perf" -g 2 -b 1K -e 4M -f 4 -w 2 -n 10 -c 1 \
         --plan tests/plans/compat/allreduce_packet.json
 fi
+fi
 
 # Every stdlib program at N = all GPUs here (when more than 2): the smallest legal size with 1000
 # back-to-back calls, then larger sizes up to the plan's maximum (1 GiB for unbounded plans),
 # rotating dtypes and operators; each run ends with a CUDA-graph replay and a full check.
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
+if want sweep && [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
     plans=$log/plans
     mkdir -p "$plans"
     i=0
     for src in stdlib/*/*.coll; do
+        if [ -n "$GPU_SWEEP" ]; then # patterns such as allreduce/*: match, do not glob
+            prog=${src#stdlib/} hit=no
+            set -f
+            for g in $GPU_SWEEP; do
+                # shellcheck disable=SC2254 # g is a pattern on purpose
+                case ${prog%.coll} in $g) hit=yes ;; esac
+            done
+            set +f
+            [ "$hit" = yes ] || continue
+        fi
         name=$(echo "$src" | sed 's|stdlib/||; s|\.coll$||; s|/|_|')
         def="-D N=$ngpu"
         case $name in *hier) def="$def -D G=$((ngpu / 2))" ;; esac
@@ -72,9 +90,11 @@ if [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_Q
             set -- "float16 sum" "bfloat16 max" "float32 avg" "int32 prod" "fp8_e4m3 min" "uint8 sum"
             shift $((i % 6))
             dt=${1% *} op=${1#* }
+            # large sizes in one process per rank: every rank checks its own output at once
             [ "$size" = 1G ] && it=3 || it=20
+            [ "$size" = 1M ] && launch=single || launch=procs
             run "stdlib_${name}_$size" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
-                --launch single --check --iters "$it" --size "${max:-$size}" --dtype "$dt" --op "$op"
+                --launch "$launch" --check --iters "$it" --size "${max:-$size}" --dtype "$dt" --op "$op"
         done
     done
 fi
@@ -83,7 +103,7 @@ fi
 # mscclrt_comm_init_env, then stdlib programs at N = all GPUs through mscclrt-run --backend gpu
 # --launch procs (mscclrt-run forks the ranks), and one through --launch env with one background
 # mscclrt-run per rank started here with torchrun's variables (no torchrun needed).
-run gpu_check_rank "$BUILD/tests/test_gpu_check_rank"
+want procs && run gpu_check_rank "$BUILD/tests/test_gpu_check_rank"
 # envrun LOGNAME PLAN ARGS...: all ranks of --launch env; rank 0's output is the result
 # shellcheck disable=SC2317 # called through run
 envrun() {
@@ -114,7 +134,7 @@ refuses() {
     cat "$log/refuses.out"
     [ "$rst" -eq 1 ] && grep -qF -- "$rtext" "$log/refuses.out"
 }
-if [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
+if want procs && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
     mp=$log/mp-plans
     mkdir -p "$mp"
     for prog in allreduce/allpair_packet allreduce/rs_ag_read allgather/fullmesh; do
