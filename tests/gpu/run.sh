@@ -26,16 +26,16 @@ mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
 sections=${GPU_SECTIONS:-basic sweep procs}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
-run() { # name, command...
-    name=$1
+run() { # name, command... (its variables start with r: callers' names survive)
+    rname=$1
     shift
-    "$@" >"$log/$name.log" 2>&1
+    "$@" >"$log/$rname.log" 2>&1
     rc=$?
-    grep '^testing ' "$log/$name.log" || { [ $rc -eq 0 ] && echo "testing $name ... passed"; }
-    if [ $rc -eq 77 ]; then echo "testing $name ... skipped"; return 0; fi
+    grep '^testing ' "$log/$rname.log" || { [ $rc -eq 0 ] && echo "testing $rname ... passed"; }
+    if [ $rc -eq 77 ]; then echo "testing $rname ... skipped"; return 0; fi
     if [ $rc -ne 0 ]; then
-        echo "testing $name ... failed (rc $rc; log $log/$name.log)"
-        tail -20 "$log/$name.log" | sed 's/^/    /'
+        echo "testing $rname ... failed (rc $rc; log $log/$rname.log)"
+        tail -20 "$log/$rname.log" | sed 's/^/    /'
         status=1
     fi
 }
