@@ -135,14 +135,9 @@ static mscclrt_result alloc_room(const void *ptr, const char *what, int rank, si
 
 /* Scratch of one rank's context (spec §3.5, from the allocations capped by max_message_size;
  * reuse_resources plans get their own scratch too). */
-mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
-                                   size_t *bytes) {
+uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t out_room) {
     const PlanGpu *g = &p->gpus[rank];
-    *bytes = 0;
-    if (g->scratch_chunks == 0) return MSCCLRT_SUCCESS;
-    size_t in_room = 0, out_room = 0;
-    TRY(alloc_room(send, "sendbuf", rank, &in_room));
-    TRY(alloc_room(recv, "recvbuf", rank, &out_room));
+    if (g->scratch_chunks == 0) return 0;
     uint64_t in = in_room < p->max_size ? in_room : p->max_size;
     uint64_t out = out_room < p->max_size ? out_room : p->max_size;
     uint64_t per = g->input_chunks ? (in + g->input_chunks - 1) / g->input_chunks
@@ -153,8 +148,17 @@ mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, cons
      * rounding the doubled size instead made the half 0 for small messages, silently
      * turning double buffering off */
     uint64_t s = per * g->scratch_chunks * (p->protocol_ll ? 2 : 1);
-    s = (s + 255) / 256 * 256 * (p->double_scratch ? 2 : 1);
-    *bytes = (size_t)s;
+    return (s + 255) / 256 * 256 * (p->double_scratch ? 2 : 1);
+}
+
+mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
+                                   size_t *bytes) {
+    *bytes = 0;
+    if (p->gpus[rank].scratch_chunks == 0) return MSCCLRT_SUCCESS;
+    size_t in_room = 0, out_room = 0;
+    TRY(alloc_room(send, "sendbuf", rank, &in_room));
+    TRY(alloc_room(recv, "recvbuf", rank, &out_room));
+    *bytes = (size_t)exec_scratch_bytes(p, rank, in_room, out_room);
     return MSCCLRT_SUCCESS;
 }
 
@@ -168,7 +172,7 @@ mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     if (nvls) TRY(nvls_check_enabled(p, c->rank, c->dev));
     /* x->scratch_bytes: set by the caller (the same on every rank, so that the double-buffer
      * half, which a rank also applies to its peers' scratch, is the same everywhere) */
-    x->scratch_half = p->double_scratch ? x->scratch_bytes / 2 / 256 * 256 : 0;
+    x->scratch_half = p->double_scratch ? x->scratch_bytes / 2 : 0; /* 256-aligned halves */
     if (x->scratch_bytes && nvls && nvls_plan_binds(p, c->rank, PLAN_BUF_SCRATCH)) {
         /* multicast binds cuMem memory only; in one process every device of the group reaches
          * the scratch as a peer, which cuMem memory allows only through cuMemSetAccess */

@@ -96,6 +96,9 @@ void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
 /* Shared by the single- and multi-process setups (exec.c): */
 mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
                                  size_t *bytes);
+/* Its arithmetic (no device): scratch bytes of rank's context when its buffers' allocations
+ * leave in_room / out_room bytes; with double_scratch two equal halves of a multiple of 256. */
+uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t out_room);
 mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x);  /* x->scratch_bytes preset */
 void exec_ctx_free(ExecCtx *x);
 /* Rank r's peer table from every rank's send/recv allocation bases, scratch and state

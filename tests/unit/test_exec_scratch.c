@@ -1,0 +1,59 @@
+/*
+ * test_exec_scratch.c - the scratch size of a GPU context (exec_scratch_bytes, the arithmetic of
+ * exec_scratch_size without a device): sized from the buffers' allocations capped by the plan's
+ * largest message, chunks rounded to the alignment, LL packets doubling it, and double-buffered
+ * scratch made of two equal halves of a multiple of 256 bytes — also for the smallest messages,
+ * where the half used to round down to 0 and double buffering silently stopped.
+ */
+#include "../harness.h"
+#include "exec/exec.h"
+
+static Plan *plan(bool ll, bool dbl, int in_chunks, int out_chunks, int scratch_chunks) {
+    Plan *p = plan_new("scratch", PLAN_COLL_ALLGATHER, 2);
+    p->protocol_ll = ll;
+    p->double_scratch = dbl;
+    for (int r = 0; r < 2; r++) {
+        p->gpus[r].input_chunks = in_chunks;
+        p->gpus[r].output_chunks = out_chunks;
+        p->gpus[r].scratch_chunks = scratch_chunks;
+    }
+    return p;
+}
+
+static void t_double_halves(void) {
+    Plan *p = plan(true, true, 2, 4, 4);
+    /* 64-byte allocation: chunk 32, 4 chunks as packets = 256 per half */
+    CHECK_EQ_INT(512, exec_scratch_bytes(p, 0, 64, 128));
+    /* 16 bytes: chunk 8 -> 16 (alignment), 4 x 16 x 2 = 128 -> a 256-byte half */
+    CHECK_EQ_INT(512, exec_scratch_bytes(p, 0, 16, 32));
+    /* every size: two equal halves, each a multiple of 256 and at least the need */
+    int ok = 1;
+    for (uint64_t room = 16; room < (1u << 20) && ok; room = room * 3 + 16) {
+        uint64_t b = exec_scratch_bytes(p, 1, room, 2 * room);
+        uint64_t chunk = (room + 1) / 2, need = ((chunk + 15) / 16 * 16) * 4 * 2;
+        ok = b % 512 == 0 && b / 2 >= need;
+        if (!ok) fprintf(stderr, "room %llu: %llu bytes\n", (unsigned long long)room, (unsigned long long)b);
+    }
+    CHECK(ok);
+    plan_free(p);
+}
+
+static void t_single(void) {
+    Plan *p = plan(false, false, 3, 3, 3);
+    /* 3000 bytes: chunk 1000 -> 1008, x3 = 3024 -> 3072 */
+    CHECK_EQ_INT(3072, exec_scratch_bytes(p, 0, 3000, 3000));
+    p->max_size = 1 << 20;   /* the plan's largest message caps a huge allocation */
+    CHECK_EQ_INT(exec_scratch_bytes(p, 0, 1 << 20, 1 << 20), exec_scratch_bytes(p, 0, 1ull << 34, 1ull << 34));
+    p->gpus[0].scratch_chunks = 0;
+    CHECK_EQ_INT(0, exec_scratch_bytes(p, 0, 4096, 4096));
+    p->gpus[0].scratch_chunks = 2;
+    p->gpus[0].input_chunks = 0;   /* no input chunks: sized from the output */
+    CHECK_EQ_INT(256, exec_scratch_bytes(p, 0, 0, 96)); /* chunk 32 x 2 = 64 -> 256 */
+    plan_free(p);
+}
+
+int main(void) {
+    TEST("exec scratch: double-buffered halves of 256 bytes, also for tiny messages", t_double_halves());
+    TEST("exec scratch: alignment, the plan's size cap, no scratch, output-based chunks", t_single());
+    return harness_report();
+}
