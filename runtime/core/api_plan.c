@@ -6,6 +6,7 @@
 #include "core/api_plan.h"
 #include "check/check.h"
 #include "core/err.h"
+#include "core/intmath.h"
 #include "core/log.h"
 
 #include <stdlib.h>
@@ -110,23 +111,6 @@ MSCCLRT_API mscclrt_result mscclrt_plan_call_sizes(const mscclrt_plan *plan, siz
     return MSCCLRT_SUCCESS;
 }
 
-static uint64_t gcd64(uint64_t a, uint64_t b) {
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-/* lcm, or 0 on overflow */
-static uint64_t lcm64(uint64_t a, uint64_t b) {
-    if (a == 0 || b == 0) return 0;
-    uint64_t q = a / gcd64(a, b);
-    if (q > UINT64_MAX / b) return 0;
-    return q * b;
-}
-
 MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size_t *bytes) {
     const Plan *p = api_plan_model(plan);
     if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_min_bytes: plan argument is %s",
@@ -136,9 +120,9 @@ MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size
     uint64_t A = p->alignment, unit = 1;
     for (int r = 0; r < p->ngpus && unit; r++) {
         const PlanGpu *g = &p->gpus[r];
-        if (p->collective != PLAN_COLL_ALLGATHER) unit = lcm64(unit, A * g->input_chunks);
+        if (p->collective != PLAN_COLL_ALLGATHER) unit = rt_lcm(unit, A * g->input_chunks);
         if (p->collective != PLAN_COLL_REDUCESCATTER && unit)
-            unit = lcm64(unit, A * g->output_chunks);
+            unit = rt_lcm(unit, A * g->output_chunks);
     }
     if (unit == 0)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': the chunk counts of its ranks have no common "

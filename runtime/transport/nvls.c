@@ -7,6 +7,7 @@
  */
 #include "transport/transport.h"
 #include "core/err.h"
+#include "core/intmath.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -241,15 +242,6 @@ static mscclrt_result mc_gran(int ndev, size_t size, int option, size_t *g) {
     return MSCCLRT_SUCCESS;
 }
 
-static size_t gcd_size(size_t a, size_t b) {
-    while (b) {
-        size_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 mscclrt_result nvls_scratch_alloc(NvlsCtx **nv, const Plan *p, int rank, int ordinal,
                                   size_t bytes, const int *access, int naccess, CuDevPtr *ptr) {
     TRY(nvls_gate("nvls_scratch_alloc"));
@@ -273,8 +265,8 @@ mscclrt_result nvls_scratch_alloc(NvlsCtx **nv, const Plan *p, int rank, int ord
                  "cuMemGetAllocationGranularity(scratch)"));
     TRY(mc_gran(ndev, bytes, CU_MC_GRAN_MINIMUM, &mg));
     if (ag == 0) ag = 1;
-    size_t gran = ag / gcd_size(ag, mg) * mg;   /* lcm: both granules */
-    if (!nvls_round_up(bytes, gran, &len) || len == 0)
+    const size_t gran = (size_t)rt_lcm(ag, mg);   /* both granules; 0 on overflow */
+    if (gran == 0 || !nvls_round_up(bytes, gran, &len) || len == 0)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: scratch of %zu bytes cannot be rounded to "
                        "the multicast granularity %zu", rank, bytes, gran);
     char what[160];
