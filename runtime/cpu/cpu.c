@@ -454,16 +454,22 @@ static int op_copy_like(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t un
     return true;
 }
 
-/* re, res, rre, rres: acc = src0 (op) src1 (op) ...; acc to every dst (spec §5.3-5.4). */
-static int op_reduce(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
-    const Exec *ex = t->ex;
-    Ent src[PLAN_MAX_OP_ENTRIES], dst[PLAN_MAX_OP_ENTRIES];
-    uint8_t *sp[PLAN_MAX_OP_ENTRIES], *dp[PLAN_MAX_OP_ENTRIES];
+/* Every source and destination entry of a combining op (at least one of each). */
+static bool ent_resolve_all(TbRun *t, const PlanOp *op, Ent *src, Ent *dst) {
     if (op->nsrc < 1 || op->ndst < 1) return tb_fail(t, "needs a source and a destination");
     for (int m = 0; m < op->nsrc; m++)
         if (!ent_resolve(t, op, &op->src[m], "src", m, &src[m])) return false;
     for (int m = 0; m < op->ndst; m++)
         if (!ent_resolve(t, op, &op->dst[m], "dst", m, &dst[m])) return false;
+    return true;
+}
+
+/* re, res, rre, rres: acc = src0 (op) src1 (op) ...; acc to every dst (spec §5.3-5.4). */
+static int op_reduce(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit) {
+    const Exec *ex = t->ex;
+    Ent src[PLAN_MAX_OP_ENTRIES], dst[PLAN_MAX_OP_ENTRIES];
+    uint8_t *sp[PLAN_MAX_OP_ENTRIES], *dp[PLAN_MAX_OP_ENTRIES];
+    if (!ent_resolve_all(t, op, src, dst)) return false;
     uint64_t nb = pipe_bytes(src[0].sz, offset, unit);
     if (!nb) return true;
     if (nb % ex->esz)
@@ -592,11 +598,7 @@ static int op_reduce_packets(TbRun *t, const PlanOp *op) {
     const Exec *ex = t->ex;
     Ent src[PLAN_MAX_OP_ENTRIES], dst[PLAN_MAX_OP_ENTRIES];
     uint8_t *sp[PLAN_MAX_OP_ENTRIES], *dp[PLAN_MAX_OP_ENTRIES];
-    if (op->nsrc < 1 || op->ndst < 1) return tb_fail(t, "needs a source and a destination");
-    for (int m = 0; m < op->nsrc; m++)
-        if (!ent_resolve(t, op, &op->src[m], "src", m, &src[m])) return false;
-    for (int m = 0; m < op->ndst; m++)
-        if (!ent_resolve(t, op, &op->dst[m], "dst", m, &dst[m])) return false;
+    if (!ent_resolve_all(t, op, src, dst)) return false;
     uint64_t n = src[0].sz;
     uint64_t gran = ex->payload > ex->esz ? ex->payload : ex->esz;
     if (!pkt_size_ok(t, n, gran)) return false;
