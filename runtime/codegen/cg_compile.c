@@ -6,6 +6,7 @@
  * to a temporary name and renamed, so concurrent processes never read a partial cubin.
  */
 #include "codegen/codegen.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -149,12 +150,6 @@ static void disk_put(const char *dir, const char *path, uint64_t k1, uint64_t k2
     }
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static mscclrt_result nvrtc_build(const char *src, const char *arch_opt, const char *what,
                                   void **cubin, size_t *len) {
     const bool ptx_only = cubin == NULL;
@@ -278,11 +273,11 @@ mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cu
             return MSCCLRT_SUCCESS;
         }
     }
-    double t0 = now_s();
+    double t0 = rt_now_s();
     TRY(nvrtc_load());
     TRY(nvrtc_build(src, arch_opt, what, cubin, len));
     LOG_INFO(LOG_SUB_CG, "%s: compiled for sm_%d in %.2f s (%zu bytes)", what, arch,
-             now_s() - t0, *len);
+             rt_now_s() - t0, *len);
     mem_put(m1, m2, *cubin, *len);
     if (path[0]) disk_put(dir, path, k1, k2, *cubin, *len);
     return MSCCLRT_SUCCESS;

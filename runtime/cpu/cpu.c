@@ -9,6 +9,7 @@
  */
 #include "cpu/cpu.h"
 #include "check/check.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -1086,16 +1087,10 @@ int cpu_comm_contexts(const mscclrt_cpu_comm *comm) {
 }
 
 /* ---- one call ------------------------------------------------------------------------------------ */
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* Waits for every thread; stops them all when none made progress for the timeout. */
 static bool exec_watch(Exec *ex, RankRun *rr, int n, long long timeout_ms) {
     uint64_t last = 0;
-    double changed = now_ms();
+    double changed = rt_now_s() * 1e3;
     bool timed_out = false;
     pthread_mutex_lock(&ex->mu);
     while (ex->running > 0) {
@@ -1112,7 +1107,7 @@ static bool exec_watch(Exec *ex, RankRun *rr, int n, long long timeout_ms) {
         uint64_t sum = 0;
         for (int i = 0; i < n; i++)
             sum += atomic_load_explicit(&rr[i].progress, memory_order_relaxed);
-        double t = now_ms();
+        double t = rt_now_s() * 1e3;
         if (sum != last) {
             last = sum;
             changed = t;

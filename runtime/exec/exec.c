@@ -8,6 +8,7 @@
  */
 #include "exec/exec.h"
 #include "core/api_plan.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -43,12 +44,6 @@ struct ExecClique {
 };
 
 const Plan *exec_plan(const mscclrt_plan *plan) { return api_plan_model(plan); }
-
-static double exec_now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
 
 static mscclrt_result comm_check(const mscclrt_comm *c, const char *fn) {
     if (!c) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: comm is NULL", fn);
@@ -415,7 +410,7 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
                        "sendbuf %p / recvbuf %p sets up memory and cannot be captured into a CUDA "
                        "graph; make one call before capturing", c->rank, p->name, send, recv);
     ExecCtx *x = NULL;
-    const double t0 = exec_now_ms();
+    const double t0 = rt_now_s();
     TRY(ctx_placeholder(c, p, k, &x));
     if (c->boot) { /* one process per rank: collective through the bootstrap */
         mscclrt_result r = exec_mp_setup(c, x);
@@ -428,7 +423,7 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
         x->ready = true;
         *out = x;
         LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank,
-                 p->name, exec_now_ms() - t0);
+                 p->name, (rt_now_s() - t0) * 1e3);
         return MSCCLRT_SUCCESS;
     }
     SetupRound *rd = round_deposit(c, p, x);
@@ -447,7 +442,7 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     x->ready = true;
     *out = x;
     LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank, p->name,
-             exec_now_ms() - t0);
+             (rt_now_s() - t0) * 1e3);
     return MSCCLRT_SUCCESS;
 }
 
@@ -472,10 +467,10 @@ static mscclrt_result kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int 
     snprintf(what, sizeof what, "plan '%s' rank %d (%s, %s, LL%d)", x->plan->name, c->rank,
              mscclrt_dtype_name((mscclrt_dtype)dt), mscclrt_redop_name((mscclrt_redop)op),
              pk == MSCCLRT_LL8 ? 8 : 16);
-    const double t0 = exec_now_ms();
+    const double t0 = rt_now_s();
     TRY_GOTO(cg_generate(x->plan, c->rank, (mscclrt_dtype)dt, (mscclrt_redop)op,
                          (mscclrt_packet)pk, &src), res, fail);
-    const double t1 = exec_now_ms();
+    const double t1 = rt_now_s();
     const char *dump = param_str(PARAM_CG_DUMP_DIR);
     if (*dump) {
         char path[1024];
@@ -489,7 +484,7 @@ static mscclrt_result kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int 
         }
     }
     TRY_GOTO(cg_compile(src, c->arch, what, &cubin, &len, &cached), res, fail);
-    const double t2 = exec_now_ms();
+    const double t2 = rt_now_s();
     k = calloc(1, sizeof *k);
     if (!k) {
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
@@ -499,8 +494,8 @@ static mscclrt_result kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int 
     TRY_GOTO(cu_check(cu.cuModuleGetFunction(&k->fn, k->module, CG_KERNEL_NAME),
                       "cuModuleGetFunction"), res, fail);
     LOG_INFO(LOG_SUB_EXEC, "%s: kernel ready in %.2f ms (source %.2f ms, %s %.2f ms, %zu-byte "
-             "cubin, module load %.2f ms)", what, exec_now_ms() - t0, t1 - t0,
-             cached ? "cache hit" : "NVRTC", t2 - t1, len, exec_now_ms() - t2);
+             "cubin, module load %.2f ms)", what, (rt_now_s() - t0) * 1e3, (t1 - t0) * 1e3,
+             cached ? "cache hit" : "NVRTC", (t2 - t1) * 1e3, len, (rt_now_s() - t2) * 1e3);
     k->plan = x->plan;
     k->dtype = kdt;
     k->op = kop;

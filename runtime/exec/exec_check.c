@@ -8,6 +8,7 @@
  */
 #include "exec/exec_check.h"
 #include "check/check.h"
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <stdlib.h>
@@ -15,19 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-double exec_check_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int rank) {
-    double t0 = exec_check_now();
+    double t0 = rt_now_s();
     for (;;) {
         CuResult r = cu.cuStreamQuery(s);
         if (r == CU_OK) return MSCCLRT_SUCCESS;
         if (r != CU_ERR_NOT_READY) return cu_check(r, what);
-        if (exec_check_now() - t0 > secs)
+        if (rt_now_s() - t0 > secs)
             return rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: %s did not finish within %.0f s (a "
                            "plan waiting for data that never comes?)", rank, what, secs);
         usleep(50);
@@ -167,13 +162,13 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     }
     /* back-to-back calls (the first one sets up) */
     int iters = chk->iters > 0 ? chk->iters : 1;
-    double t0 = exec_check_now();
+    double t0 = rt_now_s();
     for (int it = 0; it < iters; it++)
         TRY_GOTO(run_once(comms, n, plan, rb, in, out, chk, restore), res, out);
     for (int r = 0; r < n; r++)
         TRY_GOTO(exec_check_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r),
                  res, out);
-    if (usec) *usec = (exec_check_now() - t0) * 1e6 / iters;
+    if (usec) *usec = (rt_now_s() - t0) * 1e6 / iters;
     /* CUDA graph: capture graph_iters calls per rank, replay it */
     if (chk->graph_iters > 0) {
         for (int r = 0; r < n; r++) {

@@ -24,7 +24,6 @@ typedef struct ExecCheckBufs {
     CuGraph graph;
 } ExecCheckBufs;
 
-double exec_check_now(void);       /* monotonic seconds */
 
 /* Waits for a stream at most secs seconds: MSCCLRT_ERR_TIMEOUT names the rank and `what`. */
 mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int rank);

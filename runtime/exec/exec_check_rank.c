@@ -8,6 +8,7 @@
 #include "exec/exec_check.h"
 #include "bootstrap/bootstrap.h"
 #include "check/check.h"
+#include "core/clock.h"
 #include "core/err.h"
 
 #include <stdio.h>
@@ -37,14 +38,14 @@ static mscclrt_result check_local(mscclrt_comm *c, const mscclrt_plan *plan, con
     b->host_in = NULL;
     /* back-to-back calls: the first one is the collective setup, never captured */
     int iters = chk->iters > 0 ? chk->iters : 1;
-    double t0 = exec_check_now();
+    double t0 = rt_now_s();
     for (int it = 0; it < iters; it++) {
         if (chk->inplace) TRY(exec_check_restore(c, b, in));
         TRY(mscclrt_execute_ex(c, plan, b->send, b->recv, in, out, chk->dtype, chk->op,
                                chk->packet, b->stream));
     }
     TRY(exec_check_sync(b->stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r));
-    *usec = (exec_check_now() - t0) * 1e6 / iters;
+    *usec = (rt_now_s() - t0) * 1e6 / iters;
     if (chk->graph_iters > 0) {
         cu.cuCtxSetCurrent(c->ctx);
         TRY(exec_check_capture_begin(b, in, out));
@@ -85,11 +86,11 @@ mscclrt_result exec_check_agree(Boot *boot, mscclrt_result mine, double my_usec,
         if (q != r) res = boot_send(boot, q, EXEC_CHECK_TAG, &v[r], sizeof v[r]);
     /* a peer that is alive but still checking a large output may take longer than one
      * bootstrap timeout; one that left is an error at once (MSCCLRT_ERR_REMOTE) */
-    double until = exec_check_now() + EXEC_CHECK_VERDICT_S;
+    double until = rt_now_s() + EXEC_CHECK_VERDICT_S;
     for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++) {
         if (q == r) continue;
         do res = boot_recv(boot, q, EXEC_CHECK_TAG, &v[q], sizeof v[q]);
-        while (res == MSCCLRT_ERR_TIMEOUT && exec_check_now() < until);
+        while (res == MSCCLRT_ERR_TIMEOUT && rt_now_s() < until);
     }
     if (res != MSCCLRT_SUCCESS) {
         char why[1024];

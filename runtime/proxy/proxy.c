@@ -6,6 +6,7 @@
  * before them), and the thread that polls: busy while work flows, every 50 us once idle.
  */
 #include "proxy/proxy.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -64,12 +65,6 @@ static int ops_write(void *ctx, uint64_t addr, uint64_t value, char *err, size_t
     return -1;
 }
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
 static void *proxy_main(void *arg) {
     Proxy *p = arg;
     if (cu.cuCtxSetCurrent(p->ctx) != CU_OK) {
@@ -79,7 +74,7 @@ static void *proxy_main(void *arg) {
         return NULL;
     }
     const double spin = (double)param_int(PARAM_PROXY_SPIN_US);
-    double idle_since = now_us();
+    double idle_since = rt_now_s() * 1e6;
     while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
         int n = proxy_fifo_poll(&p->fifo, &p->ops, 64);
         if (n < 0) {
@@ -90,7 +85,7 @@ static void *proxy_main(void *arg) {
             idle_since = -1;
             continue;
         }
-        double t = now_us();
+        double t = rt_now_s() * 1e6;
         if (idle_since < 0) idle_since = t;
         else if (t - idle_since > spin) usleep(50);
     }
@@ -168,10 +163,10 @@ mscclrt_result proxy_drain(Proxy *p, double secs) {
     uint64_t head = 0;
     TRY(cu_check(cu.cuMemcpyDtoH(&head, p->dev + offsetof(DevBlock, head), sizeof head),
                  "cuMemcpyDtoH(proxy FIFO head)"));
-    double t0 = now_us();
+    double t0 = rt_now_s();
     while (atomic_load_explicit(&p->fifo.taken, memory_order_acquire) < head) {
         TRY(proxy_check(p));
-        if (now_us() - t0 > secs * 1e6)
+        if (rt_now_s() - t0 > secs)
             return rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: the port proxy took %llu of %llu "
                            "triggers within %.0f s", p->rank,
                            (unsigned long long)atomic_load(&p->fifo.taken),
