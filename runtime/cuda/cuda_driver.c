@@ -103,44 +103,38 @@ static int nvrtc_try(const char *path) {
 
 static const char *const nvrtc_names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
 
-/* The explicit directories searched first: $CUDA_HOME, then /usr/local/cuda. */
-static int nvrtc_dirs(const char **dirs) {
+#define NVRTC_NNAMES (sizeof nvrtc_names / sizeof nvrtc_names[0])
+
+/* The i-th explicit path searched first: each name under $CUDA_HOME/lib64, then under
+ * /usr/local/cuda/lib64. false past the last. nvrtc_open and nvrtc_identity walk the same list. */
+static bool nvrtc_candidate(size_t i, char *path, size_t len) {
     const char *home = getenv("CUDA_HOME");
-    int n = 0;
-    if (home && *home) dirs[n++] = home;
-    dirs[n++] = "/usr/local/cuda";
-    return n;
+    const char *dirs[2];
+    size_t nd = 0;
+    if (home && *home) dirs[nd++] = home;
+    dirs[nd++] = "/usr/local/cuda";
+    if (i >= nd * NVRTC_NNAMES) return false;
+    snprintf(path, len, "%s/lib64/%s", dirs[i / NVRTC_NNAMES], nvrtc_names[i % NVRTC_NNAMES]);
+    return true;
 }
 
 bool nvrtc_identity(char *buf, size_t len) {
-    const char *dirs[2];
-    int nd = nvrtc_dirs(dirs);
     char path[512], real[PATH_MAX];
     struct stat st;
-    for (int d = 0; d < nd; d++)
-        for (size_t n = 0; n < sizeof nvrtc_names / sizeof nvrtc_names[0]; n++) {
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], nvrtc_names[n]);
-            if (!realpath(path, real) || stat(real, &st) != 0) continue;
-            snprintf(buf, len, "%s:%lld:%lld", real, (long long)st.st_size,
-                     (long long)st.st_mtime);
-            return true;
-        }
+    for (size_t i = 0; nvrtc_candidate(i, path, sizeof path); i++) {
+        if (!realpath(path, real) || stat(real, &st) != 0) continue;
+        snprintf(buf, len, "%s:%lld:%lld", real, (long long)st.st_size, (long long)st.st_mtime);
+        return true;
+    }
     return false;
 }
 
 static void nvrtc_open(void) {
-    const char *dirs[2];
-    int nd = nvrtc_dirs(dirs);
     char path[512];
-    for (int d = 0; d < nd; d++) {
-        for (size_t n = 0; n < sizeof nvrtc_names / sizeof nvrtc_names[0]; n++) {
-            snprintf(path, sizeof path, "%s/lib64/%s", dirs[d], nvrtc_names[n]);
-            if (nvrtc_try(path)) goto found;
-        }
-    }
-    const char *const *names = nvrtc_names;
-    for (size_t n = 0; n < sizeof nvrtc_names / sizeof nvrtc_names[0]; n++)
-        if (nvrtc_try(names[n])) goto found;
+    for (size_t i = 0; nvrtc_candidate(i, path, sizeof path); i++)
+        if (nvrtc_try(path)) goto found;
+    for (size_t n = 0; n < NVRTC_NNAMES; n++) /* then the default search path */
+        if (nvrtc_try(nvrtc_names[n])) goto found;
     nvrtc_status = MSCCLRT_ERR_UNAVAILABLE;
     return;
 found:
