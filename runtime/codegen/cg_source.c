@@ -281,28 +281,23 @@ static mscclrt_result gen_sync(Gen *G, const PlanOp *op) {
         sb_printf(b, "    mk::barrier(&bar[%d], %du);\n", op->barrier_id, op->num_threadblocks);
         return MSCCLRT_SUCCESS;
     case PLAN_OP_SIGNAL:
-    case PLAN_OP_RLXSIGNAL:
+    case PLAN_OP_RLXSIGNAL: {
         if (op->chan_type != PLAN_CHAN_MEMORY && op->chan_type != PLAN_CHAN_PORT)
             return gfail(G, "signal needs channel_type memory or port");
-        if (t == 1 && G->l->uses_proxy) {
-            /* every trigger the block pushed before (data of this channel) precedes the flag */
-            sb_printf(b, "    __syncthreads();\n");
-            for (int j = 0; j < op->nchan; j++) {
-                int c = 0;
-                TRY(chan_check(G, op, t, j, &c));
-                sb_printf(b, "    if (threadIdx.x == %d) mk::proxy_signal(F, t.v[%d]);\n", j,
-                          G->l->tab_chan[t] + c);
-            }
-            return MSCCLRT_SUCCESS;
-        }
+        /* through the proxy, every trigger the block pushed before (the channel's data) must
+         * precede the flag in the FIFO */
+        const bool proxy = t == 1 && G->l->uses_proxy;
+        const char *fn = proxy ? "proxy_signal(F, "
+                         : op->kind == PLAN_OP_RLXSIGNAL && t == 0 ? "signal_relaxed(" : "signal(";
+        if (proxy) sb_printf(b, "    __syncthreads();\n");
         for (int j = 0; j < op->nchan; j++) {
             int c = 0;
             TRY(chan_check(G, op, t, j, &c));
-            sb_printf(b, "    if (threadIdx.x == %d) mk::signal%s(t.v[%d]);\n", j,
-                      op->kind == PLAN_OP_RLXSIGNAL && t == 0 ? "_relaxed" : "",
+            sb_printf(b, "    if (threadIdx.x == %d) mk::%st.v[%d]);\n", j, fn,
                       G->l->tab_chan[t] + c);
         }
         return MSCCLRT_SUCCESS;
+    }
     case PLAN_OP_WAIT:
     case PLAN_OP_RLXWAIT:
         if (op->chan_type != PLAN_CHAN_MEMORY && op->chan_type != PLAN_CHAN_PORT)
