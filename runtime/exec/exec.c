@@ -401,6 +401,19 @@ static mscclrt_result ctx_attach_proxy(mscclrt_comm *c, ExecCtx *x) {
     return MSCCLRT_SUCCESS;
 }
 
+/* The end of a context's collective setup (res: its outcome), whichever way it ran: the port
+ * proxy, then ready; on failure the placeholder is unlinked and freed. */
+static mscclrt_result ctx_finish(mscclrt_comm *c, ExecCtx *x, mscclrt_result res) {
+    if (res == MSCCLRT_SUCCESS) res = ctx_attach_proxy(c, x);
+    if (res != MSCCLRT_SUCCESS) {
+        ctx_unlink(c, x);
+        exec_ctx_free(x);
+        return res;
+    }
+    x->ready = true;
+    return MSCCLRT_SUCCESS;
+}
+
 static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
                                 void *stream, ExecCtx **out) {
     const void *send = k->send, *recv = k->recv;
@@ -412,34 +425,19 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     ExecCtx *x = NULL;
     const double t0 = rt_now_s();
     TRY(ctx_placeholder(c, p, k, &x));
+    mscclrt_result res;
     if (c->boot) { /* one process per rank: collective through the bootstrap */
-        mscclrt_result r = exec_mp_setup(c, x);
-        if (r == MSCCLRT_SUCCESS) r = ctx_attach_proxy(c, x);
-        if (r != MSCCLRT_SUCCESS) {
+        res = exec_mp_setup(c, x);
+    } else {
+        SetupRound *rd = round_deposit(c, p, x);
+        if (!rd) {
             ctx_unlink(c, x);
-            exec_ctx_free(x);
-            return r;
+            free(x);
+            return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a setup round", c->rank);
         }
-        x->ready = true;
-        *out = x;
-        LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank,
-                 p->name, (rt_now_s() - t0) * 1e3);
-        return MSCCLRT_SUCCESS;
+        res = round_wait(c, rd);
     }
-    SetupRound *rd = round_deposit(c, p, x);
-    if (!rd) {
-        ctx_unlink(c, x);
-        free(x);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a setup round", c->rank);
-    }
-    mscclrt_result res = round_wait(c, rd);
-    if (res == MSCCLRT_SUCCESS) res = ctx_attach_proxy(c, x);
-    if (res != MSCCLRT_SUCCESS) {
-        ctx_unlink(c, x);
-        exec_ctx_free(x);
-        return res;
-    }
-    x->ready = true;
+    TRY(ctx_finish(c, x, res));
     *out = x;
     LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank, p->name,
              (rt_now_s() - t0) * 1e3);
@@ -733,14 +731,7 @@ mscclrt_result mscclrt_group_end(void) {
     /* 2: wait for them */
     for (Pending *q = list; q; q = q->next) {
         if (!q->round) continue;
-        q->res = round_wait(q->comm, q->round);
-        if (q->res == MSCCLRT_SUCCESS) q->res = ctx_attach_proxy(q->comm, q->ctx);
-        if (q->res != MSCCLRT_SUCCESS) {
-            ctx_unlink(q->comm, q->ctx);
-            exec_ctx_free(q->ctx);
-        } else {
-            q->ctx->ready = true;
-        }
+        q->res = ctx_finish(q->comm, q->ctx, round_wait(q->comm, q->round));
     }
     /* 3: prepare every call (compile, load, arguments): one thread per comm when kernels may
      * have to be generated for several GPUs (NVRTC runs in parallel); then launch in order */
