@@ -8,6 +8,7 @@
 #define MK_PROXY_CUH
 
 #include "mk_sync.cuh"
+#include "mk_data.cuh"
 
 namespace mk {
 
@@ -48,18 +49,12 @@ __device__ __forceinline__ void proxy_flush(const MkFifo *f) {
 }
 
 /* waits until every packet of [src, src + pbytes) carries flag (rppkt on a port channel reads
- * its source with the copy engine, so the packets must have landed first) */
+ * its source with the copy engine, so the packets must have landed first); the packet format's
+ * own read does the waiting */
 template <int P>
 __device__ __forceinline__ void wait_packets(const char *src, u64 pbytes, u32 flag) {
-    for (u64 i = (u64)threadIdx.x * P; i < pbytes; i += (u64)blockDim.x * P) {
-        if (P == 16) {
-            const volatile u32 *q = (const volatile u32 *)(src + i);
-            while (q[1] != flag || q[3] != flag) { }
-        } else {
-            const volatile u32 *q = (const volatile u32 *)(src + i);
-            while (q[1] != flag) { }
-        }
-    }
+    u32 d[Pkt<P>::DATA / 4];
+    for (u64 j = threadIdx.x; j < pbytes / P; j += blockDim.x) Pkt<P>::read(src + j * P, d, flag);
 }
 
 } /* namespace mk */
