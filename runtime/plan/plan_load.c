@@ -546,16 +546,23 @@ static bool parse_op(Ld *L, const cJSON *o, const char *path, PlanOp *op, bool i
 
 /* ---- thread blocks, GPUs ----------------------------------------------------------------------- */
 
-static bool parse_tb(Ld *L, const cJSON *t, const char *path, int pos, PlanTb *tb) {
+/* An entry's required "id" must equal its position in the list `list` (why: the reason). */
+static bool id_is_position(Ld *L, const cJSON *o, const char *path, int pos, const char *list,
+                           const char *why) {
     char kp[PATH_MAX_LEN];
     long long v;
+    if (!get_int(L, o, path, "id", true, 0, INT_MIN, INT_MAX, &v)) return false;
+    if (v == pos) return true;
+    pkey(kp, path, "id");
+    return lfail(L, kp, "%lld must equal the position %d in '%s' (%s)", v, pos, list, why);
+}
+
+static bool parse_tb(Ld *L, const cJSON *t, const char *path, int pos, PlanTb *tb) {
+    char kp[PATH_MAX_LEN];
     if (!want(L, t, path, cJSON_IsObject(t), "an object")) return false;
-    if (!get_int(L, t, path, "id", true, 0, INT_MIN, INT_MAX, &v)) return false;
-    if (v != pos) {
-        pkey(kp, path, "id");
-        return lfail(L, kp, "%lld must equal the position %d in 'threadblocks' (the block index "
-                            "is the position, channel tables are keyed by id)", v, pos);
-    }
+    if (!id_is_position(L, t, path, pos, "threadblocks",
+                        "the block index is the position, channel tables are keyed by id"))
+        return false;
     tb->id = pos;
 
     /* channels: entries of one type concatenate; the position is the TB-local index */
@@ -726,12 +733,7 @@ static bool parse_gpu(Ld *L, const cJSON *gj, const char *path, int pos, PlanGpu
     char kp[PATH_MAX_LEN];
     long long v;
     if (!want(L, gj, path, cJSON_IsObject(gj), "an object")) return false;
-    if (!get_int(L, gj, path, "id", true, 0, INT_MIN, INT_MAX, &v)) return false;
-    if (v != pos) {
-        pkey(kp, path, "id");
-        return lfail(L, kp, "%lld must equal the position %d in 'gpus' (\"GPU rank does not "
-                            "match\")", v, pos);
-    }
+    if (!id_is_position(L, gj, path, pos, "gpus", "\"GPU rank does not match\"")) return false;
     g->id = pos;
     if (!get_u32(L, gj, path, "input_chunks", true, &g->input_chunks)) return false;
     if (!get_u32(L, gj, path, "output_chunks", true, &g->output_chunks)) return false;
