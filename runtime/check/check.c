@@ -101,25 +101,32 @@ static double mini_decode(uint32_t c, const MiniFmt *f) {
     return neg ? -v : v;
 }
 
-/* Fast path of mini_encode for normal results of a wide format: round the double's 52-bit
- * mantissa to `mbits` (RNE on the bits; a carry bumps the exponent), overflow to inf.
- * Subnormal results, zeros, inf and NaN take the general path. */
-static uint32_t wide_encode(double v, const MiniFmt *f) {
+/* Fast path of mini_encode for normal results: round the double's 52-bit mantissa to `mbits`
+ * (RNE on the bits; a carry bumps the exponent), then overflow to inf (IEEE) or saturate
+ * ("fn" formats, whose top exponent still holds normals). Subnormal results, zeros, inf and
+ * NaN take the general path. */
+static uint32_t fast_encode(double v, const MiniFmt *f) {
     uint64_t x;
     memcpy(&x, &v, 8);
-    int e = (int)((x >> 52) & 0x7ff) - 1023;
-    if (e < 1 - f->bias || e > f->bias || ((x >> 52) & 0x7ff) == 0x7ff) return mini_encode(v, f);
+    uint32_t eall = (1u << f->ebits) - 1;
+    int e = (int)((x >> 52) & 0x7ff) - 1023, emax = f->fn ? (int)eall - f->bias : f->bias;
+    if (e < 1 - f->bias || e > emax || ((x >> 52) & 0x7ff) == 0x7ff) return mini_encode(v, f);
     uint32_t sign = (uint32_t)(x >> 63) << (f->ebits + f->mbits);
     uint64_t mant = x & ((1ull << 52) - 1);
     int drop = 52 - f->mbits;
     uint64_t rem = mant & ((1ull << drop) - 1), half = 1ull << (drop - 1);
     uint32_t code = ((uint32_t)(e + f->bias) << f->mbits) | (uint32_t)(mant >> drop);
     if (rem > half || (rem == half && (code & 1))) code++;
-    if ((code >> f->mbits) >= (1u << f->ebits) - 1) code = ((1u << f->ebits) - 1) << f->mbits;
+    if (f->fn) {
+        uint32_t maxfin = (eall << f->mbits) | ((1u << f->mbits) - 2);
+        if (code > maxfin) code = maxfin;                      /* satfinite */
+    } else if ((code >> f->mbits) >= eall) {
+        code = eall << f->mbits;                               /* IEEE overflow: inf */
+    }
     return sign | code;
 }
 
-uint16_t check_f64_to_f16(double v) { return (uint16_t)wide_encode(v, &fmt_f16); }
+uint16_t check_f64_to_f16(double v) { return (uint16_t)fast_encode(v, &fmt_f16); }
 double check_bf16_to_f64(uint16_t h) {
     uint32_t b = (uint32_t)h << 16;   /* bf16 is the top half of a float */
     float f;
@@ -134,11 +141,19 @@ double check_f16_to_f64(uint16_t h) {
     memcpy(&f, &b, 4);
     return f;
 }
-uint16_t check_f64_to_bf16(double v) { return (uint16_t)wide_encode(v, &fmt_bf16); }
-uint8_t check_f64_to_e4m3(double v) { return (uint8_t)mini_encode(v, &fmt_e4m3); }
-double check_e4m3_to_f64(uint8_t b) { return mini_decode(b, &fmt_e4m3); }
-uint8_t check_f64_to_e5m2(double v) { return (uint8_t)mini_encode(v, &fmt_e5m2); }
-double check_e5m2_to_f64(uint8_t b) { return mini_decode(b, &fmt_e5m2); }
+uint16_t check_f64_to_bf16(double v) { return (uint16_t)fast_encode(v, &fmt_bf16); }
+uint8_t check_f64_to_e4m3(double v) { return (uint8_t)fast_encode(v, &fmt_e4m3); }
+double check_e4m3_to_f64(uint8_t b) {
+    uint32_t e = (b >> 3) & 0xf, m = b & 7;
+    if (e == 0 || (e == 0xf && m == 7)) return mini_decode(b, &fmt_e4m3); /* subnormal, NaN */
+    uint32_t w = (uint32_t)(b & 0x80) << 24 | (e + 120) << 23 | m << 20;
+    float f;
+    memcpy(&f, &w, 4);
+    return f;
+}
+uint8_t check_f64_to_e5m2(double v) { return (uint8_t)fast_encode(v, &fmt_e5m2); }
+/* e5m2 is the top byte of an fp16 with the same exponent bias */
+double check_e5m2_to_f64(uint8_t b) { return check_f16_to_f64((uint16_t)(b << 8)); }
 
 /* ---- element access ------------------------------------------------------------------------ */
 /* Integer element as 64 bits: sign-extended for signed types, zero-extended otherwise. */
@@ -341,8 +356,27 @@ void check_fill_range(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t first
     }
 }
 
+typedef struct {
+    mscclrt_dtype t;
+    mscclrt_redop op;
+    char *buf;
+    size_t n, per;
+    uint64_t seed;
+    int rank;
+} FillJobs;
+
+static void fill_job(void *arg, int i) {
+    FillJobs *f = arg;
+    size_t lo = (size_t)i * f->per, hi = lo + f->per < f->n ? lo + f->per : f->n;
+    if (lo < hi)
+        check_fill_range(f->t, f->op, f->buf + lo * check_dtype_size(f->t), lo, hi - lo, f->seed,
+                         f->rank);
+}
+
 void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank) {
-    check_fill_range(t, op, buf, 0, n, seed, rank);
+    int nt = check_threads(n);
+    FillJobs f = {t, op, buf, n, (n + (size_t)nt - 1) / (size_t)nt, seed, rank};
+    check_run_threads(nt, fill_job, &f);
 }
 
 /* ---- postconditions ------------------------------------------------------------------------ */
@@ -356,15 +390,15 @@ bool check_collective_reduces(PlanCollective coll) {
     return coll == PLAN_COLL_ALLREDUCE || coll == PLAN_COLL_REDUCESCATTER;
 }
 
-/* Unit roundoff and smallest subnormal of a float type. */
+/* Unit roundoff and smallest subnormal of a float type (constants: this runs per element). */
 static void float_limits(mscclrt_dtype t, double *u, double *tiny) {
     switch (t) {
-    case MSCCLRT_FLOAT16: *u = ldexp(1, -11); *tiny = ldexp(1, -24); break;
-    case MSCCLRT_BFLOAT16: *u = ldexp(1, -8); *tiny = ldexp(1, -133); break;
-    case MSCCLRT_FP8_E4M3: *u = ldexp(1, -4); *tiny = ldexp(1, -9); break;
-    case MSCCLRT_FP8_E5M2: *u = ldexp(1, -3); *tiny = ldexp(1, -16); break;
-    case MSCCLRT_FLOAT32: *u = ldexp(1, -24); *tiny = ldexp(1, -149); break;
-    default: *u = ldexp(1, -53); *tiny = ldexp(1, -1074); break;
+    case MSCCLRT_FLOAT16: *u = 0x1p-11; *tiny = 0x1p-24; break;
+    case MSCCLRT_BFLOAT16: *u = 0x1p-8; *tiny = 0x1p-133; break;
+    case MSCCLRT_FP8_E4M3: *u = 0x1p-4; *tiny = 0x1p-9; break;
+    case MSCCLRT_FP8_E5M2: *u = 0x1p-3; *tiny = 0x1p-16; break;
+    case MSCCLRT_FLOAT32: *u = 0x1p-24; *tiny = 0x1p-149; break;
+    default: *u = 0x1p-53; *tiny = 0x1p-1074; break;
     }
 }
 
@@ -458,81 +492,169 @@ static bool no_input(int rank, CheckMismatch *mm) {
     return false;
 }
 
-bool check_rank_from(PlanCollective coll, int nranks, int rank, mscclrt_dtype t, mscclrt_redop op,
-                     CheckInputFn in, void *ctx, size_t block_bytes, size_t in_bytes,
-                     const void *output, size_t out_bytes, CheckMismatch *mm) {
-    size_t es = check_dtype_size(t);
-    size_t nin = in_bytes / es, nout = out_bytes / es;
-    size_t blk = block_bytes / es ? block_bytes / es : 1;
-    const char *out = output;
-    char what[96];
+/* The element-to-element map of a collective's postcondition, seen from one rank's output:
+ * output elements [0, span) are checked in segments, each taken from one source: one rank's
+ * input (copies) or the same elements of every rank's input (reductions). */
+typedef struct {
+    PlanCollective coll;
+    int nranks, rank;
+    size_t nin, nout, span;
+} CheckMap;
+
+static CheckMap check_map(PlanCollective coll, int nranks, int rank, size_t nin, size_t nout) {
+    CheckMap m = {coll, nranks, rank, nin, nout, 0};
     switch (coll) {
+    case PLAN_COLL_ALLREDUCE: m.span = nout < nin ? nout : nin; break;
+    case PLAN_COLL_REDUCESCATTER: m.span = nout; break;
+    case PLAN_COLL_ALLGATHER: m.span = (size_t)nranks * nin; break;
+    case PLAN_COLL_ALLTOALL: m.span = (size_t)nranks * (nin / (size_t)nranks); break;
+    default: m.span = nout < nin ? nout : nin; break;          /* broadcast, sendrecv */
+    }
+    return m;
+}
+
+/* Output element o: the source rank (-1: every rank), the first source element, the number
+ * of elements left in this segment, and what the segment must hold (for messages). */
+static size_t check_segment(const CheckMap *m, size_t o, int *src, size_t *first, char *what,
+                            size_t what_len) {
+    switch (m->coll) {
     case PLAN_COLL_ALLREDUCE:
-    case PLAN_COLL_REDUCESCATTER: {
-        /* allreduce: element e of every input; reducescatter: element rank * nout + e */
-        size_t n = coll == PLAN_COLL_ALLREDUCE ? (nout < nin ? nout : nin) : nout;
-        size_t base = coll == PLAN_COLL_ALLREDUCE ? 0 : (size_t)rank * nout;
-        const void **slices = malloc((size_t)nranks * sizeof *slices);
-        if (!slices) return no_input(rank, mm);
-        bool ok = true;
-        for (size_t b0 = 0; ok && b0 < n; b0 += blk) {
-            size_t bn = n - b0 < blk ? n - b0 : blk;
-            if (!read_slices(in, ctx, nranks, base + b0, bn, slices)) {
-                free(slices);
-                return no_input(rank, mm);
-            }
-            for (size_t k = 0; ok && k < bn; k++)
-                ok = check_reduced(nranks, t, op, slices, k, out, b0 + k, rank, mm);
-        }
-        free(slices);
-        return ok;
+    case PLAN_COLL_REDUCESCATTER:
+        *src = -1;
+        *first = (m->coll == PLAN_COLL_REDUCESCATTER ? (size_t)m->rank * m->nout : 0) + o;
+        return m->span - o;
+    case PLAN_COLL_ALLGATHER: {
+        size_t s = o / m->nin;
+        *src = (int)s;
+        *first = o % m->nin;
+        snprintf(what, what_len, "allgather: block %zu must be rank %zu's input", s, s);
+        return m->nin - *first;
     }
-    case PLAN_COLL_ALLGATHER:
-        for (int s = 0; s < nranks; s++) {
-            snprintf(what, sizeof what, "allgather: block %d must be rank %d's input", s, s);
-            for (size_t b0 = 0; b0 < nin; b0 += blk) {
-                size_t bn = nin - b0 < blk ? nin - b0 : blk, at = (size_t)s * nin + b0;
-                const void *want = in(ctx, s, b0, bn);
-                if (!want) return no_input(rank, mm);
-                if (!check_copy(want, out + at * es, bn, t, rank, at, what, mm)) return false;
-            }
-        }
-        return true;
     case PLAN_COLL_ALLTOALL: {
-        size_t part = nin / (size_t)nranks;
-        for (int s = 0; s < nranks; s++) {
-            snprintf(what, sizeof what, "alltoall: block %d must be block %d of rank %d's input",
-                     s, rank, s);
-            for (size_t b0 = 0; b0 < part; b0 += blk) {
-                size_t bn = part - b0 < blk ? part - b0 : blk, at = (size_t)s * part + b0;
-                const void *want = in(ctx, s, (size_t)rank * part + b0, bn);
-                if (!want) return no_input(rank, mm);
-                if (!check_copy(want, out + at * es, bn, t, rank, at, what, mm)) return false;
-            }
-        }
-        return true;
-    }
-    case PLAN_COLL_BROADCAST:
-    case PLAN_COLL_SENDRECV: {
-        int from = coll == PLAN_COLL_BROADCAST ? 0 : (rank - 1 + nranks) % nranks;
-        if (coll == PLAN_COLL_BROADCAST)
-            snprintf(what, sizeof what, "broadcast: must be root 0's input");
-        else
-            snprintf(what, sizeof what, "sendrecv: must be rank %d's input", from);
-        size_t n = nout < nin ? nout : nin;
-        for (size_t b0 = 0; b0 < n; b0 += blk) {
-            size_t bn = n - b0 < blk ? n - b0 : blk;
-            const void *want = in(ctx, from, b0, bn);
-            if (!want) return no_input(rank, mm);
-            if (!check_copy(want, out + b0 * es, bn, t, rank, b0, what, mm)) return false;
-        }
-        return true;
+        size_t part = m->nin / (size_t)m->nranks, s = o / part;
+        *src = (int)s;
+        *first = (size_t)m->rank * part + o % part;
+        snprintf(what, what_len, "alltoall: block %zu must be block %d of rank %zu's input", s,
+                 m->rank, s);
+        return part - o % part;
     }
     default:
+        *src = m->coll == PLAN_COLL_BROADCAST ? 0 : (m->rank - 1 + m->nranks) % m->nranks;
+        *first = o;
+        if (m->coll == PLAN_COLL_BROADCAST)
+            snprintf(what, what_len, "broadcast: must be root 0's input");
+        else
+            snprintf(what, what_len, "sendrecv: must be rank %d's input", *src);
+        return m->span - o;
+    }
+}
+
+/* Output elements [lo, hi) of one rank, read `blk` elements at a time through `in`. */
+static bool check_range(const CheckMap *m, mscclrt_dtype t, mscclrt_redop op, CheckInputFn in,
+                        void *ctx, size_t blk, const char *out, size_t lo, size_t hi,
+                        CheckMismatch *mm) {
+    size_t es = check_dtype_size(t);
+    const void **slices = malloc((size_t)m->nranks * sizeof *slices);
+    if (!slices) return no_input(m->rank, mm);
+    bool ok = true;
+    char what[96] = "";
+    for (size_t o = lo; ok && o < hi;) {
+        int src;
+        size_t first, left = check_segment(m, o, &src, &first, what, sizeof what);
+        size_t bn = hi - o < blk ? hi - o : blk;
+        if (bn > left) bn = left;
+        if (src < 0) {
+            if (!read_slices(in, ctx, m->nranks, first, bn, slices)) {
+                ok = no_input(m->rank, mm);
+                break;
+            }
+            for (size_t k = 0; ok && k < bn; k++)
+                ok = check_reduced(m->nranks, t, op, slices, k, out, o + k, m->rank, mm);
+        } else {
+            const void *want = in(ctx, src, first, bn);
+            if (!want) {
+                ok = no_input(m->rank, mm);
+                break;
+            }
+            ok = check_copy(want, out + o * es, bn, t, m->rank, o, what, mm);
+        }
+        o += bn;
+    }
+    free(slices);
+    return ok;
+}
+
+typedef struct {
+    const CheckMap *m;
+    mscclrt_dtype t;
+    mscclrt_redop op;
+    CheckInputFn in;
+    void *const *ctxs;
+    size_t blk, per;
+    const char *out;
+    bool *ok;
+    CheckMismatch *mms;
+} RangeJobs;
+
+static void range_job(void *arg, int i) {
+    RangeJobs *j = arg;
+    size_t lo = (size_t)i * j->per, hi = lo + j->per < j->m->span ? lo + j->per : j->m->span;
+    j->ok[i] = lo >= hi || check_range(j->m, j->t, j->op, j->in, j->ctxs[i], j->blk, j->out, lo,
+                                       hi, &j->mms[i]);
+}
+
+bool check_rank_threads(PlanCollective coll, int nranks, int rank, mscclrt_dtype t,
+                        mscclrt_redop op, CheckInputFn in, void *const *ctxs, int nthreads,
+                        size_t block_bytes, size_t in_bytes, const void *output,
+                        size_t out_bytes, CheckMismatch *mm) {
+    size_t es = check_dtype_size(t);
+    if (!es) {
+        if (mm) snprintf(mm->msg, sizeof mm->msg, "check: bad dtype %d", (int)t);
+        return false;
+    }
+    size_t blk = block_bytes / es ? block_bytes / es : 1;
+    if (!check_collective_known(coll)) {
         if (mm) snprintf(mm->msg, sizeof mm->msg, "collective '%s' has no known postcondition",
                          plan_coll_name(coll));
         return false;
     }
+    CheckMap m = check_map(coll, nranks, rank, in_bytes / es, out_bytes / es);
+    if (nthreads < 1) nthreads = 1;
+    /* whole blocks per thread, so every thread reads the blocks one thread would have read */
+    size_t per = (m.span + (size_t)nthreads - 1) / (size_t)nthreads;
+    per = (per + blk - 1) / blk * blk;
+    bool ok1;
+    CheckMismatch mm1;
+    bool *oks = nthreads > 1 ? calloc((size_t)nthreads, sizeof *oks) : &ok1;
+    CheckMismatch *mms = nthreads > 1 ? calloc((size_t)nthreads, sizeof *mms) : &mm1;
+    if (!oks || !mms) {
+        if (nthreads > 1) {
+            free(oks);
+            free(mms);
+        }
+        return no_input(rank, mm);
+    }
+    RangeJobs j = {&m, t, op, in, ctxs, blk, per ? per : 1, output, oks, mms};
+    check_run_threads(nthreads, range_job, &j);
+    bool ok = true;
+    for (int i = 0; i < nthreads && ok; i++) /* the first failing range has the first mismatch */
+        if (!oks[i]) {
+            ok = false;
+            if (mm) *mm = mms[i];
+        }
+    if (nthreads > 1) {
+        free(oks);
+        free(mms);
+    }
+    return ok;
+}
+
+bool check_rank_from(PlanCollective coll, int nranks, int rank, mscclrt_dtype t, mscclrt_redop op,
+                     CheckInputFn in, void *ctx, size_t block_bytes, size_t in_bytes,
+                     const void *output, size_t out_bytes, CheckMismatch *mm) {
+    void *const ctxs[1] = {ctx};
+    return check_rank_threads(coll, nranks, rank, t, op, in, ctxs, 1, block_bytes, in_bytes,
+                              output, out_bytes, mm);
 }
 
 bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_redop op,
@@ -544,11 +666,14 @@ bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_
                          plan_coll_name(coll));
         return false;
     }
-    /* in memory, a block costs nothing: one per call keeps the loops short */
-    size_t whole = (in_bytes > out_bytes ? in_bytes : out_bytes) + 1;
-    for (int r = 0; r < nranks; r++)
-        if (!check_rank_from(coll, nranks, r, t, op, mem_input, &m, whole, in_bytes, outputs[r],
-                             out_bytes, mm))
+    size_t es = check_dtype_size(t);
+    void *ctxs[MAX_CHECK_THREADS];
+    for (int r = 0; r < nranks; r++) {
+        int nt = check_threads(check_map(coll, nranks, r, in_bytes / es, out_bytes / es).span);
+        for (int i = 0; i < nt; i++) ctxs[i] = &m;
+        if (!check_rank_threads(coll, nranks, r, t, op, mem_input, ctxs, nt, CHECK_BLOCK_BYTES,
+                                in_bytes, outputs[r], out_bytes, mm))
             return false;
+    }
     return true;
 }

@@ -87,6 +87,22 @@ bool check_rank_from(PlanCollective coll, int nranks, int rank, mscclrt_dtype t,
                      CheckInputFn in, void *ctx, size_t block_bytes, size_t in_bytes,
                      const void *output, size_t out_bytes, CheckMismatch *mm);
 
+/* check_rank_from over `nthreads` threads: output elements split into contiguous ranges of
+ * whole blocks, range i read through ctxs[i] (one context per thread: `in` may keep state in
+ * it). Same result and first mismatch as check_rank_from. */
+bool check_rank_threads(PlanCollective coll, int nranks, int rank, mscclrt_dtype t,
+                        mscclrt_redop op, CheckInputFn in, void *const *ctxs, int nthreads,
+                        size_t block_bytes, size_t in_bytes, const void *output,
+                        size_t out_bytes, CheckMismatch *mm);
+
+/* check_threads.c: how many threads a check or fill of `elems` elements uses (one per online
+ * CPU or MSCCLRT_CHECK_THREADS, at most MAX_CHECK_THREADS, and none idle for want of work),
+ * and job(arg, i) for every i in [0, n) on n threads, the caller's included; a thread that
+ * cannot start has its job run by the caller, so every job always runs. */
+#define MAX_CHECK_THREADS 32
+int check_threads(size_t elems);
+void check_run_threads(int n, void (*job)(void *arg, int i), void *arg);
+
 /* check_rank.c: rank `rank`'s output after a call whose every input was check_fill(t, op, ...,
  * seed, q), checked without anyone's whole input: the needed pieces of every rank's input are
  * regenerated a block (CHECK_BLOCK_BYTES, less for very large groups) at a time, so memory is

@@ -1,7 +1,8 @@
 /*
  * check_rank.c - the postcondition of one rank's output when every rank's input came from
  * check_fill: instead of holding all inputs, the slices the check needs are regenerated from
- * (seed, rank, element) a block at a time, and check.c's per-rank checker does the rest.
+ * (seed, rank, element) a block at a time, and check.c's per-rank checker does the rest, on
+ * several threads with a set of slots each.
  */
 #include "check/check.h"
 
@@ -42,17 +43,29 @@ bool check_collective_rank(PlanCollective coll, int nranks, int rank, mscclrt_dt
     if ((size_t)nranks * block > ((size_t)256 << 20)) block = ((size_t)256 << 20) / (size_t)nranks;
     if (block < 4096) block = 4096;
     block -= block % es;
-    RegenInputs g = {t, op, seed, block, malloc((size_t)nranks * block)};
-    if (!g.slots) {
+    /* one set of slots per thread; all threads' slots together stay under 512 MiB */
+    int nt = check_threads(out_bytes / es > in_bytes / es ? out_bytes / es : in_bytes / es);
+    size_t per_thread = (size_t)nranks * block;
+    while (nt > 1 && (size_t)nt * per_thread > ((size_t)512 << 20)) nt--;
+    RegenInputs g[MAX_CHECK_THREADS];
+    void *ctxs[MAX_CHECK_THREADS];
+    bool have = true;
+    for (int i = 0; i < nt; i++) {
+        g[i] = (RegenInputs){t, op, seed, block, malloc(per_thread)};
+        ctxs[i] = &g[i];
+        have = have && g[i].slots;
+    }
+    bool ok = false;
+    if (!have) {
         if (mm) {
             mm->rank = -1;
             snprintf(mm->msg, sizeof mm->msg, "rank %d: cannot check: out of memory for %d x %zu "
                      "bytes of reference input", rank, nranks, block);
         }
-        return false;
+    } else {
+        ok = check_rank_threads(coll, nranks, rank, t, op, regen_input, ctxs, nt, block, in_bytes,
+                                output, out_bytes, mm);
     }
-    bool ok = check_rank_from(coll, nranks, rank, t, op, regen_input, &g, block, in_bytes, output,
-                              out_bytes, mm);
-    free(g.slots);
+    for (int i = 0; i < nt; i++) free(g[i].slots);
     return ok;
 }

@@ -2,7 +2,8 @@
  * test_check_rank.c - the per-rank streaming checker (check_collective_rank, check_rank_from):
  * check_fill_range equals slices of check_fill; for every collective, several dtypes/operators
  * and 2, 3 and 8 ranks, correct outputs pass both checkers and a corrupted element is reported by
- * both with the same rank, element and message, also when the inputs come in small blocks.
+ * both with the same rank, element and message, also when the inputs come in small blocks and
+ * when the check is split over threads.
  */
 #include "../harness.h"
 
@@ -194,6 +195,52 @@ static void t_big(void) {
     one_case(PLAN_COLL_REDUCESCATTER, 2, MSCCLRT_INT32, MSCCLRT_MAX, (5u << 20) / 4 / 4);
 }
 
+/* Threaded checks: ranges of whole blocks, a context each; with two wrong elements in
+ * different ranges the first one is reported, exactly as the one-thread check reports it. */
+static bool threads_check(const Group *g, int r, int nt, CheckMismatch *mm) {
+    SmallRegen s[8];
+    void *ctxs[8];
+    for (int i = 0; i < nt; i++) {
+        s[i] = (SmallRegen){g, 5 * g->es, malloc((size_t)g->n * 5 * g->es), 0};
+        ctxs[i] = &s[i];
+    }
+    bool ok = check_rank_threads(g->coll, g->n, r, g->t, g->op, small_regen, ctxs, nt, s[0].block,
+                                 g->in_bytes, g->out[r], g->out_bytes, mm);
+    for (int i = 0; i < nt; i++) free(s[i].slots);
+    return ok;
+}
+
+static void t_threads(void) {
+    for (size_t ci = 0; ci < sizeof colls / sizeof *colls; ci++) {
+        Group g;
+        group_make(&g, colls[ci], 3, MSCCLRT_FLOAT16, MSCCLRT_SUM, 61);
+        CheckMismatch m1, mt;
+        for (int nt = 1; nt <= 8; nt++)
+            for (int r = 0; r < 3; r++) CHECK(threads_check(&g, r, nt, &mt));
+        size_t nout = g.out_bytes / g.es, late = nout - 2, early = nout / 3;
+        check_store(g.t, g.out[1], late, check_load(g.t, g.out[1], late) + 100);
+        CHECK(!small_check(&g, 1, &m1));
+        CHECK_EQ_INT(late, m1.elem);
+        check_store(g.t, g.out[1], early, check_load(g.t, g.out[1], early) + 100);
+        CHECK(!small_check(&g, 1, &m1));
+        CHECK_EQ_INT(early, m1.elem);
+        for (int nt = 2; nt <= 8; nt++) {
+            CHECK(!threads_check(&g, 1, nt, &mt));
+            CHECK_EQ_INT(early, mt.elem);
+            CHECK_STR(m1.msg, mt.msg);
+        }
+        group_free(&g);
+    }
+    /* the threaded fill writes what one pass of check_fill_range writes */
+    size_t n = (size_t)3 << 19;
+    unsigned char *a = malloc(n * 2), *b = malloc(n * 2);
+    check_fill(MSCCLRT_BFLOAT16, MSCCLRT_MAX, a, n, 9, 2);
+    check_fill_range(MSCCLRT_BFLOAT16, MSCCLRT_MAX, b, 0, n, 9, 2);
+    CHECK(memcmp(a, b, n * 2) == 0);
+    free(a);
+    free(b);
+}
+
 static void t_refuses(void) {
     unsigned char out[64] = {0};
     CheckMismatch mm;
@@ -217,6 +264,7 @@ int main(void) {
     TEST("check_rank/fill_range", t_fill_range());
     TEST("check_rank/matrix", t_matrix());
     TEST("check_rank/big_blocks", t_big());
+    TEST("check_rank/threads", t_threads());
     TEST("check_rank/refuses", t_refuses());
     return harness_report();
 }

@@ -105,6 +105,44 @@ static void t_fp8_e5m2(void) {
     CHECK_EQ_INT(0, bad);
 }
 
+/* Every code of both fp8 formats against the textbook formula, and every gap between two
+ * neighbouring positive finite codes: its midpoint rounds to the even code, anything just
+ * off the midpoint to the nearer one (this covers the encoders' fast and general paths). */
+static double fp8_formula(int h, int ebits, int mbits, int bias) {
+    int e = (h >> mbits) & ((1 << ebits) - 1), m = h & ((1 << mbits) - 1);
+    double v = e ? ldexp(1.0 + ldexp(m, -mbits), e - bias) : ldexp(m, 1 - bias - mbits);
+    return h & 0x80 ? -v : v;
+}
+
+static void t_fp8_exhaustive(void) {
+    int bad = 0;
+    for (int h = 0; h < 256; h++) {
+        bool nan4 = (h & 0x7f) == 0x7f, special5 = ((h >> 2) & 0x1f) == 0x1f;
+        if (!nan4 && check_e4m3_to_f64((uint8_t)h) != fp8_formula(h, 4, 3, 7)) bad++;
+        if (!special5 && check_e5m2_to_f64((uint8_t)h) != fp8_formula(h, 5, 2, 15)) bad++;
+    }
+    CHECK_EQ_INT(0, bad);
+    for (int fmt = 0; fmt < 2; fmt++) {
+        int top = fmt == 0 ? 0x7e : 0x7b;                /* largest finite code */
+        for (int h = 0; h < top; h++) {
+            double lo = fmt == 0 ? check_e4m3_to_f64((uint8_t)h) : check_e5m2_to_f64((uint8_t)h);
+            double hi = fmt == 0 ? check_e4m3_to_f64((uint8_t)(h + 1))
+                                 : check_e5m2_to_f64((uint8_t)(h + 1));
+            double mid = (lo + hi) / 2, eps = (hi - lo) / 64;
+            int even = h % 2 == 0 ? h : h + 1;
+            for (int sign = 0; sign < 2; sign++) {
+                double s = sign ? -1.0 : 1.0;
+                int sb = sign ? 0x80 : 0;
+                uint8_t (*enc)(double) = fmt == 0 ? check_f64_to_e4m3 : check_f64_to_e5m2;
+                if (enc(s * mid) != (sb | even)) bad++;
+                if (enc(s * (mid - eps)) != (sb | h)) bad++;
+                if (enc(s * (mid + eps)) != (sb | (h + 1))) bad++;
+            }
+        }
+    }
+    CHECK_EQ_INT(0, bad);
+}
+
 static void t_integer_ops(void) {
     int8_t a = 127, b = 1;
     check_reduce(MSCCLRT_INT8, MSCCLRT_SUM, &a, &b, 1);
@@ -209,6 +247,7 @@ int main(void) {
     TEST("cpu_dtype/bf16", t_bf16());
     TEST("cpu_dtype/fp8_e4m3", t_fp8_e4m3());
     TEST("cpu_dtype/fp8_e5m2", t_fp8_e5m2());
+    TEST("cpu_dtype/fp8_exhaustive", t_fp8_exhaustive());
     TEST("cpu_dtype/integer_ops", t_integer_ops());
     TEST("cpu_dtype/names", t_names());
     TEST("cpu_dtype/fill_nonzero_deterministic", t_fill_nonzero_deterministic());
