@@ -139,11 +139,9 @@ uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t 
                                    : (out + g->output_chunks - 1) / (g->output_chunks ? g->output_chunks : 1);
     uint64_t a = p->alignment ? p->alignment : 16;
     per = (per + a - 1) / a * a;
-    /* each half rounded to 256 bytes, so the second half's offset (scratch_half) is exact:
-     * rounding the doubled size instead made the half 0 for small messages, silently
-     * turning double buffering off */
-    uint64_t s = per * g->scratch_chunks * (p->protocol_ll ? 2 : 1);
-    return (s + 255) / 256 * 256 * (p->double_scratch ? 2 : 1);
+    /* halves of a multiple of 256 bytes: exact, and the second one starts aligned (rounding
+     * the doubled size instead once left a half of 0 and silently stopped double buffering) */
+    return plan_scratch_bytes(p, rank, per, 256);
 }
 
 mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,

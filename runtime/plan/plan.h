@@ -217,6 +217,13 @@ typedef struct {
  * min/max and consistency (§3.2) with messages naming the sizes. */
 bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, PlanGeom *g,
                PlanErr *err);
+/* §3.5 scratch of rank `rank` for chunks of `chunk` bytes (not reuse_resources): scratch_chunks
+ * chunks, x2 for LL packets, x2 again when double-buffered, each half rounded up to the plan's
+ * alignment and to `half_align` (0 or a power of two). plan_geom passes 0, the spec's exact size
+ * (chunks are multiples of the alignment, so the halves are exact), which the CPU backend
+ * enforces; the GPU executor sizes chunks from the allocation ranges (exec_scratch_bytes) and
+ * passes 256, so the second half keeps the device's vector and packet alignment. */
+uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t half_align);
 /* Input/output byte counts of one rank for a message of `bytes` as nccl-tests counts it
  * (allgather: bytes is the output; reducescatter: the input; others: both). */
 void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t *out_bytes);

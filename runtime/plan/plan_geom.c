@@ -27,6 +27,14 @@ static uint64_t pipeline_iters(const PlanOp *op, uint64_t ub) {
     return n > UINT64_MAX ? UINT64_MAX : (uint64_t)n;
 }
 
+uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t half_align) {
+    uint64_t A = p->alignment ? p->alignment : 16;
+    uint64_t r = A > half_align ? A : half_align;  /* powers of two: a multiple of both */
+    uint64_t half = chunk * p->gpus[rank].scratch_chunks * (p->protocol_ll ? 2 : 1);
+    half = (half + r - 1) / r * r;
+    return half * (p->double_scratch ? 2 : 1);
+}
+
 bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, PlanGeom *g,
                PlanErr *err) {
     if (rank < 0 || rank >= p->ngpus)
@@ -80,10 +88,7 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
     if (p->reuse_resources && gpu->scratch_chunks > 0) {
         scratch = (uint64_t)1 << 26;
     } else {
-        scratch = chunk * gpu->scratch_chunks;
-        if (p->protocol_ll) scratch *= 2;
-        if (p->double_scratch) scratch *= 2;
-        scratch = (scratch + A - 1) / A * A;
+        scratch = plan_scratch_bytes(p, rank, chunk, 0);
     }
 
     /* §3.6 pipeline iteration counts are read as uint16 on the device */

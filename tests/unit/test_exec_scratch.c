@@ -3,7 +3,8 @@
  * exec_scratch_size without a device): sized from the buffers' allocations capped by the plan's
  * largest message, chunks rounded to the alignment, LL packets doubling it, and double-buffered
  * scratch made of two equal halves of a multiple of 256 bytes — also for the smallest messages,
- * where the half used to round down to 0 and double buffering silently stopped.
+ * where the half used to round down to 0 and double buffering silently stopped — and its
+ * relation to the spec's exact size that plan_geom gives the CPU backend.
  */
 #include "../harness.h"
 #include "exec/exec.h"
@@ -52,8 +53,32 @@ static void t_single(void) {
     plan_free(p);
 }
 
+/* One formula, plan_scratch_bytes: with allocations exactly the message, the GPU's scratch is
+ * the CPU backend's (plan_geom, the spec's exact size) with each half rounded up to 256 bytes. */
+static void t_same_as_geom(void) {
+    Plan *p = plan(true, true, 2, 4, 4);
+    p->max_size = UINT64_MAX;
+    int ok = 1, compared = 0;
+    for (uint64_t in = 32; in < (1u << 22) && ok; in = in * 3 + 32) { /* 2 chunks of 16k */
+        PlanGeom g;
+        PlanErr err;
+        if (!plan_geom(p, 1, in, 2 * in, &g, &err)) continue;   /* sizes the plan refuses */
+        compared++;
+        uint64_t gpu = exec_scratch_bytes(p, 1, in, 2 * in);
+        uint64_t want = (g.scratch_half + 255) / 256 * 256 * 2;
+        ok = gpu == want && g.scratch_half * 2 == g.scratch_bytes &&
+             g.scratch_half == (in / 2) * 4 * 2;                /* 4 chunks as LL packets */
+        if (!ok) fprintf(stderr, "in %llu: geom %llu, exec %llu\n", (unsigned long long)in,
+                         (unsigned long long)g.scratch_bytes, (unsigned long long)gpu);
+    }
+    CHECK(ok);
+    CHECK(compared >= 6);
+    plan_free(p);
+}
+
 int main(void) {
     TEST("exec scratch: double-buffered halves of 256 bytes, also for tiny messages", t_double_halves());
     TEST("exec scratch: alignment, the plan's size cap, no scratch, output-based chunks", t_single());
+    TEST("exec scratch: plan_geom's, each half rounded to 256 bytes", t_same_as_geom());
     return harness_report();
 }
