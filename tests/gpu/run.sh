@@ -3,9 +3,9 @@
 # prebuilt build dir, as on GPU machines that cannot build). Multicast stays off: NVLS is never
 # enabled and the NVLS guard is preloaded into every GPU process. Runs the compat plans and the
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
-# rank (test_gpu_mp), a short mscclrt-perf check, and on machines with more than 2 GPUs every
-# stdlib program at N = all GPUs through mscclrt-run --backend gpu --check, then one process per
-# rank (--launch procs / env). Logs go to $GPU_LOG_DIR when set.
+# rank (test_gpu_mp), a short mscclrt-perf check, every stdlib program at N = all GPUs through
+# mscclrt-run --backend gpu --check, then one process per rank (--launch procs / env).
+# Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
 #   GPU_SECTIONS="basic sweep procs"   the sections to run (default: all three)
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
@@ -29,8 +29,10 @@ want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
     shift
+    rt0=$(date +%s)
     "$@" >"$log/$rname.log" 2>&1
     rc=$?
+    echo "($(($(date +%s) - rt0)) s)" >>"$log/$rname.log"
     grep '^testing ' "$log/$rname.log" || { [ $rc -eq 0 ] && echo "testing $rname ... passed"; }
     if [ $rc -eq 77 ]; then echo "testing $rname ... skipped"; return 0; fi
     if [ $rc -ne 0 ]; then
@@ -58,7 +60,7 @@ fi
 # back-to-back calls, then larger sizes up to the plan's maximum (1 GiB for unbounded plans),
 # rotating dtypes and operators; each run ends with a CUDA-graph replay and a full check.
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-if want sweep && [ "$ngpu" -gt 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
+if want sweep && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
     plans=$log/plans
     mkdir -p "$plans"
     i=0
