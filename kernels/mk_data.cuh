@@ -39,6 +39,48 @@ __device__ __noinline__ void copy(char *dst, const char *src, u64 n) {
     }
 }
 
+/* One source to ND destinations, read once: the fused pairs of a put that share their source
+ * (cg_source.c groups them). Pointers are held in registers (see reduce). */
+template <int ND>
+__device__ __noinline__ void copy_multi(char *const (&dst_)[ND], const char *src, u64 n) {
+    const u32 tid = threadIdx.x, nt = blockDim.x;
+    char *dst[ND];
+    bool vec = al16(src);
+    u64 low = (u64)src | n;
+#pragma unroll
+    for (int k = 0; k < ND; k++) {
+        dst[k] = dst_[k];
+        vec = vec && al16(dst[k]);
+        low |= (u64)dst[k];
+    }
+    u64 done = 0;
+    if (vec) {
+        const u64 nv = n >> 4;
+        const uint4 *s = (const uint4 *)src;
+        /* one vector per iteration: ND stores each keep the memory system busy, and two in
+         * flight made 7 destinations spill */
+        for (u64 i = tid; i < nv; i += nt) {
+            const uint4 a = s[i];
+#pragma unroll
+            for (int k = 0; k < ND; k++) ((uint4 *)dst[k])[i] = a;
+        }
+        done = nv << 4;
+    }
+    if (((low | done) & 3) == 0) {
+        for (u64 i = (done >> 2) + tid; i < (n >> 2); i += nt) {
+            const u32 v = ((const u32 *)src)[i];
+#pragma unroll
+            for (int k = 0; k < ND; k++) ((u32 *)dst[k])[i] = v;
+        }
+    } else {
+        for (u64 i = done + tid; i < n; i += nt) {
+            const char v = src[i];
+#pragma unroll
+            for (int k = 0; k < ND; k++) dst[k][i] = v;
+        }
+    }
+}
+
 /* ---- reductions: dst[k] = s0 (+) s1 (+) ... for every k; sources in order ------------------ */
 template <class T, int OP, int NS, int ND>
 __device__ __forceinline__ void reduce_body(char *const (&dst)[ND], const char *const (&src)[NS], u64 n) {
@@ -132,13 +174,23 @@ template <> struct Pkt<16> {
         asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};"
                      ::"l"(p), "r"(d[0]), "r"(flag), "r"(d[1]), "r"(flag) : "memory");
     }
+    /* the packet as loaded (data and flags), without waiting: waits on several packets issue
+     * every load first and check afterwards, so the round trips overlap (reduce_packets) */
+    enum { RAW = 4 };
+    static __device__ __forceinline__ void load(const char *p, u32 (&r)[RAW]) {
+        asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "l"(p) : "memory");
+    }
+    static __device__ __forceinline__ bool ready(const u32 (&r)[RAW], u32 flag) {
+        return r[1] == flag && r[3] == flag;
+    }
+    static __device__ __forceinline__ void data(const u32 (&r)[RAW], u32 (&d)[2]) {
+        d[0] = r[0]; d[1] = r[2];
+    }
     static __device__ __forceinline__ void read(const char *p, u32 (&d)[2], u32 flag) {
-        u32 a, f0, b, f1;
-        do {
-            asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-                         : "=r"(a), "=r"(f0), "=r"(b), "=r"(f1) : "l"(p) : "memory");
-        } while (f0 != flag || f1 != flag);
-        d[0] = a; d[1] = b;
+        u32 r[RAW];
+        do load(p, r); while (!ready(r, flag));
+        data(r, d);
     }
 };
 template <> struct Pkt<8> {
@@ -146,12 +198,16 @@ template <> struct Pkt<8> {
     static __device__ __forceinline__ void write(char *p, const u32 (&d)[1], u32 flag) {
         asm volatile("st.volatile.global.v2.u32 [%0], {%1,%2};" ::"l"(p), "r"(d[0]), "r"(flag) : "memory");
     }
+    enum { RAW = 2 };
+    static __device__ __forceinline__ void load(const char *p, u32 (&r)[RAW]) {
+        asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "l"(p) : "memory");
+    }
+    static __device__ __forceinline__ bool ready(const u32 (&r)[RAW], u32 flag) { return r[1] == flag; }
+    static __device__ __forceinline__ void data(const u32 (&r)[RAW], u32 (&d)[1]) { d[0] = r[0]; }
     static __device__ __forceinline__ void read(const char *p, u32 (&d)[1], u32 flag) {
-        u32 a, f;
-        do {
-            asm volatile("ld.volatile.global.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(f) : "l"(p) : "memory");
-        } while (f != flag);
-        d[0] = a;
+        u32 r[RAW];
+        do load(p, r); while (!ready(r, flag));
+        data(r, d);
     }
 };
 
@@ -203,12 +259,31 @@ __device__ __forceinline__ void reduce_packets(char *const (&dplain)[NDP ? NDP :
 #pragma unroll
         for (int w = 0; w < W; w++) v[w] = ((const u32 *)local)[j * W + w];
         if (NPK > 0) {
-            Pkt<P>::read(pk[0] + j * P, acc, flag);
+            /* the packets of up to 4 peers are loaded before any is checked: their round
+             * trips overlap (2 instead of 7 at N=8) in registers a 1024-thread block has */
+            enum { G = 4 };
 #pragma unroll
-            for (int k = 1; k < NPK; k++) {
-                u32 x[W];
-                Pkt<P>::read(pk[k] + j * P, x, flag);
-                vred<T, OP, Pkt<P>::DATA>(acc, x);
+            for (int k0 = 0; k0 < NPK; k0 += G) {
+                u32 raw[G][Pkt<P>::RAW];
+#pragma unroll
+                for (int k = 0; k < G; k++)
+                    if (k0 + k < NPK) Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
+#pragma unroll
+                for (int k = 0; k < G; k++)
+                    if (k0 + k < NPK)
+                        while (!Pkt<P>::ready(raw[k], flag)) Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
+#pragma unroll
+                for (int k = 0; k < G; k++) {
+                    if (k0 + k >= NPK) continue;
+                    u32 x[W];
+                    Pkt<P>::data(raw[k], x);
+                    if (k0 + k == 0) {
+#pragma unroll
+                        for (int w = 0; w < W; w++) acc[w] = x[w];
+                    } else {
+                        vred<T, OP, Pkt<P>::DATA>(acc, x);
+                    }
+                }
             }
             vred<T, OP, Pkt<P>::DATA>(acc, v);
         } else {

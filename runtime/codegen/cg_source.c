@@ -266,6 +266,45 @@ static mscclrt_result chan_check(Gen *G, const PlanOp *op, int t, int j, int *gc
     return MSCCLRT_SUCCESS;
 }
 
+/* Whether pairs a and b of a fused put/ppkt read the same local source entry (and move as
+ * many chunks as they read). */
+static bool same_source(const PlanOp *op, int a, int b) {
+    const PlanRef *x = &op->src[a], *y = &op->src[b];
+    return x->kind == PLAN_REF_LOCAL && y->kind == PLAN_REF_LOCAL && x->type == y->type &&
+           x->index == y->index && x->size == y->size && op->dst[a].size == x->size &&
+           op->dst[b].size == y->size;
+}
+
+/* Fusion inside an op: the pairs of a fused put or ppkt that read the same source become one
+ * loop that reads it once and stores to all their destinations (allpair_packet at N=8 reads
+ * its input once instead of 7 times). Pairs are independent copies, so grouping is free to
+ * reorder them. A pair on its own is emitted exactly as before. */
+static void emit_fanout(Gen *G, const PlanOp *op, const Ent *s, const Ent *d, bool packets) {
+    bool taken[PLAN_MAX_OP_ENTRIES] = {false};
+    for (int m = 0; m < op->nsrc; m++) {
+        if (taken[m]) continue;
+        Ent grp[PLAN_MAX_OP_ENTRIES];
+        int n = 0;
+        for (int q = m; q < op->nsrc; q++)
+            if (!taken[q] && (q == m || same_source(op, m, q))) {
+                grp[n++] = d[q];
+                taken[q] = true;
+            }
+        if (packets) {
+            sb_printf(G->b, "    { char *const D[%d] = {", n);
+            for (int k = 0; k < n; k++) sb_printf(G->b, "%s%s", k ? ", " : "", grp[k].e);
+            sb_printf(G->b, "}; mk::to_packets<%d, %d>(D, %s, z%d, flag); }\n", G->P, n, s[m].e,
+                      s[m].v);
+        } else if (n == 1) {
+            sb_printf(G->b, "    mk::copy(%s, %s, z%d);\n", d[m].e, s[m].e, d[m].v);
+        } else {
+            sb_printf(G->b, "    {\n");
+            emit_list(G, "char *", "D", grp, n);
+            sb_printf(G->b, "    mk::copy_multi<%d>(D, %s, z%d);\n    }\n", n, s[m].e, d[m].v);
+        }
+    }
+}
+
 static mscclrt_result gen_op(Gen *G, const PlanOp *op);
 
 static mscclrt_result gen_sync(Gen *G, const PlanOp *op) {
@@ -426,8 +465,8 @@ static mscclrt_result gen_op(Gen *G, const PlanOp *op) {
         for (int m = 0; m < op->nsrc; m++) {
             TRY(ent(G, op, &op->src[m], false, &s[m]));
             TRY(ent(G, op, &op->dst[m], false, &d[m]));
-            sb_printf(b, "    mk::copy(%s, %s, z%d);\n", d[m].e, s[m].e, d[m].v);
         }
+        emit_fanout(G, op, s, d, false);
         if (port && op->kind != PLAN_OP_PUT) {
             sb_printf(b, "    __syncthreads();\n");
             for (int j = 0; j < op->nchan; j++) {
@@ -466,10 +505,8 @@ static mscclrt_result gen_op(Gen *G, const PlanOp *op) {
             TRY(ent(G, op, &op->dst[m], true, &d[m]));
             if (port) /* the source is already in packet form (spec §5.5) */
                 sb_printf(b, "    mk::copy_packets_raw(%s, %s, 2 * z%d);\n", d[m].e, s[m].e, s[m].v);
-            else
-                sb_printf(b, "    { char *const D[1] = {%s}; mk::to_packets<%d, 1>(D, %s, z%d, flag); }\n",
-                          d[m].e, G->P, s[m].e, s[m].v);
         }
+        if (!port) emit_fanout(G, op, s, d, true);
         return MSCCLRT_SUCCESS;
     case PLAN_OP_RPPKT:
         if (port && G->l->uses_proxy) return gen_port_put(G, op);

@@ -35,6 +35,11 @@ else
         "$plan" --backend gpu --check
     t gpu_no_save 1 "--save is available with --backend cpu only" "$plan" --backend gpu --save "$tmp/s"
 fi
+# the hand-written GPU test plans compute their collective on the reference backend too
+for g in port_ops port_packets fanout_put fanout_packets; do
+    t "golden_$g" 0 "check passed" tests/golden/ok/$g.json --size 64K --dtype bfloat16 --op max \
+        --check --iters 3
+done
 t ranks_mismatch 1 "--ranks 3, but plan 'reduce' is for 2 ranks" "$plan" --ranks 3
 t bad_size 1 "1000" "$plan" --size 1000
 t bad_dtype 2 "--dtype 'half8'" "$plan" --dtype half8

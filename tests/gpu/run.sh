@@ -44,8 +44,9 @@ run() { # name, command... (its variables start with r: callers' names survive)
 if want basic; then
 run gpu_compat "$BUILD/tests/test_gpu_exec"
 run gpu_multiprocess "$BUILD/tests/test_gpu_mp"
-# the 2-rank stdlib plans and the port-channel test plans (every port op through the proxy)
-stdlib="$(ls tests/golden/stdlib/*/*.N2.json 2>/dev/null) tests/golden/ok/port_ops.json tests/golden/ok/port_packets.json"
+# the 2-rank stdlib plans, the port-channel test plans (every port op through the proxy) and
+# the fan-out plans (fused transfers of one source to two destinations)
+stdlib="$(ls tests/golden/stdlib/*/*.N2.json 2>/dev/null) tests/golden/ok/port_ops.json tests/golden/ok/port_packets.json tests/golden/ok/fanout_put.json tests/golden/ok/fanout_packets.json"
 if [ -n "$stdlib" ]; then
     # shellcheck disable=SC2086
     run gpu_stdlib "$BUILD/tests/test_gpu_exec" $stdlib

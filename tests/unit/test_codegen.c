@@ -142,6 +142,35 @@ static int warm(int argc, char **argv) {
     return 0;
 }
 
+/* Pairs of a fused put/ppkt that read one source are emitted as one loop, and only those. */
+static void t_fanout_groups(void) {
+    static const struct { const char *plan, *want, *unwanted; } cases[] = {
+        {"tests/golden/ok/fanout_put.json", "mk::copy_multi<2>(D, (B0 + o0), z1);", "mk::copy("
+         "(((char *)t.v[0]"},
+        {"tests/golden/ok/fanout_packets.json", "mk::to_packets<16, 2>(D, (B0 + o0), z0, flag)",
+         "mk::to_packets<16, 1>"},
+        {"tests/golden/stdlib/allreduce/allpair_packet.N8.json", "mk::to_packets<16, 7>(D,",
+         "mk::to_packets<16, 1>"},
+        /* N=2: one peer, nothing to group; the output is what it was before fan-out */
+        {"tests/golden/stdlib/allgather/fullmesh.N2.json", "mk::copy(", "copy_multi"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        PlanErr err;
+        Plan *p = plan_load_file(cases[i].plan, &err);
+        CHECK(p != NULL);
+        char *src = NULL;
+        if (p) CHECK_EQ_INT(MSCCLRT_SUCCESS, cg_generate(p, 0, MSCCLRT_FLOAT16, MSCCLRT_SUM,
+                                                         MSCCLRT_LL16, &src));
+        if (src) {
+            CHECK_CONTAINS(src, cases[i].want);
+            if (strstr(src, cases[i].unwanted))
+                CHECK_STR("(absent)", cases[i].unwanted);
+        }
+        free(src);
+        plan_free(p);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--warm")) return nvrtc_load() == MSCCLRT_SUCCESS ? warm(argc, argv) : 77;
     setenv("MSCCLRT_CACHE_DIR", "none", 1);
@@ -173,6 +202,17 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "codegen port proxy %s", port_plans[i]);
         TEST(name, compile_plan(port_plans[i], i == 0, false));
     }
+    /* fan-out: pairs of a fused put/ppkt with one source become one loop (to cubin: ptxas
+     * sees copy_multi and the multi-destination packet writes) */
+    static const char *const fanout_plans[] = {"tests/golden/ok/fanout_put.json",
+                                               "tests/golden/ok/fanout_packets.json",
+                                               "tests/golden/stdlib/allgather/fullmesh.N8.json"};
+    for (size_t i = 0; i < sizeof fanout_plans / sizeof *fanout_plans; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "codegen fan-out %s", fanout_plans[i]);
+        TEST(name, compile_plan(fanout_plans[i], false, false));
+    }
+    TEST("codegen groups the pairs that share a source, and only those", t_fanout_groups());
     TEST("codegen refuses LL8 reductions of 8-byte types", {
         PlanErr err;
         Plan *p = plan_load_file(COMPAT_DIR "allreduce_packet.json", &err);
