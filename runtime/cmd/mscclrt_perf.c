@@ -400,8 +400,9 @@ static void measure(size_t bytes, int inplace, char *cell, size_t n) {
     }
     double us = sum / O.t * 1e6;
     if (thread_first[0] > 2e-3)
-        fprintf(stderr, "# %zu B %s: first call (setup, kernel generation/load) %.1f ms\n", bytes,
-                inplace ? "in-place" : "out-of-place", thread_first[0] * 1e3);
+        fprintf(stderr, "# %zu B %s: first call of %s (setup, kernel generation/load) %.1f ms\n",
+                bytes, inplace ? "in-place" : "out-of-place", O.lib == 1 ? "NCCL" : "libmscclrt",
+                thread_first[0] * 1e3);
     if (O.graphs == 0 && thread_raw[0] > 0)
         fprintf(stderr, "# %zu B %s: host time to issue one call on %d GPUs: %.2f us (bare "
                 "cuLaunchKernel of the same kernels: %.2f us; library: %.2f us)\n", bytes,
@@ -471,6 +472,8 @@ static int run_table(void) {
 }
 
 int main(int argc, char **argv) {
+    /* line-buffered: the table (stdout) and the notes (stderr) stay in order in one log file */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     O.minb = 32 << 20;
     O.maxb = 32 << 20;
     O.factor = 2;
