@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench.sh - the side-by-side benchmark behind BENCHMARKS.md: compiles the stdlib plans for the
 # GPUs present and runs mscclrt-perf with --lib both (our plans and the real NCCL, one harness,
-# one run), fp16, CUDA-graph mode, nccl-tests columns. Multicast stays off (NCCL_NVLS_ENABLE=0,
+# one run), fp16, CUDA-graph mode, nccl-tests columns; small allreduce also with one thread per
+# GPU, as nccl-tests' anchors run. Multicast stays off (NCCL_NVLS_ENABLE=0,
 # NVLS guard preloaded). Usage: BUILD=build sh tests/gpu/bench.sh  (results in $BENCH_DIR)
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -31,6 +32,9 @@ perf() { # name, args...
     echo "   rc=$?"
 }
 perf ar_allpair  -C allreduce --plan "$P/allreduce_allpair_packet.json" -b 1K -e 1M -f 4
+# one thread per GPU, as nccl-tests' anchors run (all_reduce_perf -t N -g 1): each GPU's graph
+# is launched by its own thread, so no GPU waits for the others' launches
+perf ar_allpair_tpg -t "$N" -g 1 -C allreduce --plan "$P/allreduce_allpair_packet.json" -b 1K -e 1M -f 4 -n 200
 perf ar_rsag_pkt -C allreduce --plan "$P/allreduce_rs_ag_packet.json" -b 64K -e 4M -f 4
 perf ar_rsag_read -C allreduce --plan "$P/allreduce_rs_ag_read.json" -b 1M -e 1G -f 4 -n 20
 perf ag_packet   -C allgather --plan "$P/allgather_packet.json" -b 1K -e 4M -f 4
