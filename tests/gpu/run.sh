@@ -3,8 +3,9 @@
 # prebuilt build dir, as on GPU machines that cannot build). Multicast stays off: NVLS is never
 # enabled and the NVLS guard is preloaded into every GPU process. Runs the compat plans and the
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
-# rank (test_gpu_mp), a short mscclrt-perf check, every stdlib program at N = all GPUs through
-# mscclrt-run --backend gpu --check, then one process per rank (--launch procs / env).
+# rank on cuMemAlloc and cuMem buffers (test_gpu_mp, test_boot_ipc), a short mscclrt-perf
+# check, every stdlib program at N = all GPUs through mscclrt-run --backend gpu --check, then
+# one process per rank (--launch procs / env).
 # Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
 #   GPU_SECTIONS="basic sweep procs"   the sections to run (default: all three)
@@ -44,6 +45,8 @@ run() { # name, command... (its variables start with r: callers' names survive)
 if want basic; then
 run gpu_compat "$BUILD/tests/test_gpu_exec"
 run gpu_multiprocess "$BUILD/tests/test_gpu_mp"
+# the IPC transport's GPU half: legacy handles and cuMem POSIX fds between two forked ranks
+run gpu_ipc_transport "$BUILD/tests/test_boot_ipc"
 # the 2-rank stdlib plans, the port-channel test plans (every port op through the proxy) and
 # the fan-out plans (fused transfers of one source to two destinations)
 stdlib="$(ls tests/golden/stdlib/*/*.N2.json 2>/dev/null) tests/golden/ok/port_ops.json tests/golden/ok/port_packets.json tests/golden/ok/fanout_put.json tests/golden/ok/fanout_packets.json"

@@ -2,7 +2,9 @@
  * test_gpu_mp.c - one process per rank (fork, 2 ranks: devices 0 and 1, or both on device 0):
  * mscclrt_get_unique_id / mscclrt_comm_init_rank, collective setup over the bootstrap and CUDA
  * IPC, back-to-back executions checked against the host reference (allreduce and allgather:
- * every rank's output is the same, so each process checks its own). Skips (77) without a GPU.
+ * every rank's output is the same, so each process checks its own), once with cuMemAlloc
+ * buffers (CUDA IPC handles) and once with cuMem/VMM buffers (POSIX fds passed over the
+ * bootstrap's Unix socket). Skips (77) without a GPU.
  */
 #include "../harness.h"
 
@@ -35,8 +37,61 @@ static int wait_stream(CuStream s) {
     }
 }
 
+/* Device buffers of one run: cuMemAlloc, or cuMemCreate with a POSIX fd handle type mapped
+ * at a reserved range (what PyTorch's expandable segments and NCCL's cuMem mode allocate). */
+typedef struct { CuDevPtr ptr; size_t size; bool vmm; } Buf;
+static Buf bufs[64];
+static int nbufs;
+
+static CuDevPtr buf_alloc(size_t bytes, bool vmm, int device) {
+    Buf *b = &bufs[nbufs];
+    if (nbufs == 64) return 0;
+    b->vmm = vmm;
+    if (!vmm) {
+        b->size = bytes;
+        if (cu.cuMemAlloc(&b->ptr, bytes) != CU_OK) return 0;
+    } else {
+        CuMemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOC_PINNED;
+        prop.requestedHandleTypes = CU_MEM_HANDLE_POSIX_FD;
+        prop.location.type = CU_MEM_LOC_DEVICE;
+        prop.location.id = device;
+        size_t gran = 0;
+        if (cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_GRAN_MINIMUM) != CU_OK || !gran)
+            return 0;
+        b->size = (bytes + gran - 1) / gran * gran;
+        CuMemHandle h;
+        if (cu.cuMemCreate(&h, b->size, &prop, 0) != CU_OK) return 0;
+        if (cu.cuMemAddressReserve(&b->ptr, b->size, 0, 0, 0) != CU_OK ||
+            cu.cuMemMap(b->ptr, b->size, 0, h, 0) != CU_OK) {
+            cu.cuMemRelease(h);
+            return 0;
+        }
+        cu.cuMemRelease(h);   /* the mapping keeps the memory */
+        CuMemAccessDesc acc = {.location = {.type = CU_MEM_LOC_DEVICE, .id = device},
+                               .flags = CU_MEM_ACCESS_RW};
+        if (cu.cuMemSetAccess(b->ptr, b->size, &acc, 1) != CU_OK) return 0;
+    }
+    nbufs++;
+    return b->ptr;
+}
+
+/* after mscclrt_comm_destroy (its barrier): no peer maps these any more */
+static void bufs_free(void) {
+    for (int i = 0; i < nbufs; i++) {
+        if (bufs[i].vmm) {
+            cu.cuMemUnmap(bufs[i].ptr, bufs[i].size);
+            cu.cuMemAddressFree(bufs[i].ptr, bufs[i].size);
+        } else {
+            cu.cuMemFree(bufs[i].ptr);
+        }
+    }
+    nbufs = 0;
+}
+
 /* one rank's whole test; returns the number of failures */
-static int rank_main(mscclrt_unique_id id, int rank, int device) {
+static int rank_main(mscclrt_unique_id id, int rank, int device, bool vmm) {
     mscclrt_comm *comm = NULL;
     if (mscclrt_comm_init_rank(&comm, 2, id, rank, device) != MSCCLRT_SUCCESS) {
         fprintf(stderr, "rank %d: %s\n", rank, mscclrt_last_error());
@@ -77,12 +132,16 @@ static int rank_main(mscclrt_unique_id id, int rank, int device) {
                 check_fill(dt, op, hin[q], in / 4, 99 + bytes, q);
             }
             hout[0] = hout[1] = malloc(out);
-            CuDevPtr buf = 0, sbuf = 0, pristine = 0;
             size_t big = in > out ? in : out;
-            cu.cuMemAlloc(&buf, big);
+            CuDevPtr buf = buf_alloc(big, vmm, device), sbuf = 0, pristine = 0;
             cu.cuMemAlloc(&pristine, in);
+            if (!info.inplace) sbuf = buf_alloc(in, vmm, device);
+            if (!buf || (!info.inplace && !sbuf)) {
+                fprintf(stderr, "rank %d: cannot allocate %s buffers\n", rank,
+                        vmm ? "cuMem (VMM)" : "cuMemAlloc");
+                _exit(fails + 1);
+            }
             cu.cuMemsetD8(buf, 0xcd, big);
-            if (!info.inplace) cu.cuMemAlloc(&sbuf, in);
             CuDevPtr s = info.inplace ? buf : sbuf, d = buf;
             if (info.inplace && coll == PLAN_COLL_ALLGATHER) s = buf + (CuDevPtr)rank * in;
             cu.cuMemcpyHtoD(pristine, hin[rank], in);
@@ -107,8 +166,10 @@ static int rank_main(mscclrt_unique_id id, int rank, int device) {
                 fprintf(stderr, "rank %d: %s %zu B: wrong result: %s\n", rank, info.name, bytes, mm.msg);
                 fails++;
             } else {
-                printf("  rank %d ok %s %zu B\n", rank, info.name, bytes);
+                printf("  rank %d ok %s %zu B (%s)\n", rank, info.name, bytes,
+                       vmm ? "cuMem buffers" : "cuMemAlloc buffers");
             }
+            cu.cuMemFree(pristine);   /* local only: no peer maps it */
             /* contexts are per allocation: free only after every rank is done (the destroy
              * barrier), so keep the buffers until the end of this plan */
             free(hin[0]);
@@ -118,6 +179,7 @@ static int rank_main(mscclrt_unique_id id, int rank, int device) {
         mscclrt_plan_free(plan);
     }
     mscclrt_comm_destroy(comm);
+    bufs_free();
     return fails;
 }
 
@@ -138,16 +200,22 @@ int main(void) {
     }
     mscclrt_unique_id id;
     TEST("gpu mp unique id", CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_get_unique_id(&id)));
-    pid_t kids[2];
-    for (int r = 0; r < 2; r++) {
-        kids[r] = fork();
-        if (kids[r] == 0) _exit(rank_main(id, r, ndev >= 2 ? r : 0) ? 1 : 0);
+    for (int vmm = 0; vmm < 2; vmm++) {
+        if (vmm) TEST("gpu mp unique id (second group)",
+                      CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_get_unique_id(&id)));
+        pid_t kids[2];
+        for (int r = 0; r < 2; r++) {
+            kids[r] = fork();
+            if (kids[r] == 0) _exit(rank_main(id, r, ndev >= 2 ? r : 0, vmm) ? 1 : 0);
+        }
+        int ok = 1;
+        for (int r = 0; r < 2; r++) {
+            waitpid(kids[r], &st, 0);
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = 0;
+        }
+        TEST(vmm ? "gpu mp two processes run and check plans on cuMem (VMM) buffers, POSIX fds"
+                 : "gpu mp two processes run and check plans on cuMemAlloc buffers, IPC handles",
+             CHECK(ok));
     }
-    int ok = 1;
-    for (int r = 0; r < 2; r++) {
-        waitpid(kids[r], &st, 0);
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) ok = 0;
-    }
-    TEST("gpu mp two processes run and check plans", CHECK(ok));
     return harness_report();
 }
