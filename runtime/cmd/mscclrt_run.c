@@ -25,7 +25,7 @@ static const char *usage_text =
     "usage: mscclrt-run PLAN.json [--ranks N] [--size BYTES] [--dtype T] [--op OP]\n"
     "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check] [--save DIR]\n"
     "                   [--inplace|--outofplace] [--packet ll16|ll8]\n"
-    "                   [--launch single|procs|env] [--timeout SECONDS]\n";
+    "                   [--launch single|procs|env] [--timeout SECONDS] [--alloc device|cumem]\n";
 
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct {
@@ -69,6 +69,7 @@ typedef struct {
     const char *plan, *dtype, *op, *backend, *save, *packet;
     const char *launch;                 /* NULL: env under a launcher, else procs */
     long timeout;                       /* --launch procs: deadline in seconds; 0: default */
+    const char *alloc;                  /* --backend gpu buffers: NULL/"device" or "cumem" */
     int ranks;                          /* 0: the plan's */
     unsigned long long size;            /* 0: the plan's smallest legal size */
     long iters;
@@ -159,6 +160,10 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                 if (strcmp(v, "single") != 0 && strcmp(v, "procs") != 0 && strcmp(v, "env") != 0)
                     return usage_error("--launch '%s': expected single, procs or env", v);
                 o->launch = v;
+            } else if (strcmp(a, "--alloc") == 0) {
+                if (strcmp(v, "device") != 0 && strcmp(v, "cumem") != 0)
+                    return usage_error("--alloc '%s': expected device or cumem", v);
+                o->alloc = v;
             } else if (strcmp(a, "--timeout") == 0) {
                 if (!parse_u64(v, &x, false) || x < 1 || x > 86400)
                     return usage_error("--timeout '%s': expected seconds in [1, 86400]", v);
@@ -214,10 +219,10 @@ typedef struct {
 } GpuRun;
 
 static void gpu_summary(const GpuRun *g, const Opts *o, const char *how, double usec) {
-    printf("%d ranks on %d GPUs%s, %zu bytes, %s %s, %s, %s: %ld iteration%s + 1 graph replay, "
-           "%.2f us per call, check passed\n", g->n, g->n, how, g->bytes,
+    printf("%d ranks on %d GPUs%s, %zu bytes, %s %s, %s%s, %s: %ld iteration%s + 1 graph "
+           "replay, %.2f us per call, check passed\n", g->n, g->n, how, g->bytes,
            mscclrt_dtype_name(g->chk.dtype), mscclrt_redop_name(g->chk.op),
-           g->chk.inplace ? "in-place" : "out-of-place",
+           g->chk.inplace ? "in-place" : "out-of-place", g->chk.cumem ? " cuMem buffers" : "",
            g->chk.packet == MSCCLRT_LL8 ? "LL8" : "LL16", o->iters, o->iters == 1 ? "" : "s", usec);
 }
 
@@ -587,7 +592,8 @@ static int run_gpu(const mscclrt_plan *plan, const char *name, int n, size_t byt
     }
     GpuRun g = {plan, name, n, bytes,
                 {.bytes = bytes, .dtype = dt, .op = op, .packet = pk, .inplace = inplace,
-                 .iters = (int)o->iters, .graph_iters = 1, .seed = o->seed}};
+                 .iters = (int)o->iters, .graph_iters = 1, .seed = o->seed,
+                 .cumem = o->alloc && strcmp(o->alloc, "cumem") == 0}};
     const char *mode = launch_mode(o);
     if (strcmp(mode, "single") == 0) return gpu_single(&g, o);
     if (strcmp(mode, "env") == 0) return gpu_env(&g, o);
@@ -616,8 +622,9 @@ int main(int argc, char **argv) {
     else return usage_error("--packet '%s': expected ll16 or ll8", o.packet);
     const Backend *be = backend_find(o.backend);
     if (!be) return usage_error("--backend '%s': expected cpu or gpu", o.backend);
-    if ((o.launch || o.timeout) && strcmp(be->name, "gpu") != 0)
-        return usage_error("%s: only with --backend gpu", o.launch ? "--launch" : "--timeout");
+    if ((o.launch || o.timeout || o.alloc) && strcmp(be->name, "gpu") != 0)
+        return usage_error("%s: only with --backend gpu",
+                           o.launch ? "--launch" : o.timeout ? "--timeout" : "--alloc");
     if (o.timeout && strcmp(launch_mode(&o), "procs") != 0)
         return usage_error("--timeout: only with --launch procs (this run is --launch %s)",
                            launch_mode(&o));

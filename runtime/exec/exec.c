@@ -68,21 +68,32 @@ static void ctx_pop(const mscclrt_comm *c, CuContext prev) {
 /* Context key of a call: the allocations holding sendbuf and recvbuf (spec §7.3). */
 typedef struct { const void *send, *recv; size_t srange, rrange; } BufKey;
 
-static mscclrt_result buf_key(const mscclrt_comm *c, const void *send, const void *recv, BufKey *k) {
-    CuDevPtr b = 0;
-    size_t n = 0;
-    CuResult r = cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)send);
-    if (r != CU_OK)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: sendbuf %p is not device memory "
-                       "(cuMemGetAddressRange: %d)", c->rank, send, r);
-    k->send = (const void *)(uintptr_t)b;
-    k->srange = n;
-    r = cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)recv);
-    if (r != CU_OK)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: recvbuf %p is not device memory "
-                       "(cuMemGetAddressRange: %d)", c->rank, recv, r);
-    k->recv = (const void *)(uintptr_t)b;
-    k->rrange = n;
+static mscclrt_result buf_key(const mscclrt_comm *c, const void *send, const void *recv,
+                              size_t in, size_t out, BufKey *k) {
+    const void *ptr[2] = {send, recv};
+    const size_t len[2] = {in, out};
+    static const char *const what[2] = {"sendbuf", "recvbuf"};
+    for (int i = 0; i < 2; i++) {
+        CuDevPtr b = 0;
+        size_t n = 0;
+        CuResult r = cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)ptr[i]);
+        if (r != CU_OK)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p is not device memory "
+                           "(cuMemGetAddressRange: %d)", c->rank, what[i], ptr[i], r);
+        /* peers map exactly this allocation (one cuMem mapping, or one cuMemAlloc block) */
+        if ((CuDevPtr)(uintptr_t)ptr[i] - b + len[i] > n)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p + %zu bytes runs past the end "
+                           "of its allocation (%#llx, %zu bytes): a buffer must lie in one "
+                           "allocation or cuMem mapping, the unit peers map", c->rank, what[i],
+                           ptr[i], len[i], (unsigned long long)b, n);
+        if (i == 0) {
+            k->send = (const void *)(uintptr_t)b;
+            k->srange = n;
+        } else {
+            k->recv = (const void *)(uintptr_t)b;
+            k->rrange = n;
+        }
+    }
     return MSCCLRT_SUCCESS;
 }
 
@@ -229,6 +240,35 @@ static void ctx_fill_table(ExecClique *q, SetupRound *rd, int r) {
     exec_fill_table(rd->ctx[r], r, sb, rb, sc, st);
 }
 
+/* In one process a peer device reaches cuMem (VMM) memory only once cuMemSetAccess grants it
+ * (peer access covers cuMemAlloc memory only): every device of the group gets read/write access
+ * to the cuMem mapping that holds ptr. cuMemAlloc memory is left as it is. */
+static mscclrt_result grant_group_access(ExecClique *q, const void *ptr, int rank, const char *what) {
+    CuMemHandle h;
+    if (cu.cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)ptr) != CU_OK)
+        return MSCCLRT_SUCCESS;
+    cu.cuMemRelease(h);
+    CuDevPtr base = 0;
+    size_t size = 0;
+    TRY(cu_check(cu.cuMemGetAddressRange(&base, &size, (CuDevPtr)(uintptr_t)ptr),
+                 "cuMemGetAddressRange"));
+    CuMemAccessDesc *acc = calloc((size_t)q->nranks, sizeof *acc);
+    if (!acc) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+    int n = 0;
+    for (int i = 0; i < q->nranks; i++) {
+        if (!q->comms[i]) continue;
+        acc[n].location.type = CU_MEM_LOC_DEVICE;
+        acc[n].location.id = q->comms[i]->device;
+        acc[n++].flags = CU_MEM_ACCESS_RW;
+    }
+    char why[160];
+    snprintf(why, sizeof why, "rank %d: cuMemSetAccess giving the group's %d devices access to "
+             "%s %p (a cuMem allocation)", rank, n, what, ptr);
+    mscclrt_result res = cu_check(cu.cuMemSetAccess(base, size, acc, n), why);
+    free(acc);
+    return res;
+}
+
 static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     const Plan *p0 = rd->plan[0];
     for (int r = 1; r < q->nranks; r++)
@@ -255,6 +295,12 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
         res = exec_ctx_alloc(q->comms[r], rd->ctx[r]);
     }
     if (res != MSCCLRT_SUCCESS) goto out;
+    for (int r = 0; r < q->nranks; r++) {
+        /* the owner's context: cuMem memory is not found from a device without access yet */
+        TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
+        TRY_GOTO(grant_group_access(q, rd->send[r], r, "sendbuf"), res, out);
+        TRY_GOTO(grant_group_access(q, rd->recv[r], r, "recvbuf"), res, out);
+    }
     for (int r = 0; r < q->nranks; r++) ctx_fill_table(q, rd, r);
     TRY_GOTO(exec_nvls_setup(q->comms, rd->ctx, q->nranks, NULL), res, out);
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
@@ -591,7 +637,7 @@ static mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *s
     TRY(ctx_push(c, &prev));
     mscclrt_result res = MSCCLRT_SUCCESS;
     BufKey key;
-    TRY_GOTO(buf_key(c, send, recv, &key), res, out);
+    TRY_GOTO(buf_key(c, send, recv, in, out, &key), res, out);
     ExecCtx *x = ctx_find(c, p, &key);
     if (x && !x->ready) {
         res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
@@ -706,7 +752,7 @@ mscclrt_result mscclrt_group_end(void) {
         CuContext prev;
         q->res = ctx_push(c, &prev);
         if (q->res != MSCCLRT_SUCCESS) continue;
-        q->res = buf_key(c, q->send, q->recv, &key);
+        q->res = buf_key(c, q->send, q->recv, q->in, q->out, &key);
         ctx_pop(c, prev);
         if (q->res != MSCCLRT_SUCCESS || ctx_find(c, q->plan, &key)) continue;
         if (!c->clique) continue; /* multi-process: set up (collectively) when prepared */

@@ -11,6 +11,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,9 +30,60 @@ mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int ra
     }
 }
 
-mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r,
+/* One device buffer of a check: cuMemAlloc, or a cuMem allocation with a POSIX fd handle type
+ * mapped read/write for `device` (peers get access when a context is set up). */
+static mscclrt_result check_buf(CuDevPtr *ptr, size_t *size, size_t bytes, bool cumem, int device,
+                                const char *what) {
+    char why[96];
+    snprintf(why, sizeof why, "%s(%s)", cumem ? "cuMemCreate" : "cuMemAlloc", what);
+    if (!cumem) {
+        *size = bytes;
+        return cu_check(cu.cuMemAlloc(ptr, bytes), why);
+    }
+    CuMemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOC_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_POSIX_FD;
+    prop.location.type = CU_MEM_LOC_DEVICE;
+    prop.location.id = device;
+    size_t gran = 0;
+    TRY(cu_check(cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_GRAN_MINIMUM),
+                 "cuMemGetAllocationGranularity"));
+    size_t n = gran ? (bytes + gran - 1) / gran * gran : bytes;
+    CuMemHandle h;
+    TRY(cu_check(cu.cuMemCreate(&h, n, &prop, 0), why));
+    mscclrt_result res = cu_check(cu.cuMemAddressReserve(ptr, n, 0, 0, 0), "cuMemAddressReserve");
+    if (res == MSCCLRT_SUCCESS) {
+        res = cu_check(cu.cuMemMap(*ptr, n, 0, h, 0), "cuMemMap");
+        if (res != MSCCLRT_SUCCESS) {
+            cu.cuMemAddressFree(*ptr, n);
+            *ptr = 0;
+        }
+    } else {
+        *ptr = 0;
+    }
+    cu.cuMemRelease(h); /* the mapping holds the memory */
+    TRY(res);
+    *size = n;
+    CuMemAccessDesc acc = {.location = {.type = CU_MEM_LOC_DEVICE, .id = device},
+                           .flags = CU_MEM_ACCESS_RW};
+    return cu_check(cu.cuMemSetAccess(*ptr, n, &acc, 1), "cuMemSetAccess");
+}
+
+static void check_buf_free(CuDevPtr p, size_t size, bool cumem) {
+    if (!p) return;
+    if (cumem) {
+        cu.cuMemUnmap(p, size);
+        cu.cuMemAddressFree(p, size);
+    } else {
+        cu.cuMemFree(p);
+    }
+}
+
+mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r, int device,
                                 const mscclrt_gpu_check *chk, size_t in, size_t out) {
     size_t esz = check_dtype_size(chk->dtype);
+    b->cumem = chk->cumem != 0;
     TRY(cu_check(cu.cuStreamCreate(&b->stream, CU_STREAM_FLAG_NON_BLOCKING), "cuStreamCreate"));
     b->host_in = malloc(in ? in : 1);
     b->host_out = malloc(out ? out : 1);
@@ -39,13 +91,13 @@ mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r,
     check_fill(chk->dtype, chk->op, b->host_in, in / esz, chk->seed, r);
     size_t big = in > out ? in : out;
     if (!chk->inplace) {
-        TRY(cu_check(cu.cuMemAlloc(&b->sbuf, in ? in : 16), "cuMemAlloc(send)"));
-        TRY(cu_check(cu.cuMemAlloc(&b->rbuf, out ? out : 16), "cuMemAlloc(recv)"));
+        TRY(check_buf(&b->sbuf, &b->sbuf_size, in ? in : 16, b->cumem, device, "send"));
+        TRY(check_buf(&b->rbuf, &b->rbuf_size, out ? out : 16, b->cumem, device, "recv"));
         TRY(cu_check(cu.cuMemsetD8(b->rbuf, 0xcd, out), "cuMemsetD8(recv)"));
         b->send = (const void *)(uintptr_t)b->sbuf;
         b->recv = (void *)(uintptr_t)b->rbuf;
     } else {
-        TRY(cu_check(cu.cuMemAlloc(&b->sbuf, big ? big : 16), "cuMemAlloc(buffer)"));
+        TRY(check_buf(&b->sbuf, &b->sbuf_size, big ? big : 16, b->cumem, device, "buffer"));
         TRY(cu_check(cu.cuMemsetD8(b->sbuf, 0xcd, big), "cuMemsetD8(buffer)"));
         CuDevPtr s = b->sbuf, d = b->sbuf;
         if (p->collective == PLAN_COLL_ALLGATHER) s = d + (CuDevPtr)r * in;
@@ -107,8 +159,8 @@ void exec_check_release(mscclrt_comm *c, ExecCheckBufs *b, bool timed_out) {
     if (b->gexec) cu.cuGraphExecDestroy(b->gexec);
     if (b->graph) cu.cuGraphDestroy(b->graph);
     if (!timed_out) {
-        if (b->sbuf) cu.cuMemFree(b->sbuf);
-        if (b->rbuf) cu.cuMemFree(b->rbuf);
+        check_buf_free(b->sbuf, b->sbuf_size, b->cumem);
+        check_buf_free(b->rbuf, b->rbuf_size, b->cumem);
         if (b->pristine) cu.cuMemFree(b->pristine);
         if (b->stream) cu.cuStreamDestroy(b->stream);
     }
@@ -158,7 +210,7 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     const bool restore = chk->inplace != 0;
     for (int r = 0; r < n; r++) {
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(comms[r]->ctx), "cuCtxSetCurrent"), res, out);
-        TRY_GOTO(exec_check_alloc(&rb[r], p, r, chk, in, out), res, out);
+        TRY_GOTO(exec_check_alloc(&rb[r], p, r, comms[r]->device, chk, in, out), res, out);
     }
     /* back-to-back calls (the first one sets up) */
     int iters = chk->iters > 0 ? chk->iters : 1;

@@ -16,6 +16,8 @@
 typedef struct ExecCheckBufs {
     CuStream stream;
     CuDevPtr sbuf, rbuf;           /* allocations (rbuf 0 when in place) */
+    size_t sbuf_size, rbuf_size;   /* their sizes; cuMem mappings when cumem */
+    bool cumem;
     CuDevPtr pristine;             /* device copy of the input, restored before in-place calls */
     const void *send;
     void *recv;
@@ -29,10 +31,11 @@ typedef struct ExecCheckBufs {
 mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int rank);
 
 /* With the rank's context current: a stream, host buffers (the input is check_fill(chk->dtype,
- * chk->op, ..., chk->seed, rank)), device buffers laid out as spec §3.7 for in-place calls,
- * the input copied in, the output filled with 0xcd. b starts zeroed; on failure what was made
+ * chk->op, ..., chk->seed, rank)), device buffers laid out as spec §3.7 for in-place calls
+ * (cuMem allocations of `device` when chk->cumem), the input copied in, the output filled
+ * with 0xcd. b starts zeroed; on failure what was made
  * stays in b for exec_check_release. */
-mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int rank,
+mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int rank, int device,
                                 const mscclrt_gpu_check *chk, size_t in, size_t out);
 /* Queues the copy of the pristine input over the send buffer (in-place calls). Any context. */
 mscclrt_result exec_check_restore(mscclrt_comm *c, ExecCheckBufs *b, size_t in);

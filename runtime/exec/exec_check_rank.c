@@ -33,7 +33,7 @@ static mscclrt_result check_local(mscclrt_comm *c, const mscclrt_plan *plan, con
                                   ExecCheckBufs *b, double *usec) {
     const int r = c->rank;
     TRY(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"));
-    TRY(exec_check_alloc(b, p, r, chk, in, out));
+    TRY(exec_check_alloc(b, p, r, c->device, chk, in, out));
     free(b->host_in);              /* the check regenerates what it needs */
     b->host_in = NULL;
     /* back-to-back calls: the first one is the collective setup, never captured */

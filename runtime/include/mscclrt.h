@@ -200,6 +200,8 @@ typedef struct mscclrt_gpu_check {
     int iters;
     int graph_iters;
     uint64_t seed;
+    int cumem;          /* 1: send/recv are cuMem (VMM) allocations exportable as POSIX fds, as
+                           PyTorch's expandable segments make them; 0: cuMemAlloc */
 } mscclrt_gpu_check;
 MSCCLRT_API mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int nranks,
                                                   const mscclrt_plan *plan,

@@ -40,6 +40,8 @@ for g in port_ops port_packets fanout_put fanout_packets; do
     t "golden_$g" 0 "check passed" tests/golden/ok/$g.json --size 64K --dtype bfloat16 --op max \
         --check --iters 3
 done
+t alloc_cpu 2 "--alloc: only with --backend gpu" "$plan" --alloc cumem
+t alloc_bad 2 "--alloc 'vmm': expected device or cumem" "$plan" --backend gpu --alloc vmm
 t ranks_mismatch 1 "--ranks 3, but plan 'reduce' is for 2 ranks" "$plan" --ranks 3
 t bad_size 1 "1000" "$plan" --size 1000
 t bad_dtype 2 "--dtype 'half8'" "$plan" --dtype half8

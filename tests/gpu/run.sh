@@ -143,7 +143,7 @@ refuses() {
 if want procs && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
     mp=$log/mp-plans
     mkdir -p "$mp"
-    for prog in allreduce/allpair_packet allreduce/rs_ag_read allgather/fullmesh; do
+    for prog in allreduce/allpair_packet allreduce/rs_ag_read allgather/fullmesh allgather/copyengine; do
         pname=$(echo "$prog" | tr / _)
         if ! "$BUILD/bin/mscclc" "stdlib/$prog.coll" -D N="$ngpu" -o "$mp/$pname.json" \
             >"$log/mscclc_mp_$pname.log" 2>&1; then
@@ -155,6 +155,16 @@ if want procs && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
         for size in $sizes; do
             run "procs_${pname}_$size" "$BUILD/bin/mscclrt-run" "$mp/$pname.json" --backend gpu \
                 --launch procs --check --iters 20 --size "$size" --dtype float16 --op sum
+        done
+    done
+    # user buffers from cuMem (VMM) allocations, as PyTorch's expandable segments make them:
+    # in one process (peers get access through cuMemSetAccess) and one process per rank (POSIX
+    # fds); copyengine moves them with the copy engine through the proxy
+    for pname in allreduce_rs_ag_read allgather_fullmesh allgather_copyengine; do
+        [ -f "$mp/$pname.json" ] || continue
+        for launch in single procs; do
+            run "cumem_${launch}_$pname" "$BUILD/bin/mscclrt-run" "$mp/$pname.json" --backend gpu \
+                --launch "$launch" --alloc cumem --check --iters 20 --size 1M --dtype bfloat16 --op sum
         done
     done
     # one rank more than there are GPUs: refused with the library's message, within seconds

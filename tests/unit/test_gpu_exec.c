@@ -112,6 +112,31 @@ static void nvls_refused(void) {
     mscclrt_plan_free(plan);
 }
 
+/* A buffer running past its allocation is refused before anything is set up: peers map one
+ * allocation, so the rest would be out of their reach. */
+static void past_allocation_refused(void) {
+    mscclrt_plan *plan = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_load(&plan, COMPAT_DIR "allreduce_packet.json"));
+    CuContext ctx = NULL;
+    CHECK_EQ_INT(CU_OK, cu.cuDevicePrimaryCtxRetain(&ctx, 0));
+    cu.cuCtxSetCurrent(ctx);
+    CuDevPtr a = 0;
+    CHECK_EQ_INT(CU_OK, cu.cuMemAlloc(&a, 1 << 20));
+    int dev = -1;
+    mscclrt_comm_device(comms[0], &dev);
+    if (a && dev == 0) {
+        const void *send = (const void *)(uintptr_t)(a + (1 << 20) - 4096);
+        void *recv = (void *)(uintptr_t)a;
+        mscclrt_result r = mscclrt_execute(comms[0], plan, send, recv, 8192, 8192,
+                                           MSCCLRT_FLOAT32, MSCCLRT_SUM, NULL);
+        CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, r);
+        CHECK_CONTAINS(mscclrt_last_error(), "runs past the end of its allocation");
+    }
+    if (a) cu.cuMemFree(a);
+    cu.cuDevicePrimaryCtxRelease(0);
+    mscclrt_plan_free(plan);
+}
+
 int main(int argc, char **argv) {
     if (cu_load() != MSCCLRT_SUCCESS) {
         fprintf(stderr, "skipping: %s\n", mscclrt_last_error());
@@ -145,6 +170,7 @@ int main(int argc, char **argv) {
         }
     }
     TEST("gpu switch channels refused without MSCCLRT_ENABLE_NVLS", nvls_refused());
+    TEST("gpu buffer past the end of its allocation refused", past_allocation_refused());
     for (int r = 0; r < nranks; r++) mscclrt_comm_destroy(comms[r]);
     return harness_report();
 }
