@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh - the GPU tests (`make test-gpu`, or directly: BUILD=build sh tests/gpu/run.sh with a
 # prebuilt build dir, as on GPU machines that cannot build). Multicast stays off: NVLS is never
-# enabled and the NVLS guard is preloaded into every GPU process. Runs the compat plans and the
+# enabled and the NVLS guard is preloaded into every GPU process. Runs the device library's
+# kernels (test_gpu_devlib), the compat plans and the
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
 # rank on cuMemAlloc and cuMem buffers (test_gpu_mp, test_boot_ipc), a short mscclrt-perf
 # check, every stdlib program at N = all GPUs through mscclrt-run --backend gpu --check, then
@@ -43,6 +44,8 @@ run() { # name, command... (its variables start with r: callers' names survive)
     fi
 }
 if want basic; then
+# the device library's data movement on one GPU (packet reductions, fan-out copies)
+run gpu_devlib "$BUILD/tests/test_gpu_devlib"
 run gpu_compat "$BUILD/tests/test_gpu_exec"
 run gpu_multiprocess "$BUILD/tests/test_gpu_mp"
 # the IPC transport's GPU half: legacy handles and cuMem POSIX fds between two forked ranks
