@@ -156,10 +156,11 @@ test: all $(UNIT_BIN) $(TOOL_BIN)
 test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
-# the plan loader, the compiler and the CPU backend under ASan+UBSan, then the CPU backend under
-# TSan; each in its own build directory. `make test` runs it too (tests/cases/sanitize.sh).
-SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
-SAN_TSAN_ONLY := test_cpu test_proxy tsan
+# the plan loader, the compiler, the CPU backend and the threaded checks under ASan+UBSan, then the
+# CPU backend, the proxy FIFO and the threaded checks under TSan; each in its own build directory.
+# `make test` runs it too (tests/cases/sanitize.sh).
+SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
+SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan
 test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-asan/%,$(UNIT_BIN) $(TOOL_BIN))
