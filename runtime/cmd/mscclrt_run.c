@@ -25,7 +25,8 @@ static const char *usage_text =
     "usage: mscclrt-run PLAN.json [--ranks N] [--size BYTES] [--dtype T] [--op OP]\n"
     "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check] [--save DIR]\n"
     "                   [--inplace|--outofplace] [--packet ll16|ll8]\n"
-    "                   [--launch single|procs|env] [--timeout SECONDS] [--alloc device|cumem]\n";
+    "                   [--launch single|procs|env] [--timeout SECONDS] [--alloc device|cumem]\n"
+    "                   [--gpus K]\n";
 
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct {
@@ -70,6 +71,7 @@ typedef struct {
     const char *launch;                 /* NULL: env under a launcher, else procs */
     long timeout;                       /* --launch procs: deadline in seconds; 0: default */
     const char *alloc;                  /* --backend gpu buffers: NULL/"device" or "cumem" */
+    int gpus;                           /* --gpus: ranks on devices r mod gpus; 0: device r */
     int ranks;                          /* 0: the plan's */
     unsigned long long size;            /* 0: the plan's smallest legal size */
     long iters;
@@ -160,6 +162,10 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                 if (strcmp(v, "single") != 0 && strcmp(v, "procs") != 0 && strcmp(v, "env") != 0)
                     return usage_error("--launch '%s': expected single, procs or env", v);
                 o->launch = v;
+            } else if (strcmp(a, "--gpus") == 0) {
+                if (!parse_u64(v, &x, false) || x < 1 || x > 1024)
+                    return usage_error("--gpus '%s': expected a GPU count in [1, 1024]", v);
+                o->gpus = (int)x;
             } else if (strcmp(a, "--alloc") == 0) {
                 if (strcmp(v, "device") != 0 && strcmp(v, "cumem") != 0)
                     return usage_error("--alloc '%s': expected device or cumem", v);
@@ -216,24 +222,34 @@ typedef struct {
     int n;
     size_t bytes;
     mscclrt_gpu_check chk;
+    int gpus;                           /* ranks on devices r mod gpus; 0: device r */
 } GpuRun;
+
+static int gpu_of(const GpuRun *g, int r) { return g->gpus ? r % g->gpus : r; }
 
 static void gpu_summary(const GpuRun *g, const Opts *o, const char *how, double usec) {
     printf("%d ranks on %d GPUs%s, %zu bytes, %s %s, %s%s, %s: %ld iteration%s + 1 graph "
-           "replay, %.2f us per call, check passed\n", g->n, g->n, how, g->bytes,
+           "replay, %.2f us per call, check passed\n", g->n,
+           g->gpus && g->gpus < g->n ? g->gpus : g->n, how, g->bytes,
            mscclrt_dtype_name(g->chk.dtype), mscclrt_redop_name(g->chk.op),
            g->chk.inplace ? "in-place" : "out-of-place", g->chk.cumem ? " cuMem buffers" : "",
            g->chk.packet == MSCCLRT_LL8 ? "LL8" : "LL16", o->iters, o->iters == 1 ? "" : "s", usec);
 }
 
-/* --launch single: this process drives one GPU per rank (devices 0..N-1) through
+/* --launch single: this process drives one GPU per rank (devices 0..N-1, or r mod --gpus) through
  * mscclrt_gpu_check_plan. */
 static int gpu_single(const GpuRun *g, const Opts *o) {
     mscclrt_comm **comms = calloc((size_t)g->n, sizeof *comms);
     if (!comms) return fail_api("out of memory");
     int rc = 1, n = g->n;
     double usec = 0;
-    if (mscclrt_comm_init_all(comms, n, NULL) != MSCCLRT_SUCCESS) {
+    int *devs = o->gpus ? calloc((size_t)n, sizeof *devs) : NULL;
+    for (int r = 0; devs && r < n; r++) devs[r] = gpu_of(g, r);
+    if (o->gpus && !devs) {
+        free(comms);
+        return fail_api("out of memory");
+    }
+    if (mscclrt_comm_init_all(comms, n, devs) != MSCCLRT_SUCCESS) {
         rc = fail_api("--backend gpu: cannot create one communicator per GPU");
         goto out;
     }
@@ -246,6 +262,7 @@ static int gpu_single(const GpuRun *g, const Opts *o) {
 out:
     for (int r = 0; r < n; r++) mscclrt_comm_destroy(comms[r]);
     free(comms);
+    free(devs);
     return rc;
 }
 
@@ -302,7 +319,7 @@ static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, 
     ChildReport rep;
     memset(&rep, 0, sizeof rep);
     mscclrt_comm *comm = NULL;
-    if (mscclrt_comm_init_rank(&comm, g->n, id, r, r) != MSCCLRT_SUCCESS) {
+    if (mscclrt_comm_init_rank(&comm, g->n, id, r, gpu_of(g, r)) != MSCCLRT_SUCCESS) {
         rep.stage = 1;
         rep.res = MSCCLRT_ERR_UNAVAILABLE;
         snprintf(rep.msg, sizeof rep.msg, "%s", mscclrt_last_error());
@@ -364,7 +381,7 @@ static void procs_reap(Child *k, int n, bool block, double give_up) {
     }
 }
 
-/* --launch procs: one child per rank (device = rank), joined through a unique id made here
+/* --launch procs: one child per rank (device = rank, or rank mod --gpus), joined through a unique id made here
  * before forking (it starts the rendezvous thread; CUDA is never touched in this process). */
 static int gpu_procs(const GpuRun *g, const Opts *o) {
     const int n = g->n;
@@ -593,7 +610,7 @@ static int run_gpu(const mscclrt_plan *plan, const char *name, int n, size_t byt
     GpuRun g = {plan, name, n, bytes,
                 {.bytes = bytes, .dtype = dt, .op = op, .packet = pk, .inplace = inplace,
                  .iters = (int)o->iters, .graph_iters = 1, .seed = o->seed,
-                 .cumem = o->alloc && strcmp(o->alloc, "cumem") == 0}};
+                 .cumem = o->alloc && strcmp(o->alloc, "cumem") == 0}, o->gpus};
     const char *mode = launch_mode(o);
     if (strcmp(mode, "single") == 0) return gpu_single(&g, o);
     if (strcmp(mode, "env") == 0) return gpu_env(&g, o);
@@ -622,9 +639,12 @@ int main(int argc, char **argv) {
     else return usage_error("--packet '%s': expected ll16 or ll8", o.packet);
     const Backend *be = backend_find(o.backend);
     if (!be) return usage_error("--backend '%s': expected cpu or gpu", o.backend);
-    if ((o.launch || o.timeout || o.alloc) && strcmp(be->name, "gpu") != 0)
-        return usage_error("%s: only with --backend gpu",
-                           o.launch ? "--launch" : o.timeout ? "--timeout" : "--alloc");
+    if ((o.launch || o.timeout || o.alloc || o.gpus) && strcmp(be->name, "gpu") != 0)
+        return usage_error("%s: only with --backend gpu", o.launch ? "--launch" :
+                           o.timeout ? "--timeout" : o.alloc ? "--alloc" : "--gpus");
+    if (o.gpus && strcmp(launch_mode(&o), "env") == 0)
+        return usage_error("%s: --gpus is for --launch single and procs (under a launcher each "
+                           "rank's device is its local rank)", "--launch env");
     if (o.timeout && strcmp(launch_mode(&o), "procs") != 0)
         return usage_error("--timeout: only with --launch procs (this run is --launch %s)",
                            launch_mode(&o));

@@ -42,6 +42,9 @@ for g in port_ops port_packets fanout_put fanout_packets; do
 done
 t alloc_cpu 2 "--alloc: only with --backend gpu" "$plan" --alloc cumem
 t alloc_bad 2 "--alloc 'vmm': expected device or cumem" "$plan" --backend gpu --alloc vmm
+t gpus_cpu 2 "--gpus: only with --backend gpu" "$plan" --gpus 2
+t gpus_bad 2 "--gpus '0': expected a GPU count in [1, 1024]" "$plan" --backend gpu --gpus 0
+t gpus_env 2 "--gpus is for --launch single and procs" "$plan" --backend gpu --launch env --gpus 2
 t ranks_mismatch 1 "--ranks 3, but plan 'reduce' is for 2 ranks" "$plan" --ranks 3
 t bad_size 1 "1000" "$plan" --size 1000
 t bad_dtype 2 "--dtype 'half8'" "$plan" --dtype half8

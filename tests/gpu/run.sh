@@ -6,10 +6,10 @@
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
 # rank on cuMemAlloc and cuMem buffers (test_gpu_mp, test_boot_ipc), a short mscclrt-perf
 # check, every stdlib program at N = all GPUs through mscclrt-run --backend gpu --check, then
-# one process per rank (--launch procs / env).
+# one process per rank (--launch procs / env), then 4- and 8-rank plans on fewer GPUs (shared).
 # Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
-#   GPU_SECTIONS="basic sweep procs"   the sections to run (default: all three)
+#   GPU_SECTIONS="basic sweep procs shared"   the sections to run (default: all four)
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
 # MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and skips the sweep.
 BUILD=${BUILD:-build}
@@ -26,7 +26,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
-sections=${GPU_SECTIONS:-basic sweep procs}
+sections=${GPU_SECTIONS:-basic sweep procs shared}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
@@ -63,47 +63,85 @@ if [ -x "$BUILD/bin/mscclrt-perf" ]; then
 fi
 fi
 
-# Every stdlib program at N = all GPUs here (when more than 2): the smallest legal size with 1000
-# back-to-back calls, then larger sizes up to the plan's maximum (1 GiB for unbounded plans),
-# rotating dtypes and operators; each run ends with a CUDA-graph replay and a full check.
+# Helpers of the stdlib sections. picked SRC: SRC is in GPU_SWEEP (patterns such as allreduce/*,
+# matched, not globbed), or GPU_SWEEP is unset.
+picked() {
+    [ -n "$GPU_SWEEP" ] || return 0
+    pprog=${1#stdlib/} phit=no
+    set -f
+    for pg in $GPU_SWEEP; do
+        # shellcheck disable=SC2254 # pg is a pattern on purpose
+        case ${pprog%.coll} in $pg) phit=yes ;; esac
+    done
+    set +f
+    [ "$phit" = yes ]
+}
+# prog_plan SRC N DIR: compiles SRC for N ranks into DIR/$name.json; sets name and max (the
+# plan's largest size when it has one); fails (with a skip line) when it does not compile.
+prog_plan() {
+    name=$(echo "$1" | sed 's|stdlib/||; s|\.coll$||; s|/|_|')
+    pdef="-D N=$2"
+    case $name in *hier) pdef="$pdef -D G=$(($2 / 2))" ;; esac
+    # shellcheck disable=SC2086
+    if ! "$BUILD/bin/mscclc" "$1" $pdef -o "$3/$name.json" >"$log/mscclc_$name.N$2.log" 2>&1; then
+        echo "testing gpu stdlib $name N=$2 ... skipped (does not compile for N=$2)"
+        return 1
+    fi
+    max=$(sed -n 's/^ *sizes *[0-9KMG]* *\.\. *\([0-9]*[KMG]\?\).*/\1/p' "$1" | head -1)
+}
+# rotate: the next (dt, op) of a fixed cycle over data types and operators
+i=0
+rotate() {
+    i=$((i + 1))
+    set -- "float16 sum" "bfloat16 max" "float32 avg" "int32 prod" "fp8_e4m3 min" "uint8 sum"
+    shift $((i % 6))
+    dt=${1% *} op=${1#* }
+}
+
+# Every stdlib program at N = all GPUs here: the smallest legal size with 1000 back-to-back
+# calls, then larger sizes up to the plan's maximum (1 GiB for unbounded plans), rotating
+# dtypes and operators; each run ends with a CUDA-graph replay and a full check.
 ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
 if want sweep && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
     plans=$log/plans
     mkdir -p "$plans"
-    i=0
     for src in stdlib/*/*.coll; do
-        if [ -n "$GPU_SWEEP" ]; then # patterns such as allreduce/*: match, do not glob
-            prog=${src#stdlib/} hit=no
-            set -f
-            for g in $GPU_SWEEP; do
-                # shellcheck disable=SC2254 # g is a pattern on purpose
-                case ${prog%.coll} in $g) hit=yes ;; esac
-            done
-            set +f
-            [ "$hit" = yes ] || continue
-        fi
-        name=$(echo "$src" | sed 's|stdlib/||; s|\.coll$||; s|/|_|')
-        def="-D N=$ngpu"
-        case $name in *hier) def="$def -D G=$((ngpu / 2))" ;; esac
-        # shellcheck disable=SC2086
-        if ! "$BUILD/bin/mscclc" "$src" $def -o "$plans/$name.json" >"$log/mscclc_$name.log" 2>&1; then
-            echo "testing gpu stdlib $name N=$ngpu ... skipped (does not compile for N=$ngpu)"
-            continue
-        fi
-        max=$(sed -n 's/^ *sizes *[0-9KMG]* *\.\. *\([0-9]*[KMG]\?\).*/\1/p' "$src" | head -1)
+        picked "$src" || continue
+        prog_plan "$src" "$ngpu" "$plans" || continue
         run "stdlib_${name}_min" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
             --launch single --check --iters 1000 --dtype float16 --op sum
         for size in 1M 64M 1G; do
             [ -n "$max" ] && [ "$size" != 1M ] && continue
-            i=$((i + 1))
-            set -- "float16 sum" "bfloat16 max" "float32 avg" "int32 prod" "fp8_e4m3 min" "uint8 sum"
-            shift $((i % 6))
-            dt=${1% *} op=${1#* }
+            rotate
             # large sizes in one process per rank: every rank checks its own output at once
             [ "$size" = 1G ] && it=3 || it=20
             [ "$size" = 1M ] && launch=single || launch=procs
             run "stdlib_${name}_$size" "$BUILD/bin/mscclrt-run" "$plans/$name.json" --backend gpu \
                 --launch "$launch" --check --iters "$it" --size "${max:-$size}" --dtype "$dt" --op "$op"
+        done
+    done
+fi
+
+# Every stdlib program for 4 and 8 ranks where there are fewer GPUs: ranks share GPUs
+# (mscclrt-run --gpus; rank r on GPU r mod ngpu), all in one process so the ranks of a GPU run
+# at once. It checks the code of many peers (fused fan-out transfers, overlapped packet waits,
+# peer groups, hier's nodes) for correctness; its timings mean nothing.
+if want shared && [ "$ngpu" -ge 1 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
+    shared=$log/shared-plans
+    mkdir -p "$shared"
+    for n in 4 8; do
+        [ "$n" -gt "$ngpu" ] || continue
+        mkdir -p "$shared/N$n"
+        for src in stdlib/*/*.coll; do
+            picked "$src" || continue
+            prog_plan "$src" "$n" "$shared/N$n" || continue
+            run "shared_N${n}_${name}_min" "$BUILD/bin/mscclrt-run" "$shared/N$n/$name.json" \
+                --backend gpu --launch single --gpus "$ngpu" --check --iters 100 --dtype float16 --op sum
+            rotate
+            case $max in *K) size=$max ;; *) size=1M ;; esac
+            run "shared_N${n}_${name}_$size" "$BUILD/bin/mscclrt-run" "$shared/N$n/$name.json" \
+                --backend gpu --launch single --gpus "$ngpu" --check --iters 20 --size "$size" \
+                --dtype "$dt" --op "$op"
         done
     done
 fi
