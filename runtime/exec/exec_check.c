@@ -10,6 +10,7 @@
 #include "check/check.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "cuda/cumem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,54 +31,26 @@ mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int ra
     }
 }
 
-/* One device buffer of a check: cuMemAlloc, or a cuMem allocation with a POSIX fd handle type
- * mapped read/write for `device` (peers get access when a context is set up). */
+/* One device buffer of a check: cuMemAlloc, or a cuMem allocation (cumem.h; peers get
+ * access when a context is set up). */
 static mscclrt_result check_buf(CuDevPtr *ptr, size_t *size, size_t bytes, bool cumem, int device,
                                 const char *what) {
     char why[96];
-    snprintf(why, sizeof why, "%s(%s)", cumem ? "cuMemCreate" : "cuMemAlloc", what);
+    snprintf(why, sizeof why, "%s(%s)", cumem ? "cumem_alloc" : "cuMemAlloc", what);
     if (!cumem) {
         *size = bytes;
         return cu_check(cu.cuMemAlloc(ptr, bytes), why);
     }
-    CuMemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOC_PINNED;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_POSIX_FD;
-    prop.location.type = CU_MEM_LOC_DEVICE;
-    prop.location.id = device;
-    size_t gran = 0;
-    TRY(cu_check(cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_GRAN_MINIMUM),
-                 "cuMemGetAllocationGranularity"));
-    size_t n = gran ? (bytes + gran - 1) / gran * gran : bytes;
-    CuMemHandle h;
-    TRY(cu_check(cu.cuMemCreate(&h, n, &prop, 0), why));
-    mscclrt_result res = cu_check(cu.cuMemAddressReserve(ptr, n, 0, 0, 0), "cuMemAddressReserve");
-    if (res == MSCCLRT_SUCCESS) {
-        res = cu_check(cu.cuMemMap(*ptr, n, 0, h, 0), "cuMemMap");
-        if (res != MSCCLRT_SUCCESS) {
-            cu.cuMemAddressFree(*ptr, n);
-            *ptr = 0;
-        }
-    } else {
-        *ptr = 0;
-    }
-    cu.cuMemRelease(h); /* the mapping holds the memory */
-    TRY(res);
-    *size = n;
-    CuMemAccessDesc acc = {.location = {.type = CU_MEM_LOC_DEVICE, .id = device},
-                           .flags = CU_MEM_ACCESS_RW};
-    return cu_check(cu.cuMemSetAccess(*ptr, n, &acc, 1), "cuMemSetAccess");
+    mscclrt_result r = cumem_alloc(ptr, size, bytes, device);
+    if (r == MSCCLRT_SUCCESS) return r;
+    char cause[512];   /* rt_fail rewrites the thread's message: copy it first */
+    snprintf(cause, sizeof cause, "%s", mscclrt_last_error());
+    return rt_fail(r, "%s: %s", why, cause);
 }
 
 static void check_buf_free(CuDevPtr p, size_t size, bool cumem) {
-    if (!p) return;
-    if (cumem) {
-        cu.cuMemUnmap(p, size);
-        cu.cuMemAddressFree(p, size);
-    } else {
-        cu.cuMemFree(p);
-    }
+    if (cumem) cumem_free(p, size);
+    else if (p) cu.cuMemFree(p);
 }
 
 mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r, int device,

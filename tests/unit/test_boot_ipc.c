@@ -7,6 +7,7 @@
  */
 #include "bootstrap/boot_internal.h"
 #include "transport/transport.h"
+#include "cuda/cumem.h"
 #include "core/err.h"
 #include "../harness.h"
 
@@ -130,36 +131,15 @@ typedef struct { CuDevPtr ptr; size_t size; bool vmm; } GpuBuf;
 
 static mscclrt_result gpu_alloc(GpuBuf *g, bool vmm, int dev) {
     g->vmm = vmm;
-    if (!vmm) {
-        g->size = 2 << 20;
-        return cu_check(cu.cuMemAlloc(&g->ptr, g->size), "cuMemAlloc");
-    }
-    CuMemAllocationProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOC_PINNED;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_POSIX_FD;
-    prop.location.type = CU_MEM_LOC_DEVICE;
-    prop.location.id = dev;
-    size_t gran = 0;
-    TRY(cu_check(cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_GRAN_MINIMUM), "granularity"));
-    g->size = 2 * gran;
-    CuMemHandle h;
-    TRY(cu_check(cu.cuMemCreate(&h, g->size, &prop, 0), "cuMemCreate"));
-    TRY(cu_check(cu.cuMemAddressReserve(&g->ptr, g->size, 0, 0, 0), "cuMemAddressReserve"));
-    TRY(cu_check(cu.cuMemMap(g->ptr, g->size, 0, h, 0), "cuMemMap"));
-    cu.cuMemRelease(h);
-    CuMemAccessDesc acc = {.location = {.type = CU_MEM_LOC_DEVICE, .id = dev}, .flags = CU_MEM_ACCESS_RW};
-    return cu_check(cu.cuMemSetAccess(g->ptr, g->size, &acc, 1), "cuMemSetAccess");
+    if (vmm) return cumem_alloc(&g->ptr, &g->size, 2 << 20, dev);
+    g->size = 2 << 20;
+    return cu_check(cu.cuMemAlloc(&g->ptr, g->size), "cuMemAlloc");
 }
 
 static void gpu_free(GpuBuf *g) {
     if (!g->ptr) return;
-    if (g->vmm) {
-        cu.cuMemUnmap(g->ptr, g->size);
-        cu.cuMemAddressFree(g->ptr, g->size);
-    } else {
-        cu.cuMemFree(g->ptr);
-    }
+    if (g->vmm) cumem_free(g->ptr, g->size);
+    else cu.cuMemFree(g->ptr);
     g->ptr = 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "check/check.h"
 #include "cuda/cuda_driver.h"
+#include "cuda/cumem.h"
 #include "mscclrt.h"
 #include "plan.h"
 
@@ -47,32 +48,9 @@ static CuDevPtr buf_alloc(size_t bytes, bool vmm, int device) {
     Buf *b = &bufs[nbufs];
     if (nbufs == 64) return 0;
     b->vmm = vmm;
-    if (!vmm) {
-        b->size = bytes;
-        if (cu.cuMemAlloc(&b->ptr, bytes) != CU_OK) return 0;
-    } else {
-        CuMemAllocationProp prop;
-        memset(&prop, 0, sizeof prop);
-        prop.type = CU_MEM_ALLOC_PINNED;
-        prop.requestedHandleTypes = CU_MEM_HANDLE_POSIX_FD;
-        prop.location.type = CU_MEM_LOC_DEVICE;
-        prop.location.id = device;
-        size_t gran = 0;
-        if (cu.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_GRAN_MINIMUM) != CU_OK || !gran)
-            return 0;
-        b->size = (bytes + gran - 1) / gran * gran;
-        CuMemHandle h;
-        if (cu.cuMemCreate(&h, b->size, &prop, 0) != CU_OK) return 0;
-        if (cu.cuMemAddressReserve(&b->ptr, b->size, 0, 0, 0) != CU_OK ||
-            cu.cuMemMap(b->ptr, b->size, 0, h, 0) != CU_OK) {
-            cu.cuMemRelease(h);
-            return 0;
-        }
-        cu.cuMemRelease(h);   /* the mapping keeps the memory */
-        CuMemAccessDesc acc = {.location = {.type = CU_MEM_LOC_DEVICE, .id = device},
-                               .flags = CU_MEM_ACCESS_RW};
-        if (cu.cuMemSetAccess(b->ptr, b->size, &acc, 1) != CU_OK) return 0;
-    }
+    if (vmm ? cumem_alloc(&b->ptr, &b->size, bytes, device) != MSCCLRT_SUCCESS
+            : (b->size = bytes, cu.cuMemAlloc(&b->ptr, bytes) != CU_OK))
+        return 0;
     nbufs++;
     return b->ptr;
 }
@@ -80,12 +58,8 @@ static CuDevPtr buf_alloc(size_t bytes, bool vmm, int device) {
 /* after mscclrt_comm_destroy (its barrier): no peer maps these any more */
 static void bufs_free(void) {
     for (int i = 0; i < nbufs; i++) {
-        if (bufs[i].vmm) {
-            cu.cuMemUnmap(bufs[i].ptr, bufs[i].size);
-            cu.cuMemAddressFree(bufs[i].ptr, bufs[i].size);
-        } else {
-            cu.cuMemFree(bufs[i].ptr);
-        }
+        if (bufs[i].vmm) cumem_free(bufs[i].ptr, bufs[i].size);
+        else cu.cuMemFree(bufs[i].ptr);
     }
     nbufs = 0;
 }
