@@ -248,11 +248,11 @@ __device__ __forceinline__ void forward_packets(char *const (&dst)[ND], const ch
 /* acc = pk[0] (+) pk[1] ... (+) local; store acc to NDP plain destinations and as packets to
  * NDK packet destinations (repkt, respkt, recpkt, recspkt). NDP/NDK may be 0 (arrays of 1). */
 template <class T, int OP, int P, int NPK, int NDP, int NDK>
-__device__ __forceinline__ void reduce_packets(char *const (&dplain)[NDP ? NDP : 1],
-                                               char *const (&dpkt)[NDK ? NDK : 1],
-                                               const char *local,
-                                               const char *const (&pk)[NPK ? NPK : 1],
-                                               u64 n, u32 flag) {
+__device__ __forceinline__ void reduce_packets_body(char *const (&dplain)[NDP ? NDP : 1],
+                                                    char *const (&dpkt)[NDK ? NDK : 1],
+                                                    const char *local,
+                                                    const char *const (&pk)[NPK ? NPK : 1],
+                                                    u64 n, u32 flag) {
     enum { W = Pkt<P>::DATA / 4 };
     for (u64 j = threadIdx.x; j < n / Pkt<P>::DATA; j += blockDim.x) {
         u32 acc[W], v[W];
@@ -260,28 +260,41 @@ __device__ __forceinline__ void reduce_packets(char *const (&dplain)[NDP ? NDP :
         for (int w = 0; w < W; w++) v[w] = ((const u32 *)local)[j * W + w];
         if (NPK > 0) {
             /* the packets of up to 4 peers are loaded before any is checked: their round
-             * trips overlap (2 instead of 7 at N=8) in registers a 1024-thread block has */
-            enum { G = 4 };
+             * trips overlap (2 instead of 7 at N=8). Not when the op also has many
+             * destinations (a reduce that sends packets): their pointers take the registers,
+             * and one packet at a time spills nothing there. */
+            enum { G = NPK + NDP + NDK > 9 ? 1 : 4 };
+            if constexpr (G == 1) {
+                Pkt<P>::read(pk[0] + j * P, acc, flag);
 #pragma unroll
-            for (int k0 = 0; k0 < NPK; k0 += G) {
-                u32 raw[G][Pkt<P>::RAW];
-#pragma unroll
-                for (int k = 0; k < G; k++)
-                    if (k0 + k < NPK) Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
-#pragma unroll
-                for (int k = 0; k < G; k++)
-                    if (k0 + k < NPK)
-                        while (!Pkt<P>::ready(raw[k], flag)) Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
-#pragma unroll
-                for (int k = 0; k < G; k++) {
-                    if (k0 + k >= NPK) continue;
+                for (int k = 1; k < NPK; k++) {
                     u32 x[W];
-                    Pkt<P>::data(raw[k], x);
-                    if (k0 + k == 0) {
+                    Pkt<P>::read(pk[k] + j * P, x, flag);
+                    vred<T, OP, Pkt<P>::DATA>(acc, x);
+                }
+            } else {
 #pragma unroll
-                        for (int w = 0; w < W; w++) acc[w] = x[w];
-                    } else {
-                        vred<T, OP, Pkt<P>::DATA>(acc, x);
+                for (int k0 = 0; k0 < NPK; k0 += G) {
+                    u32 raw[G][Pkt<P>::RAW];
+#pragma unroll
+                    for (int k = 0; k < G; k++)
+                        if (k0 + k < NPK) Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
+#pragma unroll
+                    for (int k = 0; k < G; k++)
+                        if (k0 + k < NPK)
+                            while (!Pkt<P>::ready(raw[k], flag))
+                                Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
+#pragma unroll
+                    for (int k = 0; k < G; k++) {
+                        if (k0 + k >= NPK) continue;
+                        u32 x[W];
+                        Pkt<P>::data(raw[k], x);
+                        if (k0 + k == 0) {
+#pragma unroll
+                            for (int w = 0; w < W; w++) acc[w] = x[w];
+                        } else {
+                            vred<T, OP, Pkt<P>::DATA>(acc, x);
+                        }
                     }
                 }
             }
@@ -297,6 +310,48 @@ __device__ __forceinline__ void reduce_packets(char *const (&dplain)[NDP ? NDP :
 #pragma unroll
         for (int k = 0; k < NDK; k++) Pkt<P>::write(dpkt[k] + j * P, acc, flag);
     }
+}
+/* fp8 packet reductions are not inlined: their element conversions are long, and a plan calls
+ * reduce_packets from every thread block, so inlining each copy made NVRTC take 36 s for
+ * rs_ag_packet's e4m3 kernel at N=8 (2.4 s not inlined). Other types stay inlined: there a call
+ * cost up to 10% at 16 KB-1 MB (allpair_packet, 2 x H200) for no compile time worth saving
+ * (under 3 s). Pointers go to registers when they are few. */
+template <class T> struct SlowElems { enum { value = 0 }; };
+template <> struct SlowElems<e4m3> { enum { value = 1 }; };
+template <> struct SlowElems<e5m2> { enum { value = 1 }; };
+
+template <class T, int OP, int P, int NPK, int NDP, int NDK>
+__device__ __noinline__ void reduce_packets_call(char *const (&dplain_)[NDP ? NDP : 1],
+                                                 char *const (&dpkt_)[NDK ? NDK : 1],
+                                                 const char *local,
+                                                 const char *const (&pk_)[NPK ? NPK : 1],
+                                                 u64 n, u32 flag) {
+    enum { A = NDP ? NDP : 1, B = NDK ? NDK : 1, C = NPK ? NPK : 1 };
+    if constexpr (A + B + C <= 10) {
+        char *dplain[A], *dpkt[B];
+        const char *pk[C];
+#pragma unroll
+        for (int k = 0; k < A; k++) dplain[k] = dplain_[k];
+#pragma unroll
+        for (int k = 0; k < B; k++) dpkt[k] = dpkt_[k];
+#pragma unroll
+        for (int k = 0; k < C; k++) pk[k] = pk_[k];
+        reduce_packets_body<T, OP, P, NPK, NDP, NDK>(dplain, dpkt, local, pk, n, flag);
+    } else {
+        reduce_packets_body<T, OP, P, NPK, NDP, NDK>(dplain_, dpkt_, local, pk_, n, flag);
+    }
+}
+
+template <class T, int OP, int P, int NPK, int NDP, int NDK>
+__device__ __forceinline__ void reduce_packets(char *const (&dplain)[NDP ? NDP : 1],
+                                               char *const (&dpkt)[NDK ? NDK : 1],
+                                               const char *local,
+                                               const char *const (&pk)[NPK ? NPK : 1],
+                                               u64 n, u32 flag) {
+    if constexpr (SlowElems<T>::value)
+        reduce_packets_call<T, OP, P, NPK, NDP, NDK>(dplain, dpkt, local, pk, n, flag);
+    else
+        reduce_packets_body<T, OP, P, NPK, NDP, NDK>(dplain, dpkt, local, pk, n, flag);
 }
 /* raw copy of packets already in packet form (port ppkt on this runtime's device path) */
 __device__ __forceinline__ void copy_packets_raw(char *dst, const char *src, u64 pbytes) {
