@@ -529,9 +529,10 @@ int main(int argc, char **argv) {
             O.plan_paths[O.nplans++] = optarg;
             break;
         case 'L':
-            if (!strcmp(optarg, "nccl")) O.lib = 1;
+            /* the last --lib wins (scripts append one to a default) */
+            if (!strcmp(optarg, "nccl")) O.lib = 1, both = 0;
             else if (!strcmp(optarg, "both")) both = 1;
-            else if (!strcmp(optarg, "mscclrt")) O.lib = 0;
+            else if (!strcmp(optarg, "mscclrt")) O.lib = 0, both = 0;
             else { fprintf(stderr, "mscclrt-perf: --lib mscclrt|nccl|both\n"); return 2; }
             break;
         default: usage(); return c == 'h' ? 0 : 2;

@@ -22,6 +22,9 @@ for p in allreduce/allpair_packet allreduce/rs_ag_packet allreduce/rs_ag_read \
          allgather/packet allgather/fullmesh allgather/copyengine reducescatter/fullmesh_read; do
     "$BUILD/bin/mscclc" "stdlib/$p.coll" -D N="$N" -o "$out/plans/$(echo "$p" | tr / _).json" || exit 1
 done
+# the large-allreduce candidates beside rs_ag_read's default (T=32): more blocks, and puts
+"$BUILD/bin/mscclc" stdlib/allreduce/rs_ag_read.coll -D N="$N" -D T=64 -o "$out/plans/allreduce_rs_ag_read_T64.json" || exit 1
+"$BUILD/bin/mscclc" stdlib/allreduce/rs_ag_simple.coll -D N="$N" -o "$out/plans/allreduce_rs_ag_simple.json" || exit 1
 P=$out/plans
 perf() { # name, args...
     name=$1
@@ -37,6 +40,8 @@ perf ar_allpair  -C allreduce --plan "$P/allreduce_allpair_packet.json" -b 1K -e
 perf ar_allpair_tpg -t "$N" -g 1 -C allreduce --plan "$P/allreduce_allpair_packet.json" -b 1K -e 1M -f 4 -n 200
 perf ar_rsag_pkt -C allreduce --plan "$P/allreduce_rs_ag_packet.json" -b 64K -e 4M -f 4
 perf ar_rsag_read -C allreduce --plan "$P/allreduce_rs_ag_read.json" -b 1M -e 1G -f 4 -n 20
+perf ar_rsag_read_T64 -C allreduce --plan "$P/allreduce_rs_ag_read_T64.json" -b 64M -e 1G -f 4 -n 20 --lib mscclrt
+perf ar_rsag_simple -C allreduce --plan "$P/allreduce_rs_ag_simple.json" -b 64M -e 1G -f 4 -n 20 --lib mscclrt
 perf ag_packet   -C allgather --plan "$P/allgather_packet.json" -b 1K -e 4M -f 4
 perf ag_fullmesh -C allgather --plan "$P/allgather_fullmesh.json" -b 1M -e 1G -f 8 -n 20
 perf ag_copyeng  -C allgather --plan "$P/allgather_copyengine.json" -b 16M -e 1G -f 4 -n 20
