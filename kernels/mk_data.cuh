@@ -14,6 +14,15 @@ namespace mk {
 
 __device__ __forceinline__ bool al16(const void *p) { return ((u64)p & 15) == 0; }
 
+/* A pointer array the caller passed by reference, copied into the callee's own array: that one
+ * stays in registers, while one read through the reference is reloaded after every store
+ * (generic pointers may alias it). Used by the out-of-line functions when they have few. */
+template <class Ptr, int N>
+__device__ __forceinline__ void to_regs(Ptr (&out)[N], Ptr const (&in)[N]) {
+#pragma unroll
+    for (int k = 0; k < N; k++) out[k] = in[k];
+}
+
 /* ---- copies ----------------------------------------------------------------------------------- */
 /* not inlined: a plan has one copy per transfer and thread block, and inlining them all made
  * NVRTC spend seconds on large plans; the call costs nothing next to the loop */
@@ -45,11 +54,11 @@ template <int ND>
 __device__ __noinline__ void copy_multi(char *const (&dst_)[ND], const char *src, u64 n) {
     const u32 tid = threadIdx.x, nt = blockDim.x;
     char *dst[ND];
+    to_regs(dst, dst_);
     bool vec = al16(src);
     u64 low = (u64)src | n;
 #pragma unroll
     for (int k = 0; k < ND; k++) {
-        dst[k] = dst_[k];
         vec = vec && al16(dst[k]);
         low |= (u64)dst[k];
     }
@@ -141,18 +150,15 @@ __device__ __forceinline__ void reduce_body(char *const (&dst)[ND], const char *
     }
 }
 
-/* Not inlined (compile time, see copy). With few pointers they are copied into registers: read
- * through the caller's arrays they are reloaded after every store, since generic pointers may
- * alias them; with many, registers run out (1024-thread blocks have 64) and they stay put. */
+/* Not inlined (compile time, see copy). With few pointers they go to registers (to_regs); with
+ * many, registers run out (1024-thread blocks have 64) and they stay put. */
 template <class T, int OP, int NS, int ND>
 __device__ __noinline__ void reduce(char *const (&dst_)[ND], const char *const (&src_)[NS], u64 n) {
     if constexpr (NS + ND <= 8) {
         const char *src[NS];
         char *dst[ND];
-#pragma unroll
-        for (int k = 0; k < NS; k++) src[k] = src_[k];
-#pragma unroll
-        for (int k = 0; k < ND; k++) dst[k] = dst_[k];
+        to_regs(src, src_);
+        to_regs(dst, dst_);
         reduce_body<T, OP, NS, ND>(dst, src, n);
     } else {
         reduce_body<T, OP, NS, ND>(dst_, src_, n);
@@ -330,12 +336,9 @@ __device__ __noinline__ void reduce_packets_call(char *const (&dplain_)[NDP ? ND
     if constexpr (A + B + C <= 10) {
         char *dplain[A], *dpkt[B];
         const char *pk[C];
-#pragma unroll
-        for (int k = 0; k < A; k++) dplain[k] = dplain_[k];
-#pragma unroll
-        for (int k = 0; k < B; k++) dpkt[k] = dpkt_[k];
-#pragma unroll
-        for (int k = 0; k < C; k++) pk[k] = pk_[k];
+        to_regs(dplain, dplain_);
+        to_regs(dpkt, dpkt_);
+        to_regs(pk, pk_);
         reduce_packets_body<T, OP, P, NPK, NDP, NDK>(dplain, dpkt, local, pk, n, flag);
     } else {
         reduce_packets_body<T, OP, P, NPK, NDP, NDK>(dplain_, dpkt_, local, pk_, n, flag);
