@@ -623,29 +623,22 @@ bool check_rank_threads(PlanCollective coll, int nranks, int rank, mscclrt_dtype
     /* whole blocks per thread, so every thread reads the blocks one thread would have read */
     size_t per = (m.span + (size_t)nthreads - 1) / (size_t)nthreads;
     per = (per + blk - 1) / blk * blk;
-    bool ok1;
-    CheckMismatch mm1;
-    bool *oks = nthreads > 1 ? calloc((size_t)nthreads, sizeof *oks) : &ok1;
-    CheckMismatch *mms = nthreads > 1 ? calloc((size_t)nthreads, sizeof *mms) : &mm1;
-    if (!oks || !mms) {
-        if (nthreads > 1) {
-            free(oks);
-            free(mms);
-        }
-        return no_input(rank, mm);
+    bool *oks = calloc((size_t)nthreads, sizeof *oks);
+    CheckMismatch *mms = calloc((size_t)nthreads, sizeof *mms);
+    bool ok = oks && mms;
+    if (ok) {
+        RangeJobs j = {&m, t, op, in, ctxs, blk, per ? per : 1, output, oks, mms};
+        check_run_threads(nthreads, range_job, &j);
+        for (int i = 0; i < nthreads && ok; i++) /* the first failing range: the first mismatch */
+            if (!oks[i]) {
+                ok = false;
+                if (mm) *mm = mms[i];
+            }
+    } else {
+        no_input(rank, mm);
     }
-    RangeJobs j = {&m, t, op, in, ctxs, blk, per ? per : 1, output, oks, mms};
-    check_run_threads(nthreads, range_job, &j);
-    bool ok = true;
-    for (int i = 0; i < nthreads && ok; i++) /* the first failing range has the first mismatch */
-        if (!oks[i]) {
-            ok = false;
-            if (mm) *mm = mms[i];
-        }
-    if (nthreads > 1) {
-        free(oks);
-        free(mms);
-    }
+    free(oks);
+    free(mms);
     return ok;
 }
 
@@ -669,7 +662,9 @@ bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_
     size_t es = check_dtype_size(t);
     void *ctxs[MAX_CHECK_THREADS];
     for (int r = 0; r < nranks; r++) {
-        int nt = check_threads(check_map(coll, nranks, r, in_bytes / es, out_bytes / es).span);
+        /* a bad dtype (es 0) is reported by check_rank_threads */
+        size_t span = es ? check_map(coll, nranks, r, in_bytes / es, out_bytes / es).span : 0;
+        int nt = check_threads(span);
         for (int i = 0; i < nt; i++) ctxs[i] = &m;
         if (!check_rank_threads(coll, nranks, r, t, op, mem_input, ctxs, nt, CHECK_BLOCK_BYTES,
                                 in_bytes, outputs[r], out_bytes, mm))
