@@ -227,6 +227,190 @@ MSCCLRT_API mscclrt_result mscclrt_gpu_check_rank(mscclrt_comm *comm, const mscc
  * naming it. Otherwise as mscclrt_comm_init_rank. */
 MSCCLRT_API mscclrt_result mscclrt_comm_init_env(mscclrt_comm **comm, int device);
 
+
+/* ==== algorithms, the collection, the selector, and NCCL-shaped collectives ======================
+ * An algorithm is plan-based (a plan: compiled .coll or any MSCCL++ plan) or native (CUDA source
+ * that includes the device library, compiled by NVRTC; see "native algorithms" below). Every
+ * collective call (mscclrt_allreduce, ...) builds a request, asks the selector for an algorithm
+ * with a block and thread count, and runs it on the caller's stream.
+ *
+ * Message sizes (min_bytes/max_bytes, mscclrt_request.message_bytes) count as nccl-tests does:
+ * the larger of a rank's input and output (allgather and gather: the output; reducescatter,
+ * alltoall and scatter: the input; send/recv: the bytes of the transfer). */
+typedef enum mscclrt_coll {
+    MSCCLRT_COLL_ALLREDUCE = 0, MSCCLRT_COLL_ALLGATHER, MSCCLRT_COLL_REDUCESCATTER,
+    MSCCLRT_COLL_BROADCAST, MSCCLRT_COLL_REDUCE, MSCCLRT_COLL_ALLTOALL, MSCCLRT_COLL_GATHER,
+    MSCCLRT_COLL_SCATTER, MSCCLRT_COLL_SENDRECV, MSCCLRT_COLL_COUNT
+} mscclrt_coll;
+/* [any thread] "allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
+ * "gather", "scatter", "sendrecv" */
+MSCCLRT_API const char *mscclrt_coll_name(mscclrt_coll c);
+MSCCLRT_API mscclrt_result mscclrt_coll_parse(const char *name, mscclrt_coll *out);
+
+typedef enum mscclrt_buffer_mode {
+    MSCCLRT_BUFFER_ANY = 0, MSCCLRT_BUFFER_INPLACE, MSCCLRT_BUFFER_OUTOFPLACE
+} mscclrt_buffer_mode;
+
+typedef enum mscclrt_algo_kind { MSCCLRT_ALGO_PLAN = 0, MSCCLRT_ALGO_NATIVE } mscclrt_algo_kind;
+
+/* What an algorithm serves. Zero fields mean "any" (max_bytes 0: no upper bound). */
+typedef struct mscclrt_algo_desc {
+    const char *name;             /* unique in the collection; copied */
+    mscclrt_coll collective;
+    uint64_t min_bytes, max_bytes;
+    int min_arch, max_arch;       /* compute capability x10 (90 = sm_90); 0: no bound */
+    int world_size;               /* 0: any */
+    int ranks_per_node;           /* 0: any */
+    mscclrt_buffer_mode buffer_mode;
+    const char *tags;             /* "key=value,key=value" (free text for selectors); copied */
+} mscclrt_algo_desc;
+
+typedef struct mscclrt_algo mscclrt_algo;
+
+/* [any thread] A plan-based algorithm. desc NULL: everything from the plan (its name,
+ * collective, size range, rank count, "inplace"); otherwise desc's non-zero fields override.
+ * The plan must stay alive as long as the algorithm (mscclrt_algo_free first). */
+MSCCLRT_API mscclrt_result mscclrt_algo_from_plan(mscclrt_algo **out, const mscclrt_plan *plan,
+                                                  const mscclrt_algo_desc *desc);
+/* [any thread] A native algorithm from CUDA source text (source) or a file (path); exactly one
+ * of the two. kernel: the __global__ function's name (extern "C"). desc->name and
+ * desc->collective are required. Nothing is compiled until a communicator first runs it. */
+MSCCLRT_API mscclrt_result mscclrt_algo_from_source(mscclrt_algo **out, const char *source,
+                                                    const char *kernel,
+                                                    const mscclrt_algo_desc *desc);
+MSCCLRT_API mscclrt_result mscclrt_algo_from_file(mscclrt_algo **out, const char *path,
+                                                  const char *kernel,
+                                                  const mscclrt_algo_desc *desc);
+/* [any thread] Drops the caller's reference (a registered algorithm lives until unregistered).
+ * NULL is a no-op. */
+MSCCLRT_API void mscclrt_algo_free(mscclrt_algo *algo);
+/* [any thread] Borrowed strings, valid while the algorithm lives. */
+MSCCLRT_API mscclrt_result mscclrt_algo_get_desc(const mscclrt_algo *algo, mscclrt_algo_desc *desc);
+MSCCLRT_API mscclrt_algo_kind mscclrt_algo_kind_of(const mscclrt_algo *algo);
+/* [every rank, no call on its communicators meanwhile] Drops the contexts (scratch, peer tables,
+ * kernels) that communicators hold for this algorithm; the next call sets them up again
+ * (collectively), so every rank must clean the same algorithms. */
+MSCCLRT_API mscclrt_result mscclrt_algo_clean_cached_contexts(mscclrt_algo *algo);
+
+/* ---- the collection (process-wide; [any thread]) ---------------------------------------------
+ * Registered algorithms come before the default collection in selection: plan-based ones first,
+ * then native ones, each in registration order. Register before creating communicators, or on
+ * every rank in the same order: the choice must be the same on every rank. */
+MSCCLRT_API mscclrt_result mscclrt_algo_register(mscclrt_algo *algo);   /* takes a reference */
+MSCCLRT_API mscclrt_result mscclrt_algo_unregister(const char *name);
+/* Up to max registered algorithms (of collective coll, or all when coll is MSCCLRT_COLL_COUNT)
+ * into algos (borrowed); *n gets how many there are in all. */
+MSCCLRT_API mscclrt_result mscclrt_algo_list(mscclrt_coll coll, const mscclrt_algo **algos,
+                                             int max, int *n);
+MSCCLRT_API const mscclrt_algo *mscclrt_algo_find(const char *name);
+
+/* ---- selection ------------------------------------------------------------------------------ */
+typedef struct mscclrt_request {
+    mscclrt_coll collective;
+    uint64_t message_bytes;       /* as the size ranges count (above) */
+    uint64_t in_bytes, out_bytes; /* this rank's */
+    mscclrt_dtype dtype;
+    int op;                       /* mscclrt_redop, or a PreMulSum operator from mscclrt_redop_create_premulsum */
+    int world_size, ranks_per_node, rank;
+    int root;                     /* broadcast, reduce, gather, scatter; else -1 */
+    int peer;                     /* send/recv with one peer; else -1 */
+    const void *sendbuf;
+    void *recvbuf;
+    void *stream;
+    int capturing;                /* the stream is capturing a CUDA graph */
+    int arch;                     /* compute capability x10 */
+    int inplace;
+    int symmetric;                /* both buffers lie in windows registered on this comm */
+} mscclrt_request;
+
+typedef struct mscclrt_choice {
+    const mscclrt_algo *algo;
+    int blocks, threads;          /* 0: the algorithm's own default */
+} mscclrt_choice;
+
+/* A selector returns 1 with *choice filled, or 0 for "no opinion" (the default selector then
+ * decides). candidates: the communicator's usable algorithms for this collective (registered
+ * ones first, then the default collection), n of them. It runs on the calling thread inside the
+ * collective call and must give the same answer on every rank for the same call: a split choice
+ * would hang the collective. It must not call libmscclrt's collective functions. */
+typedef int (*mscclrt_selector_fn)(const mscclrt_request *req,
+                                   const mscclrt_algo *const *candidates, int n,
+                                   mscclrt_choice *choice, void *user);
+/* [any thread] The one selector: registering again replaces it; NULL restores the default. */
+MSCCLRT_API mscclrt_result mscclrt_set_selector(mscclrt_selector_fn fn, void *user);
+/* [serialised per comm] What the selector chain would choose for req on comm (for tests and
+ * tools); runs nothing. */
+MSCCLRT_API mscclrt_result mscclrt_select(mscclrt_comm *comm, const mscclrt_request *req,
+                                          mscclrt_choice *choice);
+
+/* ---- NCCL-shaped collectives [serialised per comm] --------------------------------------------
+ * Counts are elements; buffers are device pointers of the comm's device; the call is enqueued on
+ * stream and returns without waiting. Inside mscclrt_group_start/end the calls are queued and
+ * launched at group end (send/recv pairs of a group run together). Any count is accepted (0
+ * too). op: mscclrt_redop or a PreMulSum operator. */
+MSCCLRT_API mscclrt_result mscclrt_allreduce(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                             size_t count, mscclrt_dtype dtype, int op, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_allgather(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                             size_t sendcount, mscclrt_dtype dtype, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_reducescatter(mscclrt_comm *comm, const void *sendbuf,
+                                                 void *recvbuf, size_t recvcount,
+                                                 mscclrt_dtype dtype, int op, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_broadcast(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                             size_t count, mscclrt_dtype dtype, int root, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_reduce(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                          size_t count, mscclrt_dtype dtype, int op, int root,
+                                          void *stream);
+MSCCLRT_API mscclrt_result mscclrt_alltoall(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                            size_t count, mscclrt_dtype dtype, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_gather(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                          size_t sendcount, mscclrt_dtype dtype, int root, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_scatter(mscclrt_comm *comm, const void *sendbuf, void *recvbuf,
+                                           size_t recvcount, mscclrt_dtype dtype, int root, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_send(mscclrt_comm *comm, const void *buf, size_t count,
+                                        mscclrt_dtype dtype, int peer, void *stream);
+MSCCLRT_API mscclrt_result mscclrt_recv(mscclrt_comm *comm, void *buf, size_t count,
+                                        mscclrt_dtype dtype, int peer, void *stream);
+
+/* PreMulSum: sum after multiplying every input by a scalar of type dtype, read from host memory
+ * at this call (MSCCLRT_SCALAR_HOST) or from device memory at each collective (..._DEVICE). The
+ * operator is valid on this comm until mscclrt_redop_destroy. */
+typedef enum { MSCCLRT_SCALAR_DEVICE = 0, MSCCLRT_SCALAR_HOST = 1 } mscclrt_scalar_residence;
+MSCCLRT_API mscclrt_result mscclrt_redop_create_premulsum(mscclrt_comm *comm, int *op,
+                                                          const void *scalar, mscclrt_dtype dtype,
+                                                          mscclrt_scalar_residence residence);
+MSCCLRT_API mscclrt_result mscclrt_redop_destroy(mscclrt_comm *comm, int op);
+
+/* ---- buffer registration [serialised per comm] -----------------------------------------------
+ * Windows (collective: every rank registers its window in the same order): peers learn the
+ * window's address once, so later calls whose buffers lie in windows may use algorithms that
+ * read and write peers' buffers directly (zero copy), with no exchange per call. Buffers must
+ * sit at the same offsets in every rank's window. */
+typedef struct mscclrt_window mscclrt_window;
+MSCCLRT_API mscclrt_result mscclrt_window_register(mscclrt_comm *comm, void *buf, size_t bytes,
+                                                   mscclrt_window **win);
+MSCCLRT_API mscclrt_result mscclrt_window_deregister(mscclrt_comm *comm, mscclrt_window *win);
+
+/* ---- native algorithms ---------------------------------------------------------------------------
+ * The source is compiled by NVRTC with the device library on the include path
+ * (#include "mscclrt_native.cuh") for the device's architecture, once per (communicator device
+ * architecture, dtype, op), with MSCCLRT_DTYPE (the mscclrt_dtype value), MSCCLRT_OP (the
+ * mscclrt_redop value, 5 for PreMulSum), MSCCLRT_T (the element type of the device library:
+ * float, mk::f16, mk::bf16, ...) defined. The kernel is
+ *     extern "C" __global__ void <kernel>(MnArgs args)
+ * where MnArgs (mscclrt_native.cuh, kernels/native_abi.h) carries the call (buffers, counts,
+ * root, peer, scalar, extra arguments) and a pointer to the context the runtime set up once per
+ * communicator: this rank's scratch and every peer's (mapped), per-peer signal counters and
+ * persistent per-block state. The kernel is launched with the chosen blocks x threads. */
+/* [serialised per comm] Runs one algorithm directly, bypassing the selector (tuning, tests):
+ * req gives the collective, buffers, sizes, dtype, op, root/peer and stream (message_bytes,
+ * in_bytes and out_bytes must agree with the collective; world_size etc. are filled in);
+ * blocks/threads 0 take the algorithm's defaults (plan-based: the plan's own); extra (at most
+ * MSCCLRT_NATIVE_EXTRA_BYTES, native only) is copied into the launch arguments. */
+#define MSCCLRT_NATIVE_EXTRA_BYTES 256
+MSCCLRT_API mscclrt_result mscclrt_algo_run(mscclrt_comm *comm, const mscclrt_algo *algo,
+                                            const mscclrt_request *req, int blocks, int threads,
+                                            const void *extra, size_t extra_bytes);
+
 #ifdef __cplusplus
 }
 #endif
