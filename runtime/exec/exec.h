@@ -2,7 +2,8 @@
  * exec.h - GPU communicators and the execution of one call: contexts per (plan, send, recv)
  * holding scratch, the state block and the peer table; per-size kernel arguments; kernels per
  * (plan, dtype, op, packet) from runtime/codegen. The public entry points (mscclrt_comm_*,
- * mscclrt_group_*, mscclrt_execute*) live in exec.c; this header exposes the internals that
+ * mscclrt_group_*, mscclrt_execute*) live in exec_comm.c, exec_group.c and exec.c (exec_internal.h
+ * says how the files divide the work); this header exposes the internals that
  * mscclrt-perf and the GPU check need.
  *
  * Hot path: a call whose (plan, buffers, sizes, dtype, op, packet) equals the comm's previous
@@ -93,7 +94,7 @@ struct mscclrt_comm {
  * reused, since the next call for them is a collective setup again. */
 void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
 
-/* Shared by the single- and multi-process setups (exec.c): */
+/* Shared by the single- and multi-process setups (exec_ctx.c, exec_setup.c): */
 mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
                                  size_t *bytes);
 /* Its arithmetic (no device): scratch bytes of rank's context when its buffers' allocations

@@ -1,0 +1,275 @@
+/*
+ * exec_ctx.c - the context cache of a communicator: a context per (plan, send allocation,
+ * recv allocation) holds scratch, the state block and the peer table. Keys, lookup, scratch
+ * sizing (spec §3.5), allocation, the peer table, and the collective setup of a new context,
+ * through the group's setup rounds (one process, exec_setup.c) or the bootstrap (exec_mp.c).
+ */
+#include "exec/exec_internal.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/clock.h"
+#include "transport/transport.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- contexts -------------------------------------------------------------------------------- */
+
+mscclrt_result exec_buf_key(const mscclrt_comm *c, const void *send, const void *recv,
+                              size_t in, size_t out, BufKey *k) {
+    const void *ptr[2] = {send, recv};
+    const size_t len[2] = {in, out};
+    static const char *const what[2] = {"sendbuf", "recvbuf"};
+    for (int i = 0; i < 2; i++) {
+        CuDevPtr b = 0;
+        size_t n = 0;
+        CuResult r = cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)ptr[i]);
+        if (r != CU_OK)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p is not device memory "
+                           "(cuMemGetAddressRange: %d)", c->rank, what[i], ptr[i], r);
+        /* peers map exactly this allocation (one cuMem mapping, or one cuMemAlloc block) */
+        if ((CuDevPtr)(uintptr_t)ptr[i] - b + len[i] > n)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p + %zu bytes runs past the end "
+                           "of its allocation (%#llx, %zu bytes): a buffer must lie in one "
+                           "allocation or cuMem mapping, the unit peers map", c->rank, what[i],
+                           ptr[i], len[i], (unsigned long long)b, n);
+        if (i == 0) {
+            k->send = (const void *)(uintptr_t)b;
+            k->srange = n;
+        } else {
+            k->recv = (const void *)(uintptr_t)b;
+            k->rrange = n;
+        }
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+ExecCtx * exec_ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k) {
+    for (ExecCtx *x = c->ctxs; x; x = x->next)
+        if (x->plan == p && x->send == k->send && x->recv == k->recv &&
+            x->send_range == k->srange && x->recv_range == k->rrange)
+            return x;
+    return NULL;
+}
+
+void exec_ctx_free(ExecCtx *x) {
+    if (!x) return;
+    if (x->proxy) { /* its copies into peers and signals must be over before peers reuse memory */
+        if (proxy_drain(x->proxy, 10) != MSCCLRT_SUCCESS)
+            LOG_WARN("freeing a context: %s", mscclrt_last_error());
+        proxy_unregister(x->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]);
+    }
+    nvls_ctx_free(x->nvls);   /* unbinds the multicast groups; frees a cuMem scratch */
+    if (x->scratch && !x->scratch_vmm) cu.cuMemFree(x->scratch);
+    if (x->state) cu.cuMemFree(x->state);
+    free(x);
+}
+
+void exec_ctx_unlink(mscclrt_comm *c, ExecCtx *x) {
+    for (ExecCtx **pp = &c->ctxs; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
+}
+
+/* Bytes of the allocation after ptr (the largest message that can start there). */
+static mscclrt_result alloc_room(const void *ptr, const char *what, int rank, size_t *room) {
+    CuDevPtr base = 0;
+    size_t size = 0;
+    CuResult r = cu.cuMemGetAddressRange(&base, &size, (CuDevPtr)(uintptr_t)ptr);
+    if (r != CU_OK)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p is not device memory of this "
+                       "group (cuMemGetAddressRange: %d)", rank, what, ptr, r);
+    *room = size - (size_t)((CuDevPtr)(uintptr_t)ptr - base);
+    return MSCCLRT_SUCCESS;
+}
+
+/* Scratch of one rank's context (spec §3.5, from the allocations capped by max_message_size;
+ * reuse_resources plans get their own scratch too). */
+uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t out_room) {
+    const PlanGpu *g = &p->gpus[rank];
+    if (g->scratch_chunks == 0) return 0;
+    uint64_t in = in_room < p->max_size ? in_room : p->max_size;
+    uint64_t out = out_room < p->max_size ? out_room : p->max_size;
+    uint64_t per = g->input_chunks ? (in + g->input_chunks - 1) / g->input_chunks
+                                   : (out + g->output_chunks - 1) / (g->output_chunks ? g->output_chunks : 1);
+    uint64_t a = p->alignment ? p->alignment : 16;
+    per = (per + a - 1) / a * a;
+    /* halves of a multiple of 256 bytes: exact, and the second one starts aligned (rounding
+     * the doubled size instead once left a half of 0 and silently stopped double buffering) */
+    return plan_scratch_bytes(p, rank, per, 256);
+}
+
+mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
+                                   size_t *bytes) {
+    *bytes = 0;
+    if (p->gpus[rank].scratch_chunks == 0) return MSCCLRT_SUCCESS;
+    size_t in_room = 0, out_room = 0;
+    TRY(alloc_room(send, "sendbuf", rank, &in_room));
+    TRY(alloc_room(recv, "recvbuf", rank, &out_room));
+    *bytes = (size_t)exec_scratch_bytes(p, rank, in_room, out_room);
+    return MSCCLRT_SUCCESS;
+}
+
+/* Allocations of rank r's context; the device's context is current. */
+mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
+    const Plan *p = x->plan;
+    TRY(cg_layout(p, c->rank, &x->layout));
+    /* switch channels anywhere in the plan: every rank takes part in the multicast setup, so
+     * every rank passes the NVLS gate (the refusal when MSCCLRT_ENABLE_NVLS is not 1) */
+    const bool nvls = nvls_plan_uses(p);
+    if (nvls) TRY(nvls_check_enabled(p, c->rank, c->dev));
+    /* x->scratch_bytes: set by the caller (the same on every rank, so that the double-buffer
+     * half, which a rank also applies to its peers' scratch, is the same everywhere) */
+    x->scratch_half = p->double_scratch ? x->scratch_bytes / 2 : 0; /* 256-aligned halves */
+    if (x->scratch_bytes && nvls && nvls_plan_binds(p, c->rank, PLAN_BUF_SCRATCH)) {
+        /* multicast binds cuMem memory only; in one process every device of the group reaches
+         * the scratch as a peer, which cuMem memory allows only through cuMemSetAccess */
+        int acc[1024], nacc = 0;   /* a clique has at most 1024 ranks */
+        for (int i = 0; c->clique && i < c->clique->nranks && nacc < 1024; i++)
+            if (c->clique->comms[i]) acc[nacc++] = c->clique->comms[i]->device;
+        TRY(nvls_scratch_alloc(&x->nvls, p, c->rank, c->device, x->scratch_bytes, acc, nacc,
+                               &x->scratch));
+        x->scratch_vmm = true;
+        TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));
+    } else if (x->scratch_bytes) {
+        TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
+        TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));
+    }
+    TRY(cu_check(cu.cuMemAlloc(&x->state, x->layout.state_bytes), "cuMemAlloc(state)"));
+    TRY(cu_check(cu.cuMemsetD8(x->state, 0, x->layout.state_bytes), "cuMemsetD8(state)"));
+    const PlanGpu *g = &p->gpus[c->rank];
+    if (g->nsems > 0)
+        TRY(cu_check(cu.cuMemcpyHtoD(x->state + x->layout.off_sem, g->sem_init,
+                                     (size_t)g->nsems * sizeof(int)), "cuMemcpyHtoD(semaphores)"));
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: context for plan '%s' (allocations %p, %p): scratch %zu bytes",
+             c->rank, p->name, x->send, x->recv, x->scratch_bytes);
+    return MSCCLRT_SUCCESS;
+}
+
+void exec_fill_table(ExecCtx *x, int r, const mk_u64 *sendb, const mk_u64 *recvb,
+                     const mk_u64 *scratch, const mk_u64 *state) {
+    const Plan *p = x->plan;
+    const PlanGpu *g = &p->gpus[r];
+    const CgLayout *l = &x->layout;
+    memset(x->tab, 0, sizeof x->tab);
+    for (int t = 0; t < 2; t++) {
+        int k = 0;
+        for (int b = 0; b < g->nremotes; b++) {
+            if (!g->remotes[b].access[t]) continue;
+            int o = g->remotes[b].rank;
+            x->tab[l->tab_remote[t] + k++] = g->remotes[b].type == PLAN_BUF_INPUT ? sendb[o]
+                                           : g->remotes[b].type == PLAN_BUF_OUTPUT ? recvb[o]
+                                           : scratch[o];
+        }
+        for (int ch = 0; ch < g->npeers[t]; ch++) {
+            int peer = g->peers[t][ch], occ = 0;
+            for (int j = 0; j < ch; j++) occ += g->peers[t][j] == peer;
+            int slot = cg_inbound_slot(p, peer, t, r, occ);
+            CgLayout pl;
+            if (cg_layout(p, peer, &pl) != MSCCLRT_SUCCESS || slot < 0) continue;
+            x->tab[l->tab_chan[t] + ch] = state[peer] + pl.off_inbound + (mk_u64)slot * 8;
+        }
+    }
+}
+
+/* A new placeholder context, linked into the comm (ready once its round is done). */
+mscclrt_result exec_ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufKey *k,
+                                      ExecCtx **out) {
+    ExecCtx *x = calloc(1, sizeof *x);
+    if (!x) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a context", c->rank);
+    x->plan = p;
+    x->send = k->send;
+    x->recv = k->recv;
+    x->send_range = k->srange;
+    x->recv_range = k->rrange;
+    x->next = c->ctxs;
+    c->ctxs = x;
+    *out = x;
+    return MSCCLRT_SUCCESS;
+}
+
+/* Port channels through the proxy: start the comm's proxy on first need, register the peers'
+ * counters this context signals, and give the kernel table the FIFO's address. */
+static mscclrt_result ctx_attach_proxy(mscclrt_comm *c, ExecCtx *x) {
+    if (!x->layout.uses_proxy) return MSCCLRT_SUCCESS;
+    if (!c->proxy) {
+        CuContext prev;
+        TRY(exec_ctx_push(c, &prev));
+        mscclrt_result r = proxy_create(&c->proxy, c->ctx, c->rank);
+        exec_ctx_pop(c, prev);
+        TRY(r);
+    }
+    TRY(proxy_register(c->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]));
+    x->proxy = c->proxy;
+    x->tab[x->layout.tab_proxy] = proxy_fifo_addr(c->proxy);
+    return MSCCLRT_SUCCESS;
+}
+
+/* The end of a context's collective setup (res: its outcome), whichever way it ran: the port
+ * proxy, then ready; on failure the placeholder is unlinked and freed. */
+mscclrt_result exec_ctx_finish(mscclrt_comm *c, ExecCtx *x, mscclrt_result res) {
+    if (res == MSCCLRT_SUCCESS) res = ctx_attach_proxy(c, x);
+    if (res != MSCCLRT_SUCCESS) {
+        exec_ctx_unlink(c, x);
+        exec_ctx_free(x);
+        return res;
+    }
+    x->ready = true;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result exec_ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
+                                void *stream, ExecCtx **out) {
+    const void *send = k->send, *recv = k->recv;
+    int st = CU_CAPTURE_STATUS_NONE;
+    if (cu.cuStreamIsCapturing((CuStream)stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
+                       "sendbuf %p / recvbuf %p sets up memory and cannot be captured into a CUDA "
+                       "graph; make one call before capturing", c->rank, p->name, send, recv);
+    ExecCtx *x = NULL;
+    const double t0 = rt_now_s();
+    TRY(exec_ctx_placeholder(c, p, k, &x));
+    mscclrt_result res;
+    if (c->boot) { /* one process per rank: collective through the bootstrap */
+        res = exec_mp_setup(c, x);
+    } else {
+        SetupRound *rd = exec_round_deposit(c, p, x);
+        if (!rd) {
+            exec_ctx_unlink(c, x);
+            free(x);
+            return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a setup round", c->rank);
+        }
+        res = exec_round_wait(c, rd);
+    }
+    TRY(exec_ctx_finish(c, x, res));
+    *out = x;
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank, p->name,
+             (rt_now_s() - t0) * 1e3);
+    return MSCCLRT_SUCCESS;
+}
+
+void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
+    bool synced = false;
+    for (ExecCtx **pp = &c->ctxs; *pp;) {
+        ExecCtx *x = *pp;
+        const char *cp = ptr, *sb = x->send, *rb = x->recv;
+        if (!(cp >= sb && cp < sb + x->send_range) && !(cp >= rb && cp < rb + x->recv_range)) {
+            pp = &x->next;
+            continue;
+        }
+        if (!synced) {
+            CuContext prev;
+            if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+                cu.cuCtxSynchronize();
+                exec_ctx_pop(c, prev);
+            }
+            synced = true;
+        }
+        *pp = x->next;
+        if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
+        exec_ctx_free(x);
+    }
+}
