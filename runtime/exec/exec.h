@@ -44,6 +44,9 @@ typedef struct ExecSize {
 
 typedef struct ExecCtx {
     const Plan *plan;              /* borrowed key (the comm's plan handle's model) */
+    bool keyed;                    /* the plan reaches peers' input/output buffers, so the
+                                      context belongs to these buffers (exec_plan_keys_buffers);
+                                      otherwise it serves any buffers and send/recv are NULL */
     const void *send, *recv;       /* key: the allocation bases of sendbuf and recvbuf */
     size_t send_range, recv_range; /* key: their allocation sizes */
     bool ready;                    /* false while its collective setup is pending */
@@ -94,11 +97,22 @@ struct mscclrt_comm {
  * reused, since the next call for them is a collective setup again. */
 void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
 
-/* Shared by the single- and multi-process setups (exec_ctx.c, exec_setup.c): */
-mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
-                                 size_t *bytes);
+/* Whether some rank of p reads or writes a peer's input or output buffer (remote buffers or
+ * switch channels of type i/o). Only such plans tie a context to the call's buffers; a plan that
+ * reaches peers' scratch alone gets one context for any buffers (no exchange per buffer), as
+ * NCCL-style callers with unrelated allocations on every rank need. */
+bool exec_plan_keys_buffers(const Plan *p);
+/* Scratch of a context for plans that are not keyed by buffers and have no bounded
+ * max_message_size: sized for messages up to this many bytes (spec §3.5's PREDEFINED). */
+#define EXEC_UNKEYED_SCRATCH_SPAN ((uint64_t)1 << 26)
+/* Shared by the single- and multi-process setups (exec_ctx.c, exec_setup.c); send/recv are
+ * ignored when !keyed. */
+mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void *send,
+                                 const void *recv, size_t *bytes);
 /* Its arithmetic (no device): scratch bytes of rank's context when its buffers' allocations
- * leave in_room / out_room bytes; with double_scratch two equal halves of a multiple of 256. */
+ * leave in_room / out_room bytes (both capped by max_message_size; for an unkeyed context pass
+ * EXEC_UNKEYED_SCRATCH_SPAN); with double_scratch two equal halves of a multiple of 256;
+ * reuse_resources plans with scratch get spec §3.5's fixed 64 MiB. */
 uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t out_room);
 mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x);  /* x->scratch_bytes preset */
 void exec_ctx_free(ExecCtx *x);

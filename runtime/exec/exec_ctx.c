@@ -44,10 +44,21 @@ mscclrt_result exec_buf_key(const mscclrt_comm *c, const void *send, const void 
     return MSCCLRT_SUCCESS;
 }
 
-ExecCtx * exec_ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k) {
+bool exec_plan_keys_buffers(const Plan *p) {
+    for (int r = 0; r < p->ngpus; r++) {
+        const PlanGpu *g = &p->gpus[r];
+        for (int b = 0; b < g->nremotes; b++)
+            if (g->remotes[b].type != PLAN_BUF_SCRATCH) return true;
+        for (int s = 0; s < g->nswitch; s++)
+            if (g->switches[s].buf != PLAN_BUF_SCRATCH) return true;
+    }
+    return false;
+}
+
+ExecCtx *exec_ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k) {
     for (ExecCtx *x = c->ctxs; x; x = x->next)
-        if (x->plan == p && x->send == k->send && x->recv == k->recv &&
-            x->send_range == k->srange && x->recv_range == k->rrange)
+        if (x->plan == p && (!x->keyed || (x->send == k->send && x->recv == k->recv &&
+                                           x->send_range == k->srange && x->recv_range == k->rrange)))
             return x;
     return NULL;
 }
@@ -91,6 +102,7 @@ static mscclrt_result alloc_room(const void *ptr, const char *what, int rank, si
 uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t out_room) {
     const PlanGpu *g = &p->gpus[rank];
     if (g->scratch_chunks == 0) return 0;
+    if (p->reuse_resources) return (uint64_t)1 << 26;   /* spec §3.5 PREDEFINED */
     uint64_t in = in_room < p->max_size ? in_room : p->max_size;
     uint64_t out = out_room < p->max_size ? out_room : p->max_size;
     uint64_t per = g->input_chunks ? (in + g->input_chunks - 1) / g->input_chunks
@@ -102,10 +114,15 @@ uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t 
     return plan_scratch_bytes(p, rank, per, 256);
 }
 
-mscclrt_result exec_scratch_size(const Plan *p, int rank, const void *send, const void *recv,
-                                   size_t *bytes) {
+mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void *send,
+                                 const void *recv, size_t *bytes) {
     *bytes = 0;
     if (p->gpus[rank].scratch_chunks == 0) return MSCCLRT_SUCCESS;
+    if (!keyed) {
+        *bytes = (size_t)exec_scratch_bytes(p, rank, EXEC_UNKEYED_SCRATCH_SPAN,
+                                            EXEC_UNKEYED_SCRATCH_SPAN);
+        return MSCCLRT_SUCCESS;
+    }
     size_t in_room = 0, out_room = 0;
     TRY(alloc_room(send, "sendbuf", rank, &in_room));
     TRY(alloc_room(recv, "recvbuf", rank, &out_room));
@@ -181,10 +198,13 @@ mscclrt_result exec_ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufKey
     ExecCtx *x = calloc(1, sizeof *x);
     if (!x) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a context", c->rank);
     x->plan = p;
-    x->send = k->send;
-    x->recv = k->recv;
-    x->send_range = k->srange;
-    x->recv_range = k->rrange;
+    x->keyed = exec_plan_keys_buffers(p);
+    if (x->keyed) {
+        x->send = k->send;
+        x->recv = k->recv;
+        x->send_range = k->srange;
+        x->recv_range = k->rrange;
+    }
     x->next = c->ctxs;
     c->ctxs = x;
     *out = x;

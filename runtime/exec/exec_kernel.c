@@ -86,8 +86,12 @@ fail:
 /* ---- per-size arguments ---------------------------------------------------------------------- */
 mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, const void *recv,
                                uint64_t in, uint64_t out, const MkArgs **args) {
-    const uint64_t in_off = (uint64_t)((const char *)send - (const char *)x->send);
-    const uint64_t out_off = (uint64_t)((const char *)recv - (const char *)x->recv);
+    /* keyed: offsets into the context's allocations (added to peers' bases, spec §3.4); unkeyed:
+     * peers never see our buffers, and the size cache is keyed by the pointers themselves */
+    const uint64_t in_off = x->keyed ? (uint64_t)((const char *)send - (const char *)x->send)
+                                     : (uint64_t)(uintptr_t)send;
+    const uint64_t out_off = x->keyed ? (uint64_t)((const char *)recv - (const char *)x->recv)
+                                      : (uint64_t)(uintptr_t)recv;
     for (int i = 0; i < x->nsizes; i++)
         if (x->sizes[i].in_bytes == in && x->sizes[i].out_bytes == out &&
             x->sizes[i].in_off == in_off && x->sizes[i].out_off == out_off) {
@@ -104,11 +108,26 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
     if (!plan_geom(x->plan, c->rank, in, out, &g, &err))
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s", c->rank, err.msg);
     uint64_t need = g.scratch_bytes;
+    if (x->plan->reuse_resources && x->plan->gpus[c->rank].scratch_chunks) {
+        /* the fixed 64 MiB holds every chunk only while chunks stay below spec §3.5's
+         * scratchChunkSize; beyond it MSCCL++ wraps scratch offsets (§5.0), which the generated
+         * kernels do not do: refuse rather than run past the scratch */
+        need = plan_scratch_bytes(x->plan, c->rank, g.chunk_bytes, 256);
+        if (need > x->scratch_bytes)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: reuse_resources plan '%s': chunks of "
+                           "%llu bytes (in %llu / out %llu bytes) need %llu bytes of scratch, more "
+                           "than the fixed %zu; the GPU executor does not wrap scratch offsets "
+                           "(spec §5.0): use smaller messages", c->rank, x->plan->name,
+                           (unsigned long long)g.chunk_bytes, (unsigned long long)in,
+                           (unsigned long long)out, (unsigned long long)need, x->scratch_bytes);
+    }
     if (need > x->scratch_bytes)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: plan '%s' needs %llu scratch bytes for "
-                       "in %llu / out %llu bytes, but the buffers' allocations gave this context "
-                       "%zu", c->rank, x->plan->name, (unsigned long long)need,
-                       (unsigned long long)in, (unsigned long long)out, x->scratch_bytes);
+                       "in %llu / out %llu bytes, but this context has %zu (%s)", c->rank,
+                       x->plan->name, (unsigned long long)need, (unsigned long long)in,
+                       (unsigned long long)out, x->scratch_bytes,
+                       x->keyed ? "sized from the buffers' allocations"
+                                : "sized for the plan's max_message_size, at most 64 MiB");
     ExecSize s;
     memset(&s, 0, sizeof s);
     s.in_bytes = in;
@@ -117,8 +136,8 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
     s.out_off = out_off;
     s.args.in = (mk_u64)(uintptr_t)send;
     s.args.out = (mk_u64)(uintptr_t)recv;
-    s.args.in_off = in_off;
-    s.args.out_off = out_off;
+    s.args.in_off = x->keyed ? in_off : 0;
+    s.args.out_off = x->keyed ? out_off : 0;
     s.args.scratch = x->scratch;
     s.args.chunk = g.chunk_bytes;
     s.args.scratch_half = x->scratch_half;

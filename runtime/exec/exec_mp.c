@@ -122,7 +122,7 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     }
     /* 1: one scratch size everywhere (the double-buffer half applies to peers' scratch too) */
     size_t mine = 0;
-    TRY_GOTO(exec_scratch_size(p, r, x->send, x->recv, &mine), res, out);
+    TRY_GOTO(exec_scratch_size(p, r, x->keyed, x->send, x->recv, &mine), res, out);
     sizes[r] = mine;
     TRY_GOTO(boot_allgather(c->boot, sizes, sizeof *sizes), res, out);
     uint64_t most = 0;
@@ -130,19 +130,21 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     x->scratch_bytes = p->gpus[r].scratch_chunks ? (size_t)most : 0;
     TRY_GOTO(exec_ctx_alloc(c, x), res, out);
     TRY_GOTO(cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize(setup)"), res, out);
-    /* 2: export send, recv, scratch (the state block when there is none) and state */
+    /* 2: export send, recv, scratch (the state block when there is none) and state; a context
+     * that is not keyed by buffers exports no user buffer (peers never reach them) */
     CuDevPtr own[4] = {(CuDevPtr)(uintptr_t)x->send, (CuDevPtr)(uintptr_t)x->recv,
                        x->scratch ? x->scratch : x->state, x->state};
     size_t len[4] = {x->send_range, x->recv_range,
                      x->scratch ? x->scratch_bytes : x->layout.state_bytes, x->layout.state_bytes};
+    const int k0 = x->keyed ? 0 : 2;
     IpcDesc d[4];
-    for (int k = 0; k < 4; k++) TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
+    for (int k = k0; k < 4; k++) TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
     /* 3: to every peer, then from every peer (bootstrap sends are buffered) */
     for (int q = 0; q < n; q++)
-        for (int k = 0; k < 4 && q != r; k++)
+        for (int k = k0; k < 4 && q != r; k++)
             TRY_GOTO(xport_ipc_send(c->xport, q, EXEC_MP_TAG, &d[k]), res, out);
     for (int q = 0; q < n; q++)
-        for (int k = 0; k < 4; k++) {
+        for (int k = k0; k < 4; k++) {
             if (q == r) {
                 ptr[q * 4 + k] = own[k];
                 continue;

@@ -75,7 +75,7 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
         size_t b = 0;
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
-        TRY_GOTO(exec_scratch_size(rd->plan[r], r, rd->send[r], rd->recv[r], &b), res, out);
+        TRY_GOTO(exec_scratch_size(rd->plan[r], r, rd->ctx[r]->keyed, rd->send[r], rd->recv[r], &b), res, out);
         if (b > scratch) scratch = b;
     }
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
@@ -87,6 +87,7 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     for (int r = 0; r < q->nranks; r++) {
         /* the owner's context: cuMem memory is not found from a device without access yet */
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
+        if (!rd->ctx[r]->keyed) continue;   /* peers never touch this rank's user buffers */
         TRY_GOTO(grant_group_access(q, rd->send[r], r, "sendbuf"), res, out);
         TRY_GOTO(grant_group_access(q, rd->recv[r], r, "recvbuf"), res, out);
     }

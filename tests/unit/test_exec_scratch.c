@@ -76,7 +76,37 @@ static void t_same_as_geom(void) {
     plan_free(p);
 }
 
+/* reuse_resources plans (MSCCL++'s multi-node defaults) get spec §3.5's fixed 64 MiB whatever
+ * the buffers: sizing them from a 16 KB allocation once failed every GPU call. */
+static void t_reuse_resources(void) {
+    Plan *p = plan(true, true, 2, 4, 4);
+    p->reuse_resources = true;
+    CHECK_EQ_INT((uint64_t)1 << 26, exec_scratch_bytes(p, 0, 1024, 4096));
+    CHECK_EQ_INT((uint64_t)1 << 26, exec_scratch_bytes(p, 1, 1ull << 34, 1ull << 34));
+    p->gpus[0].scratch_chunks = 0;
+    CHECK_EQ_INT(0, exec_scratch_bytes(p, 0, 1024, 4096));
+    plan_free(p);
+}
+
+/* Contexts are tied to the call's buffers only when some rank reaches a peer's input or output:
+ * scratch-only plans serve any buffers without an exchange per allocation. */
+static void t_keys_buffers(void) {
+    Plan *p = plan(true, false, 2, 4, 4);
+    CHECK(!exec_plan_keys_buffers(p));
+    plan_gpu_add_remote(&p->gpus[1], 0, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY);
+    CHECK(!exec_plan_keys_buffers(p));
+    plan_gpu_add_remote(&p->gpus[0], 1, PLAN_BUF_OUTPUT, PLAN_CHAN_MEMORY);
+    CHECK(exec_plan_keys_buffers(p));
+    plan_free(p);
+    p = plan(false, false, 2, 2, 0);
+    plan_gpu_add_remote(&p->gpus[0], 1, PLAN_BUF_INPUT, PLAN_CHAN_PORT);
+    CHECK(exec_plan_keys_buffers(p));
+    plan_free(p);
+}
+
 int main(void) {
+    TEST("exec scratch: reuse_resources plans get the fixed 64 MiB", t_reuse_resources());
+    TEST("exec scratch: contexts keyed by buffers only for plans reaching peers' input/output", t_keys_buffers());
     TEST("exec scratch: double-buffered halves of 256 bytes, also for tiny messages", t_double_halves());
     TEST("exec scratch: alignment, the plan's size cap, no scratch, output-based chunks", t_single());
     TEST("exec scratch: plan_geom's, each half rounded to 256 bytes", t_same_as_geom());
