@@ -44,18 +44,25 @@ struct mscclrt_algo {
 typedef struct AlgoSet AlgoSet;
 typedef struct NativeCtx NativeCtx;
 typedef struct AlgoWindow AlgoWindow;
+typedef struct AlgoPremul AlgoPremul;
 typedef struct AlgoComm {
     int ranks_per_node;            /* ranks on this rank's host (bootstrap host ids) */
     AlgoSet *defaults;             /* the default collection, built on first use */
     NativeCtx *native;             /* built-in native algorithms' context (algo_native.c) */
     AlgoWindow *windows;           /* registered windows (algo_window.c) */
-    struct AlgoPremul *premul;     /* PreMulSum operators: [npremul] (coll.c) */
+    AlgoPremul *premul;            /* PreMulSum operators: [npremul] (coll.c) */
     int npremul;
+    struct NativeLaunch *p2p_open; /* the send/recv launch the open group is filling (coll.c) */
 } AlgoComm;
 /* The comm's algorithm state, created on first use (NULL only on out of memory, with the error
  * set); freed by algo_comm_free from exec_comm_release. */
 AlgoComm *algo_comm(mscclrt_comm *c);
 void algo_comm_free(mscclrt_comm *c);
+
+/* coll.c: the launch of a group's send/recv list (an ExecDeferredFn); PreMulSum operators and
+ * windows of a comm released with it. */
+mscclrt_result algo_p2p_launch(void *arg);
+void algo_coll_free(mscclrt_comm *c);
 
 /* ---- algo_registry.c: construction, the collection, the selector -------------------------- */
 void algo_retain(const mscclrt_algo *a);
@@ -81,6 +88,9 @@ struct AlgoSet {
 };
 mscclrt_result algo_default_set(mscclrt_comm *comm, const AlgoSet **out);
 void algo_set_free(AlgoSet *s);
+/* Appends the built-in native algorithms ("native/<collective>", any size and layout) to set
+ * (algo_native.c); nothing when MSCCLRT_NATIVE_SCRATCH_BYTES is 0. */
+mscclrt_result algo_native_builtins(AlgoSet *set, int world);
 /* The default selector: the tuning table (MSCCLRT_TUNING_FILE) if it has a row for req, else
  * the size heuristics. Deterministic in (req's collective, message_bytes, dtype, op,
  * world_size, ranks_per_node, arch, inplace, symmetric): the same on every rank. */

@@ -154,7 +154,7 @@ typedef struct {
     int var;                 /* fresh variable counter */
 } Gen;
 
-static const char *ctype(mscclrt_dtype t) {
+const char *cg_ctype(mscclrt_dtype t) {
     switch (t) {
     case MSCCLRT_INT8: return "signed char";
     case MSCCLRT_UINT8: return "mk::u8";
@@ -585,7 +585,7 @@ mscclrt_result cg_generate(const Plan *p, int rank, mscclrt_dtype dt, mscclrt_re
     *out = NULL;
     CgLayout l;
     TRY(cg_layout(p, rank, &l));
-    if (!ctype(dt))
+    if (!cg_ctype(dt))
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "code generation: invalid data type %d", (int)dt);
     if ((unsigned)rop >= MSCCLRT_REDOP_COUNT)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "code generation: invalid operator %d", (int)rop);
@@ -594,7 +594,7 @@ mscclrt_result cg_generate(const Plan *p, int rank, mscclrt_dtype dt, mscclrt_re
     Sb b = {0};
     Gen G = {.p = p, .rank = rank, .g = &p->gpus[rank], .l = &l, .b = &b};
     /* a kernel that combines nothing does not depend on dtype/op: one source for all of them */
-    G.T = l.has_reduce ? ctype(dt) : "mk::u8";
+    G.T = l.has_reduce ? cg_ctype(dt) : "mk::u8";
     G.esize = l.has_reduce ? csize(dt) : 1;
     G.op = l.has_reduce ? (int)rop : 0;
     G.P = pkt == MSCCLRT_LL8 ? 8 : 16;

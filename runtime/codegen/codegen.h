@@ -66,6 +66,9 @@ mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cu
  * sweeps over many plans. */
 mscclrt_result cg_check_source(const char *src, int arch, const char *what);
 
+/* The device library's element type of a dtype ("float", "mk::bf16", ...); NULL if invalid. */
+const char *cg_ctype(mscclrt_dtype t);
+
 /* 64-bit FNV-1a, exposed for cache keys of callers. */
 uint64_t cg_hash(const void *data, size_t n, uint64_t seed);
 

@@ -77,6 +77,7 @@ struct mscclrt_comm {
     Boot *boot;                    /* owned; init_rank comms: the group's bootstrap */
     XportIpc *xport;               /* owned; init_rank comms: CUDA IPC transport */
     Proxy *proxy;                  /* owned; started by the first context with port channels */
+    struct AlgoComm *algo;         /* owned; the algorithm layer's state (runtime/algo) */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
@@ -131,6 +132,13 @@ mscclrt_result exec_nvls_setup(mscclrt_comm **cs, ExecCtx **xs, int n, Boot *boo
 mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x);
 void exec_mp_quiesce(mscclrt_comm *c);
 void exec_mp_close(mscclrt_comm *c);
+
+/* Group calls (exec_group.c) for the layers above: whether this thread is inside
+ * mscclrt_group_start/end, and a launch prepared elsewhere that group end issues in call order
+ * with the plan calls (arg is malloc'd and freed after the group, also on failure). */
+typedef mscclrt_result (*ExecDeferredFn)(void *arg);
+bool exec_in_group(void);
+mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

@@ -4,6 +4,8 @@
  * the small accessors shared by every entry point (liveness check, context push/pop).
  */
 #include "exec/exec_internal.h"
+#include "algo/algo.h"
+#include "algo/algo_native.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -51,6 +53,7 @@ void exec_comm_release(mscclrt_comm *c) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);
     }
+    algo_comm_free(c);   /* after the contexts: the native one's plan lives there */
     proxy_destroy(c->proxy);
     c->proxy = NULL;
     exec_mp_close(c);
@@ -145,6 +148,8 @@ mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev, const int *
         }
     }
     cu.cuCtxSetCurrent(prev);
+    /* the native algorithms' context of every rank: one setup round for the whole group */
+    TRY_GOTO(algo_native_init(q->comms, ndev), res, fail);
     for (int i = 0; i < ndev; i++) comms[i] = q->comms[i];
     LOG_INFO(LOG_SUB_INIT, "single-process group of %d ranks (sm_%d)", ndev, q->comms[0]->arch);
     return MSCCLRT_SUCCESS;

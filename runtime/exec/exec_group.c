@@ -28,12 +28,14 @@ typedef struct Pending {
     MkArgs args;                   /* prepared arguments (a copy: size caches move) */
     mscclrt_result res;
     char err[512];                 /* the failure text of a preparation (worker threads) */
+    ExecDeferredFn deferred;       /* not a plan call: a prepared launch of another layer */
+    void *deferred_arg;            /* malloc'd; freed after the group */
     struct Pending *next;
 } Pending;
 
 /* Prepares one queued call (hot: copy the previous call's kernel and arguments). */
 static void prepare_one(Pending *q) {
-    if (q->res != MSCCLRT_SUCCESS) return;
+    if (q->res != MSCCLRT_SUCCESS || q->deferred) return;
     if (exec_hot_match(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) {
         q->ctx = (ExecCtx *)q->comm->hot.ctx;
         q->fn = q->comm->hot.fn;
@@ -75,7 +77,8 @@ mscclrt_result mscclrt_group_end(void) {
     /* 1: deposit every setup (never blocks; the last arrival performs it) */
     for (Pending *q = list; q; q = q->next) {
         mscclrt_comm *c = q->comm;
-        if (exec_hot_match(c, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) continue;
+        if (q->deferred ||
+            exec_hot_match(c, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) continue;
         BufKey key;
         CuContext prev;
         q->res = exec_ctx_push(c, &prev);
@@ -111,7 +114,7 @@ mscclrt_result mscclrt_group_end(void) {
     int ncomm = 0;
     bool cold = false, overflow = false;
     for (Pending *q = list; q; q = q->next) {
-        if (q->res == MSCCLRT_SUCCESS &&
+        if (q->res == MSCCLRT_SUCCESS && !q->deferred &&
             !exec_hot_match(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk))
             cold = true;
         int k = 0;
@@ -138,13 +141,16 @@ mscclrt_result mscclrt_group_end(void) {
     }
     for (Pending *q = list; q && !done; q = q->next) prepare_one(q);
     for (Pending *q = list; q; q = q->next) {
-        if (q->res == MSCCLRT_SUCCESS) q->res = exec_launch(q->comm, q->fn, q->ctx, &q->args, q->stream);
+        if (q->res == MSCCLRT_SUCCESS)
+            q->res = q->deferred ? q->deferred(q->deferred_arg)
+                                 : exec_launch(q->comm, q->fn, q->ctx, &q->args, q->stream);
         if (q->res != MSCCLRT_SUCCESS && first == MSCCLRT_SUCCESS) {
             first = q->res;
             snprintf(first_msg, sizeof first_msg, "%s", q->err[0] ? q->err : mscclrt_last_error());
         }
     }
     while (list) { /* recycle: a group of calls allocates nothing in steady state */
+        free(list->deferred_arg);
         Pending *n = list->next;
         list->next = tl_free;
         tl_free = list;
@@ -174,6 +180,26 @@ mscclrt_result exec_group_enqueue(mscclrt_comm *c, const Plan *p, const void *se
     q->op = op;
     q->pk = pk;
     q->stream = stream;
+    if (tl_tail) tl_tail->next = q;
+    else tl_head = q;
+    tl_tail = q;
+    return MSCCLRT_SUCCESS;
+}
+
+bool exec_in_group(void) { return exec_group_depth > 0; }
+
+mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg) {
+    Pending *q = tl_free;
+    if (q) {
+        tl_free = q->next;
+        memset(q, 0, sizeof *q);
+    } else if (!(q = calloc(1, sizeof *q))) {
+        free(arg);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory queueing a group call", c->rank);
+    }
+    q->comm = c;
+    q->deferred = fn;
+    q->deferred_arg = arg;
     if (tl_tail) tl_tail->next = q;
     else tl_head = q;
     tl_tail = q;

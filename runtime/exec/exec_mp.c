@@ -7,6 +7,7 @@
  * transport (runtime/transport), sends the descriptors to every peer and maps the peers' ones.
  */
 #include "exec/exec.h"
+#include "algo/algo_native.h"
 #include "bootstrap/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -62,6 +63,8 @@ static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device,
     c->boot = boot;
     TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
     cu.cuCtxSetCurrent(prev);
+    /* the native algorithms' context: collective, like the rest of the creation */
+    TRY_GOTO(algo_native_init(&c, 1), res, fail);
     LOG_INFO(LOG_SUB_INIT, "rank %d of %d on device %d (sm_%d), bootstrap ready", c->rank,
              c->nranks, device, c->arch);
     *out = c;

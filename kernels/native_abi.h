@@ -1,0 +1,86 @@
+/*
+ * native_abi.h - the C ABI of native algorithms: what the runtime passes to a native kernel
+ * (MnArgs, by value) and the context it sets up once per communicator (MnContext, in device
+ * memory). Compiles as C11 (runtime/algo fills these) and under NVRTC (kernels). Every field is
+ * a fixed-width integer; sizes are checked with static asserts on both sides.
+ *
+ * The context is a scratch buffer on every rank, mapped by every peer, laid out as
+ *   [0, off_slots)        counters: inbound data and ack counters per (block, sender), which
+ *                         peers increment (release, system scope), then this rank's own
+ *                         consumed-so-far counts of both (persistent across launches)
+ *   [off_slots, end)      slots: per (block b < max_blocks, sender s, half h < 2) slot_bytes
+ *                         of data that rank s wrote into this rank's scratch for block b
+ * The layout depends only on (nranks, max_blocks, scratch size), the same on every rank and for
+ * every launch, so kernels with different block counts never overlap a slot still in use.
+ */
+#ifndef MSCCLRT_NATIVE_ABI_H
+#define MSCCLRT_NATIVE_ABI_H
+
+#include "plan_abi.h"
+
+#ifdef __CUDACC_RTC__
+typedef int mk_i32;
+#else
+typedef int32_t mk_i32;
+#endif
+
+#define MN_MAX_BLOCKS 32          /* blocks of one native launch (slots exist for each) */
+#define MN_EXTRA_BYTES 256        /* caller-given extra arguments, copied into MnArgs */
+#define MN_OP_PREMULSUM 5         /* MnArgs.op of a PreMulSum operator (after mscclrt_redop) */
+
+/* Context of one communicator's native algorithms (device memory, written once at setup). */
+typedef struct MnContext {
+    mk_u32 rank, nranks;
+    mk_u32 max_blocks;            /* MN_MAX_BLOCKS */
+    mk_u32 pad0;
+    mk_u64 scratch;               /* this rank's scratch base */
+    mk_u64 scratch_bytes;
+    mk_u64 slot_bytes;            /* bytes of one slot (a multiple of 256) */
+    mk_u64 off_data_in;           /* u64[max_blocks][nranks]: data signals from (b, sender) */
+    mk_u64 off_ack_in;            /* u64[max_blocks][nranks]: acks from (b, receiver) */
+    mk_u64 off_data_seen;         /* u64[max_blocks][nranks]: data signals consumed (own) */
+    mk_u64 off_ack_seen;          /* u64[max_blocks][nranks]: acks consumed (own) */
+    mk_u64 off_slots;
+    mk_u64 peer_scratch;          /* device address of u64[nranks]: every rank's scratch base as
+                                     this rank maps it (its own entry is its own scratch) */
+} MnContext;
+MK_STATIC_ASSERT(sizeof(MnContext) == 88, "MnContext layout (host and device agree)");
+
+/* The collective a built-in native kernel runs (MnArgs.coll): mscclrt_coll's values. */
+enum { MN_ALLREDUCE = 0, MN_ALLGATHER, MN_REDUCESCATTER, MN_BROADCAST, MN_REDUCE, MN_ALLTOALL,
+       MN_GATHER, MN_SCATTER, MN_SENDRECV };
+
+/* One point-to-point operation of a group (MN_SENDRECV): the k-th send to a peer pairs with the
+ * peer's k-th receive from this rank, and both must have the same byte count. */
+typedef struct MnP2p {
+    mk_u64 ptr;                   /* device address of the data (send) or destination (recv) */
+    mk_u64 bytes;
+    mk_i32 peer;
+    mk_i32 recv;                  /* 0 send, 1 receive */
+} MnP2p;
+MK_STATIC_ASSERT(sizeof(MnP2p) == 24, "MnP2p layout");
+#define MN_P2P_MAX 128            /* operations of one group on one rank, one launch */
+
+/* The by-value kernel argument. */
+typedef struct MnArgs {
+    mk_u64 ctx;                   /* const MnContext * (device) */
+    mk_u64 in, out;               /* the user's send and receive buffers (device) */
+    mk_u64 count;                 /* elements, as the collective call counts them */
+    mk_u64 in_bytes, out_bytes;   /* this rank's message sizes */
+    mk_u32 coll;                  /* MN_* (the collective) */
+    mk_u32 dtype;                 /* mscclrt_dtype */
+    mk_u32 op;                    /* mscclrt_redop, or MN_OP_PREMULSUM */
+    mk_i32 root;                  /* broadcast, reduce, gather, scatter; else -1 */
+    mk_u64 scalar;                /* PreMulSum: device address of the scalar (dtype); else 0 */
+    mk_u32 elem_bytes;            /* size of one element of dtype */
+    mk_u32 np2p;                  /* MN_SENDRECV: entries of the MnP2pList argument */
+    mk_u64 extra_bytes;
+    unsigned char extra[MN_EXTRA_BYTES]; /* caller-given arguments (mscclrt_algo_run) */
+} MnArgs;
+MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
+
+/* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the
+ * 4 KiB of kernel parameters). */
+typedef struct MnP2pList { MnP2p v[MN_P2P_MAX]; } MnP2pList;
+
+#endif

@@ -1,0 +1,356 @@
+/*
+ * native_builtin.cuh - the built-in native algorithms: every NCCL collective and grouped
+ * send/recv, for any element count, any dtype and operator (PreMulSum included), on any
+ * buffers, through the communicator's native scratch (mscclrt_native.cuh's protocol). The
+ * runtime compiles this file with MSCCLRT_T (element type) and MSCCLRT_OP (operator) defined,
+ * once per (architecture, dtype, op) for the reducing collectives and once for the others.
+ *
+ * Work split: a message is cut into the same 16-byte-aligned shares on every rank, one per
+ * block, and each share into pieces of at most one slot; piece i of block b travels as message
+ * k of (b, peer) on both sides, so no rank needs to know more than the counts. Reductions run
+ * in rank order 0..n-1 on the data staged in slots, so every rank that reduces the same
+ * elements gets the same bits (allreduce results agree across ranks).
+ */
+#ifndef MSCCLRT_NATIVE_BUILTIN_CUH
+#define MSCCLRT_NATIVE_BUILTIN_CUH
+#include "mscclrt_native.cuh"
+
+#ifndef MSCCLRT_T
+#define MSCCLRT_T mk::u8
+#endif
+#ifndef MSCCLRT_OP
+#define MSCCLRT_OP 0
+#endif
+
+namespace mn {
+typedef MSCCLRT_T T;
+/* PreMulSum scales while staging and then sums; avg sums and divides at the end */
+enum { OP = MSCCLRT_OP == MN_OP_PREMULSUM ? mk::OP_SUM : MSCCLRT_OP };
+
+/* dst = src * s (elementwise, block-wide), the staging copy of PreMulSum */
+__device__ __noinline__ void copy_scaled(char *dst, const char *src, u64 n, T s) {
+    T *d = (T *)dst;
+    const T *x = (const T *)src;
+    for (u64 i = threadIdx.x; i < n / sizeof(T); i += blockDim.x) d[i] = mk::red<mk::OP_PROD>(x[i], s);
+}
+
+/* a copy into a slot: scaled for PreMulSum when the data is a contribution to a reduction */
+__device__ __forceinline__ void stage(char *dst, const char *src, u64 n, bool scale, const T *s) {
+    if (n == 0) return;
+    if (scale) copy_scaled(dst, src, n, *s);
+    else mk::copy(dst, src, n);
+}
+
+/* dst = slot(0) (op) slot(1) (op) ... (op) slot(n-1): the n ranks' contributions to one piece,
+ * staged in this rank's slots of block b, half h; in rank order, block-wide */
+template <int K>
+__device__ __forceinline__ void red_group(char *dst, const char *const (&src)[8], u64 n) {
+    const char *s[K];
+#pragma unroll
+    for (int k = 0; k < K; k++) s[k] = src[k];
+    char *const d[1] = {dst};
+    mk::reduce<T, OP, K, 1>(d, s, n);
+}
+__device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n) {
+    if (n == 0) return;
+    if (x.n == 1) { mk::copy(dst, x.slot_in(b, 0, h), n); return; }
+    const char *grp[8];
+    u32 done = 0;
+    while (done < x.n) {
+        int k = 0;
+        if (done > 0) grp[k++] = dst;              /* carry the running result */
+        while (k < 8 && done < x.n) grp[k++] = x.slot_in(b, done++, h);
+        switch (k) {
+        case 2: red_group<2>(dst, grp, n); break;
+        case 3: red_group<3>(dst, grp, n); break;
+        case 4: red_group<4>(dst, grp, n); break;
+        case 5: red_group<5>(dst, grp, n); break;
+        case 6: red_group<6>(dst, grp, n); break;
+        case 7: red_group<7>(dst, grp, n); break;
+        case 8: red_group<8>(dst, grp, n); break;
+        default: break;                            /* k == 1 cannot happen after the first */
+        }
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ void finish_avg(char *buf, u64 n, u32 nranks) {
+    if (MSCCLRT_OP == mk::OP_AVG && n) mk::divide<T>(buf, n, nranks, threadIdx.x, blockDim.x);
+}
+
+/* ---- sending and receiving one message of (block b, peer p) ------------------------------- */
+struct Flow {
+    const Ctx &x;
+    u32 b;
+    __device__ Flow(const Ctx &x_, u32 b_) : x(x_), b(b_) {}
+    /* message k to p: reuse the half only once p acknowledged message k - 2 */
+    __device__ char *open(u32 p, u64 k) const {
+        if (k >= 2) wait_ack(x, b, p);
+        return x.slot_at(p, b, (u32)(k & 1));
+    }
+    __device__ void send(u32 p, u64 k, const char *src, u64 n, bool scale, const T *s) const {
+        char *dst = open(p, k);
+        stage(dst, src, n, scale, s);
+        put_done(x, b, p);
+    }
+    __device__ const char *recv(u32 p, u64 k) const {
+        wait_data(x, b, p);
+        return x.slot_in(b, p, (u32)(k & 1));
+    }
+    /* after the last of K messages to p: the acks not waited for yet */
+    __device__ void drain(u32 p, u64 K) const {
+        for (u64 j = 0; j < (K < 2 ? K : 2); j++) wait_ack(x, b, p);
+    }
+};
+
+__device__ __forceinline__ u64 minu(u64 a, u64 b) { return a < b ? a : b; }
+
+/* Contributions of every rank to one piece, staged in slots (this rank's own in its own slot,
+ * which no peer writes), reduced in rank order into dst once every peer's has arrived. */
+__device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, const char *own, u64 n,
+                             bool scale, const T *s) {
+    const u32 h = (u32)(k & 1);
+    stage(x.slot_in(f.b, x.rank, h), own, n, scale, s);
+    for (u32 q = 0; q < x.n; q++)
+        if (q != x.rank) f.recv(q, k);
+    __syncthreads();
+    reduce_slots(dst, x, f.b, h, n);
+    finish_avg(dst, n, x.n);
+}
+
+/* ---- the collectives --------------------------------------------------------------------- */
+__device__ void allreduce(const MnArgs &a, const Ctx &x, const Flow &f) {
+    const u64 bytes = a.in_bytes, slot = x.slot;
+    const char *in = (const char *)a.in;
+    char *out = (char *)a.out;
+    const bool scale = a.op == MN_OP_PREMULSUM;
+    const T *s = (const T *)a.scalar;
+    const u32 nb = gridDim.x, n = x.n, r = x.rank;
+    if (bytes <= (u64)n * 16384) {   /* small: one hop, everyone reduces everything */
+        const Span sh = share(bytes, f.b, nb);
+        const u64 K = npieces(sh, slot);
+        for (u64 i = 0; i < K; i++) {
+            const Span pc = piece(sh, i, slot);
+            for (u32 p = 0; p < n; p++)
+                if (p != r) f.send(p, i, in + pc.lo, pc.hi - pc.lo, scale, s);
+            reduce_piece(x, f, i, out + pc.lo, in + pc.lo, pc.hi - pc.lo, scale, s);
+            for (u32 p = 0; p < n; p++) if (p != r) ack(x, f.b, p);
+        }
+        for (u32 p = 0; p < n; p++) if (p != r) f.drain(p, K);
+        return;
+    }
+    /* large: reduce-scatter then all-gather, partition q reduced by rank q */
+    const u64 part = round16((bytes + n - 1) / n);
+    const Span s0 = share(minu(part, bytes), f.b, nb);
+    const u64 K = npieces(s0, slot);
+    for (u64 i = 0; i < K; i++) {
+        const u64 k0 = 2 * i, k1 = 2 * i + 1;
+        for (u32 p = 0; p < n; p++) {
+            if (p == r) continue;
+            const u64 base = minu((u64)p * part, bytes), len = minu(part, bytes - base);
+            const Span pc = piece(share(len, f.b, nb), i, slot);
+            f.send(p, k0, in + base + pc.lo, pc.hi - pc.lo, scale, s);
+        }
+        const u64 mb = minu((u64)r * part, bytes), mlen = minu(part, bytes - mb);
+        const Span mp = piece(share(mlen, f.b, nb), i, slot);
+        reduce_piece(x, f, k0, out + mb + mp.lo, in + mb + mp.lo, mp.hi - mp.lo, scale, s);
+        for (u32 p = 0; p < n; p++) if (p != r) ack(x, f.b, p);
+        for (u32 p = 0; p < n; p++)
+            if (p != r) f.send(p, k1, out + mb + mp.lo, mp.hi - mp.lo, false, s);
+        for (u32 p = 0; p < n; p++) {
+            if (p == r) continue;
+            const u64 base = minu((u64)p * part, bytes), len = minu(part, bytes - base);
+            const Span pc = piece(share(len, f.b, nb), i, slot);
+            const char *src = f.recv(p, k1);
+            if (pc.hi > pc.lo) mk::copy(out + base + pc.lo, src, pc.hi - pc.lo);
+            ack(x, f.b, p);
+        }
+    }
+    for (u32 p = 0; p < n; p++) if (p != r) f.drain(p, 2 * K);
+}
+
+/* rank q's block of b bytes at q * b: allgather (to everyone), gather (to root) */
+__device__ void gather_like(const MnArgs &a, const Ctx &x, const Flow &f, bool to_all) {
+    const u64 blk = a.in_bytes, slot = x.slot;
+    const char *in = (const char *)a.in;
+    char *out = (char *)a.out;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    const bool receiver = to_all || r == root;
+    const Span sh = share(blk, f.b, gridDim.x);
+    const u64 K = npieces(sh, slot);
+    for (u64 i = 0; i < K; i++) {
+        const Span pc = piece(sh, i, slot);
+        const u64 len = pc.hi - pc.lo;
+        for (u32 p = 0; p < n; p++)
+            if (p != r && (to_all || p == root)) f.send(p, i, in + pc.lo, len, false, nullptr);
+        if (receiver) {
+            if (out + (u64)r * blk != in && len) mk::copy(out + (u64)r * blk + pc.lo, in + pc.lo, len);
+            for (u32 p = 0; p < n; p++) {
+                if (p == r) continue;
+                const char *src = f.recv(p, i);
+                if (len) mk::copy(out + (u64)p * blk + pc.lo, src, len);
+                ack(x, f.b, p);
+            }
+        }
+    }
+    for (u32 p = 0; p < n; p++)
+        if (p != r && (to_all || p == root)) f.drain(p, K);
+}
+
+/* block q of the input goes to rank q: alltoall (everyone), scatter (from root) */
+__device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool from_all) {
+    const u64 blk = a.out_bytes, slot = x.slot;
+    const char *in = (const char *)a.in;
+    char *out = (char *)a.out;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    const bool sender = from_all || r == root;
+    const Span sh = share(blk, f.b, gridDim.x);
+    const u64 K = npieces(sh, slot);
+    for (u64 i = 0; i < K; i++) {
+        const Span pc = piece(sh, i, slot);
+        const u64 len = pc.hi - pc.lo;
+        if (sender) {
+            for (u32 p = 0; p < n; p++)
+                if (p != r) f.send(p, i, in + (u64)p * blk + pc.lo, len, false, nullptr);
+            if (in + (u64)r * blk != out && len) mk::copy(out + pc.lo, in + (u64)r * blk + pc.lo, len);
+        }
+        for (u32 p = 0; p < n; p++) {
+            if (p == r || !(from_all || p == root)) continue;
+            const char *src = f.recv(p, i);
+            if (len) mk::copy(out + pc.lo, src, len);
+            ack(x, f.b, p);
+        }
+    }
+    if (sender)
+        for (u32 p = 0; p < n; p++) if (p != r) f.drain(p, K);
+}
+
+/* reducescatter (partition q of the input to rank q, reduced) and reduce (everything to root) */
+__device__ void reduce_like(const MnArgs &a, const Ctx &x, const Flow &f, bool scatter) {
+    const u64 len = scatter ? a.out_bytes : a.in_bytes, slot = x.slot;
+    const char *in = (const char *)a.in;
+    char *out = (char *)a.out;
+    const bool scale = a.op == MN_OP_PREMULSUM;
+    const T *s = (const T *)a.scalar;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    const Span sh = share(len, f.b, gridDim.x);
+    const u64 K = npieces(sh, slot);
+    for (u64 i = 0; i < K; i++) {
+        const Span pc = piece(sh, i, slot);
+        const u64 m = pc.hi - pc.lo;
+        for (u32 p = 0; p < n; p++)
+            if (p != r && (scatter || p == root))
+                f.send(p, i, in + (scatter ? (u64)p * len : 0) + pc.lo, m, scale, s);
+        if (scatter || r == root) {
+            reduce_piece(x, f, i, out + pc.lo, in + (scatter ? (u64)r * len : 0) + pc.lo, m, scale, s);
+            for (u32 p = 0; p < n; p++) if (p != r) ack(x, f.b, p);
+        }
+    }
+    for (u32 p = 0; p < n; p++)
+        if (p != r && (scatter || p == root)) f.drain(p, K);
+}
+
+__device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
+    const u64 len = a.in_bytes, slot = x.slot;
+    const char *in = (const char *)a.in;
+    char *out = (char *)a.out;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    const Span sh = share(len, f.b, gridDim.x);
+    const u64 K = npieces(sh, slot);
+    for (u64 i = 0; i < K; i++) {
+        const Span pc = piece(sh, i, slot);
+        const u64 m = pc.hi - pc.lo;
+        if (r == root) {
+            for (u32 p = 0; p < n; p++) if (p != r) f.send(p, i, in + pc.lo, m, false, nullptr);
+            if (in != out && m) mk::copy(out + pc.lo, in + pc.lo, m);
+        } else {
+            const char *src = f.recv(root, i);
+            if (m) mk::copy(out + pc.lo, src, m);
+            ack(x, f.b, root);
+        }
+    }
+    if (r == root)
+        for (u32 p = 0; p < n; p++) if (p != r) f.drain(p, K);
+}
+
+/* ---- grouped send/recv -------------------------------------------------------------------- */
+/* Entries to (or from) one peer form one stream of pieces, in call order; piece j of the
+ * stream is message j of (block, peer) on both sides. Self pairs copy directly. */
+__device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, const Flow &f) {
+    __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
+    __shared__ u64 rounds;
+    const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = gridDim.x, r = x.rank;
+    if (threadIdx.x == 0) {
+        rounds = 0;
+        for (u32 e = 0; e < ne; e++) {
+            cnt[e] = npieces(share(l.v[e].bytes, f.b, nb), x.slot);
+            start[e] = 0;
+            for (u32 d = 0; d < e; d++)
+                if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
+            if ((u32)l.v[e].peer != r && start[e] + cnt[e] > rounds) rounds = start[e] + cnt[e];
+        }
+    }
+    __syncthreads();
+    /* to self: the k-th send lands in the k-th receive */
+    for (u32 e = 0, ks = 0; e < ne; e++) {
+        if ((u32)l.v[e].peer != r || l.v[e].recv) continue;
+        for (u32 d = 0, kr = 0; d < ne; d++) {
+            if ((u32)l.v[d].peer != r || !l.v[d].recv) continue;
+            if (kr++ != ks) continue;
+            const Span sh = share(l.v[e].bytes < l.v[d].bytes ? l.v[e].bytes : l.v[d].bytes, f.b, nb);
+            if (sh.hi > sh.lo && l.v[d].ptr != l.v[e].ptr)
+                mk::copy((char *)l.v[d].ptr + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+            break;
+        }
+        ks++;
+    }
+    for (u64 i = 0; i < rounds; i++) {
+        for (u32 e = 0; e < ne; e++) {
+            const MnP2p &o = l.v[e];
+            if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
+            const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
+            f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
+        }
+        for (u32 e = 0; e < ne; e++) {
+            const MnP2p &o = l.v[e];
+            if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
+            const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
+            const char *src = f.recv((u32)o.peer, i);
+            if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
+            ack(x, f.b, (u32)o.peer);
+        }
+    }
+    /* drain once per peer: its stream's length is the end of its last entry */
+    for (u32 e = 0; e < ne; e++) {
+        const MnP2p &o = l.v[e];
+        if (o.recv || (u32)o.peer == r) continue;
+        bool last = true;
+        for (u32 d = e + 1; d < ne; d++) last = last && !(l.v[d].peer == o.peer && !l.v[d].recv);
+        if (last) f.drain((u32)o.peer, start[e] + cnt[e]);
+    }
+}
+
+}  // namespace mn
+
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a) {
+    const mn::Ctx x(a);
+    const mn::Flow f(x, blockIdx.x);
+    switch (a.coll) {
+    case MN_ALLREDUCE: mn::allreduce(a, x, f); break;
+    case MN_ALLGATHER: mn::gather_like(a, x, f, true); break;
+    case MN_GATHER: mn::gather_like(a, x, f, false); break;
+    case MN_ALLTOALL: mn::scatter_like(a, x, f, true); break;
+    case MN_SCATTER: mn::scatter_like(a, x, f, false); break;
+    case MN_REDUCESCATTER: mn::reduce_like(a, x, f, true); break;
+    case MN_REDUCE: mn::reduce_like(a, x, f, false); break;
+    case MN_BROADCAST: mn::broadcast(a, x, f); break;
+    default: break;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l) {
+    const mn::Ctx x(a);
+    const mn::Flow f(x, blockIdx.x);
+    mn::sendrecv(a, l, x, f);
+}
+#endif

@@ -1,0 +1,365 @@
+/*
+ * algo_native.c - native algorithms on a communicator: the context they share (set up once,
+ * when the communicator is made: a scratch buffer on every rank that every peer maps, laid out
+ * as kernels/native_abi.h says), their kernels (NVRTC, once per source, kernel, dtype and
+ * operator, through the kernel cache) and their launches on the caller's stream.
+ *
+ * The context rides on the executor: a synthetic plan whose every rank reaches every peer's
+ * scratch and nothing else, so the executor's collective setup (one process: the group's setup
+ * round; one process per rank: the bootstrap and CUDA IPC) allocates the scratch and fills the
+ * peer table; this file only turns that table into an MnContext in device memory.
+ */
+#include "algo/algo.h"
+#include "algo/algo_native.h"
+#include "codegen/codegen.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "exec/exec_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct NativeKernel {
+    const char *source;            /* key: the algorithm's source (NULL: the built-in file) */
+    const char *kernel;            /* key */
+    int dtype, op;                 /* key; -1 when the kernel does not depend on them */
+    CuModule module;
+    CuFunction fn;
+    struct NativeKernel *next;
+} NativeKernel;
+
+struct NativeCtx {
+    Plan *plan;                    /* owned: the synthetic plan of the context */
+    ExecCtx *x;                    /* borrowed from the comm's context list */
+    CuDevPtr dctx;                 /* MnContext followed by the peers' scratch bases */
+    MnContext host;                /* what dctx holds */
+    NativeKernel *kernels;
+};
+
+static const char BUILTIN_SOURCE[] = "#include \"native_builtin.cuh\"\n";
+
+/* ---- the context -------------------------------------------------------------------------- */
+static Plan *native_plan(int n, uint64_t scratch) {
+    Plan *p = plan_new("mscclrt-native-context", PLAN_COLL_CUSTOM, n);
+    if (!p) return NULL;
+    p->max_size = scratch;          /* one input chunk of max_size bytes: scratch = max_size */
+    p->alignment = 256;
+    for (int r = 0; r < n; r++) {
+        PlanGpu *g = &p->gpus[r];
+        g->input_chunks = g->output_chunks = g->scratch_chunks = 1;
+        for (int q = 0; q < n; q++)
+            if (q != r && plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY) < 0) {
+                plan_free(p);
+                return NULL;
+            }
+    }
+    return p;
+}
+
+uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots) {
+    const uint64_t ctr = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8;
+    const uint64_t slots = (4 * ctr + 255) / 256 * 256;
+    if (off_slots) *off_slots = slots;
+    if (scratch <= slots) return 0;
+    return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
+}
+
+/* The MnContext of rank c from its executor context (allocated, table filled). */
+static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
+    const ExecCtx *x = nc->x;
+    const int n = c->nranks;
+    MnContext *m = &nc->host;
+    memset(m, 0, sizeof *m);
+    m->rank = (mk_u32)c->rank;
+    m->nranks = (mk_u32)n;
+    m->max_blocks = MN_MAX_BLOCKS;
+    m->scratch = x->scratch;
+    m->scratch_bytes = x->scratch_bytes;
+    m->slot_bytes = native_slot_bytes(n, x->scratch_bytes, &m->off_slots);
+    const uint64_t ctr = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8;
+    m->off_data_in = 0;
+    m->off_ack_in = ctr;
+    m->off_data_seen = 2 * ctr;
+    m->off_ack_seen = 3 * ctr;
+    if (m->slot_bytes == 0)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: the native scratch of %zu bytes "
+                       "(MSCCLRT_NATIVE_SCRATCH_BYTES) leaves no slot for %d ranks x %d blocks x 2",
+                       c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
+    mk_u64 *peers = calloc((size_t)n, sizeof *peers);
+    if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+    for (int q = 0, k = 0; q < n; q++)
+        peers[q] = q == c->rank ? x->scratch : x->tab[x->layout.tab_remote[0] + k++];
+    mscclrt_result res;
+    const size_t bytes = sizeof *m + (size_t)n * sizeof *peers;
+    res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
+    if (res == MSCCLRT_SUCCESS) {
+        m->peer_scratch = nc->dctx + sizeof *m;
+        res = cu_check(cu.cuMemcpyHtoD(nc->dctx, m, sizeof *m), "cuMemcpyHtoD(native context)");
+    }
+    if (res == MSCCLRT_SUCCESS)
+        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, (size_t)n * sizeof *peers),
+                       "cuMemcpyHtoD(native peers)");
+    free(peers);
+    return res;
+}
+
+static void native_free(NativeCtx *nc) {
+    if (!nc) return;
+    while (nc->kernels) {
+        NativeKernel *k = nc->kernels;
+        nc->kernels = k->next;
+        if (k->module) cu.cuModuleUnload(k->module);
+        free(k);
+    }
+    if (nc->dctx) cu.cuMemFree(nc->dctx);
+    plan_free(nc->plan);
+    free(nc);
+}
+
+void algo_native_free(mscclrt_comm *c) {
+    AlgoComm *a = c->algo;
+    if (!a || !a->native) return;
+    native_free(a->native);   /* the executor context itself goes with the comm's list */
+    a->native = NULL;
+}
+
+mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
+    const long long scratch = param_int(PARAM_NATIVE_SCRATCH_BYTES);
+    if (scratch == 0) return MSCCLRT_SUCCESS;   /* native algorithms switched off */
+    const double t0 = rt_now_s();
+    NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
+    SetupRound **rds = calloc((size_t)n, sizeof *rds);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    if (!ncs || !rds) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for native contexts");
+        goto out;
+    }
+    for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
+        AlgoComm *a = algo_comm(cs[i]);
+        if (!a) { res = MSCCLRT_ERR_SYSTEM; break; }
+        ncs[i] = calloc(1, sizeof *ncs[i]);
+        if (!ncs[i] || !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch))) {
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the native context",
+                          cs[i]->rank);
+            break;
+        }
+        a->native = ncs[i];
+    }
+    if (res != MSCCLRT_SUCCESS) goto out;
+    BufKey none = {0};
+    if (n == 1 && cs[0]->boot) {        /* one process (or thread) per rank: the bootstrap */
+        res = exec_ctx_setup(cs[0], ncs[0]->plan, &none, NULL, &ncs[0]->x);
+    } else {                            /* one process: every rank deposits, then all wait */
+        for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
+            res = exec_ctx_placeholder(cs[i], ncs[i]->plan, &none, &ncs[i]->x);
+            if (res == MSCCLRT_SUCCESS && !(rds[i] = exec_round_deposit(cs[i], ncs[i]->plan, ncs[i]->x)))
+                res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for a setup round");
+        }
+        for (int i = 0; i < n; i++) {
+            if (!rds[i]) continue;
+            mscclrt_result r = exec_ctx_finish(cs[i], ncs[i]->x, exec_round_wait(cs[i], rds[i]));
+            if (r != MSCCLRT_SUCCESS) ncs[i]->x = NULL;   /* unlinked and freed */
+            if (res == MSCCLRT_SUCCESS) res = r;
+        }
+    }
+    for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
+        CuContext prev;
+        TRY_GOTO(exec_ctx_push(cs[i], &prev), res, out);
+        res = native_publish(cs[i], ncs[i]);
+        exec_ctx_pop(cs[i], prev);
+    }
+    if (res == MSCCLRT_SUCCESS)
+        LOG_INFO(LOG_SUB_INIT, "native context: %lld bytes of scratch per rank, slots of %llu "
+                 "bytes, %d ranks set up in %.2f ms", scratch,
+                 (unsigned long long)ncs[0]->host.slot_bytes, n, (rt_now_s() - t0) * 1e3);
+out:
+    if (res != MSCCLRT_SUCCESS)
+        for (int i = 0; i < n; i++) {
+            if (!ncs || !ncs[i]) continue;
+            if (cs[i]->algo) cs[i]->algo->native = NULL;
+            if (ncs[i]->x) { exec_ctx_unlink(cs[i], ncs[i]->x); exec_ctx_free(ncs[i]->x); }
+            native_free(ncs[i]);
+        }
+    free(ncs);
+    free(rds);
+    return res;
+}
+
+/* ---- kernels ------------------------------------------------------------------------------ */
+static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *source,
+                                    const char *kernel, bool reduces, int dt, int op,
+                                    CuFunction *fn) {
+    const int kdt = reduces ? dt : -1, kop = reduces ? op : -1;
+    for (NativeKernel *k = nc->kernels; k; k = k->next)
+        if (k->source == source && strcmp(k->kernel, kernel) == 0 && k->dtype == kdt && k->op == kop) {
+            *fn = k->fn;
+            return MSCCLRT_SUCCESS;
+        }
+    const char *T = reduces ? cg_ctype((mscclrt_dtype)dt) : "mk::u8";
+    if (!T) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native kernel %s: dtype %d", kernel, dt);
+    const char *body = source ? source : BUILTIN_SOURCE;
+    size_t len = strlen(body) + 256;
+    char *src = malloc(len);
+    if (!src) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+    snprintf(src, len, "#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
+             reduces ? dt : -1, reduces ? op : 0, T, body);
+    char what[200];
+    snprintf(what, sizeof what, "native kernel %s (%s, op %d)", kernel,
+             reduces ? mscclrt_dtype_name((mscclrt_dtype)dt) : "bytes", kop);
+    void *cubin = NULL;
+    size_t n = 0;
+    bool cached = false;
+    const double t0 = rt_now_s();
+    mscclrt_result res = cg_compile(src, c->arch, what, &cubin, &n, &cached);
+    free(src);
+    TRY(res);
+    NativeKernel *k = calloc(1, sizeof *k);
+    if (!k) {
+        free(cubin);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+    }
+    res = cu_check(cu.cuModuleLoadData(&k->module, cubin), "cuModuleLoadData(native)");
+    free(cubin);
+    if (res == MSCCLRT_SUCCESS) {
+        char fwhat[300];
+        snprintf(fwhat, sizeof fwhat, "%s: cuModuleGetFunction (is '%s' an extern \"C\" "
+                 "__global__ function of the source?)", what, kernel);
+        res = cu_check(cu.cuModuleGetFunction(&k->fn, k->module, kernel), fwhat);
+    }
+    if (res != MSCCLRT_SUCCESS) {
+        if (k->module) cu.cuModuleUnload(k->module);
+        free(k);
+        return res;
+    }
+    k->source = source;
+    k->kernel = kernel;
+    k->dtype = kdt;
+    k->op = kop;
+    k->next = nc->kernels;
+    nc->kernels = k;
+    *fn = k->fn;
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: %s ready in %.2f ms (%s)", c->rank, what,
+             (rt_now_s() - t0) * 1e3, cached ? "cache hit" : "NVRTC");
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- launches ----------------------------------------------------------------------------- */
+void native_default_grid(uint64_t bytes, int *blocks, int *threads) {
+    int b = bytes <= (64u << 10) ? 1 : bytes <= (1u << 20) ? 4 : bytes <= (16u << 20) ? 8 : 16;
+    if (*blocks <= 0) *blocks = b;
+    if (*threads <= 0) *threads = bytes <= (64u << 10) ? 512 : 1024;
+}
+
+mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
+                                   const mscclrt_request *req, int blocks, int threads,
+                                   const void *extra, size_t extra_bytes, NativeLaunch *l) {
+    AlgoComm *a = c->algo;
+    NativeCtx *nc = a ? a->native : NULL;
+    if (!nc)
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: native algorithm '%s': this "
+                       "communicator has no native context (MSCCLRT_NATIVE_SCRATCH_BYTES=0?)",
+                       c->rank, algo->desc.name);
+    if (extra_bytes > MN_EXTRA_BYTES)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %zu bytes of extra "
+                       "arguments, at most %d", algo->desc.name, extra_bytes, MN_EXTRA_BYTES);
+    native_default_grid(req->message_bytes, &blocks, &threads);
+    if (algo->default_blocks > 0 && blocks <= 0) blocks = algo->default_blocks;
+    if (blocks < 1 || blocks > MN_MAX_BLOCKS || threads < 32 || threads > 1024 || threads % 32)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks x %d threads "
+                       "(blocks 1..%d, threads a multiple of 32 up to 1024)", algo->desc.name,
+                       blocks, threads, MN_MAX_BLOCKS);
+    const bool p2p = req->collective == MSCCLRT_COLL_SENDRECV && !algo->source;
+    const char *kernel = p2p ? "mscclrt_native_p2p" : algo->kernel;
+    const bool reduces = algo->reduces;
+    CuContext prev;
+    TRY(exec_ctx_push(c, &prev));
+    mscclrt_result res = native_kernel(c, nc, algo->source, kernel, reduces, (int)req->dtype,
+                                       req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op,
+                                       &l->fn);
+    exec_ctx_pop(c, prev);
+    TRY(res);
+    MnArgs *m = &l->args;
+    memset(m, 0, offsetof(MnArgs, extra));
+    m->ctx = nc->dctx;
+    m->in = (mk_u64)(uintptr_t)req->sendbuf;
+    m->out = (mk_u64)(uintptr_t)req->recvbuf;
+    m->in_bytes = req->in_bytes;
+    m->out_bytes = req->out_bytes;
+    m->coll = (mk_u32)req->collective;
+    m->dtype = (mk_u32)req->dtype;
+    m->op = req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : (mk_u32)req->op;
+    m->root = req->root;
+    m->elem_bytes = (mk_u32)mscclrt_dtype_size(req->dtype);
+    /* the count argument of the NCCL-shaped call */
+    const uint64_t es = m->elem_bytes ? m->elem_bytes : 1;
+    switch (req->collective) {
+    case MSCCLRT_COLL_REDUCESCATTER: case MSCCLRT_COLL_SCATTER: m->count = req->out_bytes / es; break;
+    case MSCCLRT_COLL_ALLTOALL: m->count = req->in_bytes / es / (uint64_t)c->nranks; break;
+    case MSCCLRT_COLL_SENDRECV: m->count = req->message_bytes / es; break;
+    default: m->count = req->in_bytes / es; break;
+    }
+    m->extra_bytes = extra_bytes;
+    if (extra_bytes) memcpy(m->extra, extra, extra_bytes);
+    l->comm = c;
+    l->blocks = blocks;
+    l->threads = threads;
+    l->stream = req->stream;
+    l->p2p = p2p;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result algo_native_launch(NativeLaunch *l) {
+    mscclrt_comm *c = l->comm;
+    void *params[2] = {&l->args, &l->list};
+    CuContext prev;
+    TRY(exec_ctx_push(c, &prev));
+    CuResult r = cu.cuLaunchKernel(l->fn, (unsigned)l->blocks, 1, 1, (unsigned)l->threads, 1, 1,
+                                   0, (CuStream)l->stream, params, NULL);
+    exec_ctx_pop(c, prev);
+    if (r != CU_OK) {
+        char what[160];
+        snprintf(what, sizeof what, "rank %d: native launch (%d blocks x %d threads)", c->rank,
+                 l->blocks, l->threads);
+        return cu_check(r, what);
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- the built-in algorithms ---------------------------------------------------------------- */
+static mscclrt_algo *builtin(mscclrt_coll coll) {
+    mscclrt_algo *a = calloc(1, sizeof *a);
+    char name[64];
+    snprintf(name, sizeof name, "native/%s", mscclrt_coll_name(coll));
+    if (!a || !(a->desc.name = strdup(name)) || !(a->kernel = strdup("mscclrt_native_coll")) ||
+        !(a->desc.tags = strdup("default=1,native=1"))) {
+        if (a) { free((char *)a->desc.name); free(a->kernel); free(a); }
+        return NULL;
+    }
+    a->magic = ALGO_MAGIC;
+    a->refs = 1;
+    a->kind = MSCCLRT_ALGO_NATIVE;
+    a->desc.collective = coll;
+    a->desc.buffer_mode = MSCCLRT_BUFFER_ANY;
+    a->reduces = coll == MSCCLRT_COLL_ALLREDUCE || coll == MSCCLRT_COLL_REDUCESCATTER ||
+                 coll == MSCCLRT_COLL_REDUCE;
+    return a;
+}
+
+mscclrt_result algo_native_builtins(AlgoSet *set, int world) {
+    (void)world;   /* every rank count: the built-ins take any layout */
+    if (param_int(PARAM_NATIVE_SCRATCH_BYTES) == 0) return MSCCLRT_SUCCESS;
+    const mscclrt_algo **v = realloc(set->v, (size_t)(set->n + MSCCLRT_COLL_COUNT) * sizeof *v);
+    if (!v) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");
+    set->v = v;
+    for (int k = 0; k < MSCCLRT_COLL_COUNT; k++) {
+        mscclrt_algo *a = builtin((mscclrt_coll)k);
+        if (!a) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");
+        set->v[set->n++] = a;
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+const char *algo_native_builtin_source(void) { return BUILTIN_SOURCE; }

@@ -1,0 +1,40 @@
+/*
+ * algo_native.h - native algorithms' launches (algo_native.c): a launch is prepared (context,
+ * kernel compiled or found, arguments) and then issued, so that group calls can prepare
+ * everything first and launch in call order (exec_group.c), as plan-based calls do.
+ */
+#ifndef MSCCLRT_ALGO_NATIVE_H
+#define MSCCLRT_ALGO_NATIVE_H
+
+#include "algo/algo.h"
+#include "cuda/cuda_driver.h"
+#include "native_abi.h"
+
+typedef struct NativeLaunch {
+    mscclrt_comm *comm;
+    CuFunction fn;
+    int blocks, threads;
+    void *stream;
+    bool p2p;                      /* the send/recv kernel: list is its second argument */
+    MnArgs args;
+    MnP2pList list;
+} NativeLaunch;
+
+/* Sets up the native context of every comm in cs: n comms of one single-process group
+ * (mscclrt_comm_init_all), or n = 1 for a comm joined through the bootstrap. Collective.
+ * A no-op when MSCCLRT_NATIVE_SCRATCH_BYTES is 0. */
+mscclrt_result algo_native_init(mscclrt_comm **cs, int n);
+void algo_native_free(mscclrt_comm *c);
+/* blocks/threads 0: the defaults for a message of `bytes` (deterministic in bytes). */
+void native_default_grid(uint64_t bytes, int *blocks, int *threads);
+/* Slot bytes of the native layout for n ranks and a scratch of `scratch` bytes (0: too small);
+ * *off_slots (may be NULL) gets where the slots start. */
+uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots);
+mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
+                                   const mscclrt_request *req, int blocks, int threads,
+                                   const void *extra, size_t extra_bytes, NativeLaunch *l);
+mscclrt_result algo_native_launch(NativeLaunch *l);
+/* The source the built-in algorithms compile (for CI's NVRTC checks). */
+const char *algo_native_builtin_source(void);
+
+#endif

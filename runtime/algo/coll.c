@@ -1,0 +1,513 @@
+/*
+ * coll.c - the NCCL-shaped collective calls on a communicator (mscclrt_allreduce, ...,
+ * mscclrt_send/recv), PreMulSum operators, windows, and mscclrt_algo_run: each call becomes a
+ * request (sizes as nccl-tests counts them, buffer mode, capture status, symmetric windows),
+ * the selector chain picks an algorithm (algo_registry.c), and the call runs as a plan through
+ * the executor or as a native launch (algo_native.c) — queued in call order inside groups.
+ * Point-to-point calls of one group on one comm become one launch of the built-in send/recv
+ * kernel, so all-to-all-v patterns built from send/recv take one kernel, not one per peer.
+ */
+#include "algo/algo.h"
+#include "algo/algo_native.h"
+#include "bootstrap/bootstrap.h"
+#include "core/api_plan.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "exec/exec_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define P2P_BLOCKS 8     /* fixed: both sides of a pair must cut transfers the same way */
+#define P2P_THREADS 512
+
+struct AlgoPremul {
+    bool live;
+    mscclrt_dtype dtype;
+    CuDevPtr scalar;               /* device address the kernels read */
+    CuDevPtr owned;                /* host residence: our copy of the value */
+};
+
+struct AlgoWindow {
+    CuDevPtr base;
+    size_t bytes;
+    struct AlgoWindow *next;
+};
+
+/* ---- requests ------------------------------------------------------------------------------- */
+static bool in_windows(const AlgoComm *a, const void *p, size_t n) {
+    const CuDevPtr v = (CuDevPtr)(uintptr_t)p;
+    for (const AlgoWindow *w = a->windows; w; w = w->next)
+        if (v >= w->base && v - w->base + n <= w->bytes) return true;
+    return false;
+}
+
+/* The comm-dependent fields of a request; checks op and root. */
+static mscclrt_result fill_request(mscclrt_comm *c, mscclrt_request *q, const char *fn) {
+    TRY(exec_comm_check(c, fn));
+    AlgoComm *a = algo_comm(c);
+    if (!a) return MSCCLRT_ERR_SYSTEM;
+    if ((unsigned)q->dtype >= MSCCLRT_DTYPE_COUNT)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: dtype %d out of range [0, %d)", fn,
+                       c->rank, (int)q->dtype, MSCCLRT_DTYPE_COUNT);
+    if (q->op < 0 || (q->op >= MSCCLRT_REDOP_COUNT &&
+                      (q->op - MSCCLRT_REDOP_COUNT >= a->npremul ||
+                       !a->premul[q->op - MSCCLRT_REDOP_COUNT].live)))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: operator %d is neither a built-in "
+                       "one [0, %d) nor a live PreMulSum operator of this communicator", fn,
+                       c->rank, q->op, MSCCLRT_REDOP_COUNT);
+    if (q->op >= MSCCLRT_REDOP_COUNT && a->premul[q->op - MSCCLRT_REDOP_COUNT].dtype != q->dtype)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: PreMulSum operator %d was made for "
+                       "%s, the call is %s", fn, c->rank, q->op,
+                       mscclrt_dtype_name(a->premul[q->op - MSCCLRT_REDOP_COUNT].dtype),
+                       mscclrt_dtype_name(q->dtype));
+    if (q->root != -1 && (q->root < 0 || q->root >= c->nranks))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: root %d out of range [0, %d)", fn,
+                       c->rank, q->root, c->nranks);
+    q->world_size = c->nranks;
+    q->rank = c->rank;
+    q->ranks_per_node = a->ranks_per_node;
+    q->arch = c->arch;
+    int st = CU_CAPTURE_STATUS_NONE;
+    q->capturing = cu.cuStreamIsCapturing((CuStream)q->stream, &st) == CU_OK &&
+                   st != CU_CAPTURE_STATUS_NONE;
+    q->symmetric = a->windows && in_windows(a, q->sendbuf, q->in_bytes) &&
+                   in_windows(a, q->recvbuf, q->out_bytes);
+    return MSCCLRT_SUCCESS;
+}
+
+static const mscclrt_algo *builtin_for(mscclrt_comm *c, mscclrt_coll coll) {
+    const AlgoSet *set = NULL;
+    if (algo_default_set(c, &set) != MSCCLRT_SUCCESS || !set) return NULL;
+    char name[64];
+    snprintf(name, sizeof name, "native/%s", mscclrt_coll_name(coll));
+    for (int i = 0; i < set->n; i++)
+        if (strcmp(set->v[i]->desc.name, name) == 0) return set->v[i];
+    return NULL;
+}
+
+static mscclrt_result deferred_native(void *arg) { return algo_native_launch(arg); }
+
+/* One native launch: now, or at group end in call order. */
+static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
+                                 const mscclrt_request *q, int blocks, int threads,
+                                 const void *extra, size_t extra_bytes) {
+    NativeLaunch *l = malloc(sizeof *l);
+    if (!l) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+    mscclrt_result res = algo_native_prepare(c, algo, q, blocks, threads, extra, extra_bytes, l);
+    if (res == MSCCLRT_SUCCESS && q->op >= MSCCLRT_REDOP_COUNT)
+        l->args.scalar = c->algo->premul[q->op - MSCCLRT_REDOP_COUNT].scalar;
+    if (res != MSCCLRT_SUCCESS) {
+        free(l);
+        return res;
+    }
+    if (exec_in_group()) return exec_group_defer(c, deferred_native, l);
+    res = algo_native_launch(l);
+    free(l);
+    return res;
+}
+
+/* A plan-based algorithm can serve this call now: a standard operator, and, under capture, a
+ * context that already exists (a first call sets up memory and cannot be captured). */
+static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const mscclrt_request *q) {
+    if (q->op >= MSCCLRT_REDOP_COUNT) return false;
+    if (!q->capturing) return true;
+    const Plan *p = exec_plan(algo->plan);
+    BufKey k;
+    CuContext prev;
+    if (exec_ctx_push(c, &prev) != MSCCLRT_SUCCESS) return false;
+    bool ok = exec_buf_key(c, q->sendbuf, q->recvbuf, q->in_bytes, q->out_bytes, &k) == MSCCLRT_SUCCESS;
+    exec_ctx_pop(c, prev);
+    const ExecCtx *x = ok ? exec_ctx_find(c, p, &k) : NULL;
+    return x && x->ready;
+}
+
+static mscclrt_result run_choice(mscclrt_comm *c, const mscclrt_request *q, mscclrt_choice ch,
+                                 const void *extra, size_t extra_bytes) {
+    const mscclrt_algo *algo = ch.algo;
+    if (algo->kind == MSCCLRT_ALGO_PLAN && !plan_runs_now(c, algo, q)) {
+        const mscclrt_algo *nat = builtin_for(c, q->collective);
+        if (!nat)
+            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: plan '%s' cannot serve this %s "
+                           "(PreMulSum operator, or first use under CUDA-graph capture) and no "
+                           "built-in native algorithm is there to take it", c->rank,
+                           algo->desc.name, mscclrt_coll_name(q->collective));
+        LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s: '%s' handed to '%s' (PreMulSum or capture)",
+                  c->rank, mscclrt_coll_name(q->collective), algo->desc.name, nat->desc.name);
+        algo = nat;
+        ch.blocks = ch.threads = 0;
+    }
+    if (algo->kind == MSCCLRT_ALGO_PLAN)
+        return mscclrt_execute_ex(c, algo->plan, q->sendbuf, q->recvbuf, q->in_bytes,
+                                  q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
+                                  q->stream);
+    return run_native(c, algo, q, ch.blocks, ch.threads, extra, extra_bytes);
+}
+
+static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) {
+    TRY(fill_request(c, q, fn));
+    if (q->message_bytes == 0) return MSCCLRT_SUCCESS;   /* NCCL: a count of 0 is a no-op */
+    if (!q->sendbuf || !q->recvbuf)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: %s is NULL", fn, c->rank,
+                       !q->sendbuf ? "sendbuf" : "recvbuf");
+    mscclrt_choice ch;
+    TRY(algo_select(c, q, &ch));
+    LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: '%s' (%d x %d)", c->rank, fn,
+              (unsigned long long)q->message_bytes, ch.algo->desc.name, ch.blocks, ch.threads);
+    return run_choice(c, q, ch, NULL, 0);
+}
+
+static mscclrt_request req0(mscclrt_coll k, const void *s, void *r, mscclrt_dtype dt, int op,
+                            int root, void *stream) {
+    mscclrt_request q;
+    memset(&q, 0, sizeof q);
+    q.collective = k;
+    q.sendbuf = s;
+    q.recvbuf = r;
+    q.dtype = dt;
+    q.op = op;
+    q.root = root;
+    q.peer = -1;
+    q.stream = stream;
+    return q;
+}
+
+/* size_t products of user counts, checked */
+static mscclrt_result bytes_of(mscclrt_comm *c, size_t count, mscclrt_dtype dt, uint64_t mult,
+                               uint64_t *out, const char *fn) {
+    TRY(exec_comm_check(c, fn));
+    const size_t es = mscclrt_dtype_size(dt);
+    if (es == 0)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: dtype %d out of range [0, %d)", fn, (int)dt,
+                       MSCCLRT_DTYPE_COUNT);
+    unsigned __int128 v = (unsigned __int128)count * es * mult;
+    if (v > ((uint64_t)1 << 62))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: %zu elements of %zu bytes (x%llu) overflow",
+                       fn, count, es, (unsigned long long)mult);
+    *out = (uint64_t)v;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result mscclrt_allreduce(mscclrt_comm *c, const void *s, void *r, size_t count,
+                                 mscclrt_dtype dt, int op, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_ALLREDUCE, s, r, dt, op, -1, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_allreduce"));
+    q.out_bytes = q.message_bytes = q.in_bytes;
+    q.inplace = s == r;
+    return coll(c, &q, "mscclrt_allreduce");
+}
+
+mscclrt_result mscclrt_allgather(mscclrt_comm *c, const void *s, void *r, size_t count,
+                                 mscclrt_dtype dt, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_ALLGATHER, s, r, dt, MSCCLRT_SUM, -1, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_allgather"));
+    q.out_bytes = q.message_bytes = q.in_bytes * (uint64_t)c->nranks;
+    q.inplace = (const char *)s == (const char *)r + (uint64_t)c->rank * q.in_bytes;
+    return coll(c, &q, "mscclrt_allgather");
+}
+
+mscclrt_result mscclrt_reducescatter(mscclrt_comm *c, const void *s, void *r, size_t count,
+                                     mscclrt_dtype dt, int op, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_REDUCESCATTER, s, r, dt, op, -1, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.out_bytes, "mscclrt_reducescatter"));
+    q.in_bytes = q.message_bytes = q.out_bytes * (uint64_t)c->nranks;
+    q.inplace = (char *)r == (const char *)s + (uint64_t)c->rank * q.out_bytes;
+    return coll(c, &q, "mscclrt_reducescatter");
+}
+
+mscclrt_result mscclrt_broadcast(mscclrt_comm *c, const void *s, void *r, size_t count,
+                                 mscclrt_dtype dt, int root, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_BROADCAST, s, r, dt, MSCCLRT_SUM, root, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_broadcast"));
+    q.out_bytes = q.message_bytes = q.in_bytes;
+    if (root != c->rank && !s) q.sendbuf = r;   /* non-roots' sendbuf is not used */
+    q.inplace = q.sendbuf == r;
+    return coll(c, &q, "mscclrt_broadcast");
+}
+
+mscclrt_result mscclrt_reduce(mscclrt_comm *c, const void *s, void *r, size_t count,
+                              mscclrt_dtype dt, int op, int root, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_REDUCE, s, r, dt, op, root, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_reduce"));
+    q.out_bytes = q.message_bytes = q.in_bytes;
+    if (root != c->rank && !r) q.recvbuf = (void *)s;   /* non-roots' recvbuf is not used */
+    q.inplace = s == q.recvbuf;
+    return coll(c, &q, "mscclrt_reduce");
+}
+
+mscclrt_result mscclrt_alltoall(mscclrt_comm *c, const void *s, void *r, size_t count,
+                                mscclrt_dtype dt, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_ALLTOALL, s, r, dt, MSCCLRT_SUM, -1, stream);
+    TRY(bytes_of(c, count, dt, (uint64_t)c->nranks, &q.in_bytes, "mscclrt_alltoall"));
+    q.out_bytes = q.message_bytes = q.in_bytes;
+    q.inplace = s == r;
+    return coll(c, &q, "mscclrt_alltoall");
+}
+
+mscclrt_result mscclrt_gather(mscclrt_comm *c, const void *s, void *r, size_t count,
+                              mscclrt_dtype dt, int root, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_GATHER, s, r, dt, MSCCLRT_SUM, root, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_gather"));
+    q.out_bytes = q.message_bytes = q.in_bytes * (uint64_t)c->nranks;
+    if (root != c->rank && !r) q.recvbuf = (void *)s;   /* only the root's recvbuf is used */
+    q.inplace = (const char *)s == (const char *)q.recvbuf + (uint64_t)c->rank * q.in_bytes;
+    return coll(c, &q, "mscclrt_gather");
+}
+
+mscclrt_result mscclrt_scatter(mscclrt_comm *c, const void *s, void *r, size_t count,
+                               mscclrt_dtype dt, int root, void *stream) {
+    mscclrt_request q = req0(MSCCLRT_COLL_SCATTER, s, r, dt, MSCCLRT_SUM, root, stream);
+    TRY(bytes_of(c, count, dt, 1, &q.out_bytes, "mscclrt_scatter"));
+    q.in_bytes = q.message_bytes = q.out_bytes * (uint64_t)c->nranks;
+    if (root != c->rank && !s) q.sendbuf = r;            /* only the root's sendbuf is used */
+    q.inplace = (char *)r == (const char *)q.sendbuf + (uint64_t)c->rank * q.out_bytes;
+    return coll(c, &q, "mscclrt_scatter");
+}
+
+/* ---- point to point -------------------------------------------------------------------------- */
+static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtype dt, int peer,
+                          void *stream, int recv, const char *fn) {
+    uint64_t bytes = 0;
+    TRY(bytes_of(c, count, dt, 1, &bytes, fn));
+    if (peer < 0 || peer >= c->nranks)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: peer %d out of range [0, %d)", fn,
+                       c->rank, peer, c->nranks);
+    if (bytes == 0) return MSCCLRT_SUCCESS;
+    if (!buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: buffer is NULL", fn, c->rank);
+    AlgoComm *a = algo_comm(c);
+    if (!a) return MSCCLRT_ERR_SYSTEM;
+    if (!exec_in_group()) {   /* a group of one */
+        TRY(mscclrt_group_start());
+        mscclrt_result res = p2p(c, buf, count, dt, peer, stream, recv, fn);
+        mscclrt_result end = mscclrt_group_end();
+        return res != MSCCLRT_SUCCESS ? res : end;
+    }
+    NativeLaunch *l = a->p2p_open;
+    if (!l) {
+        const mscclrt_algo *algo = builtin_for(c, MSCCLRT_COLL_SENDRECV);
+        if (!algo)
+            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path (the native "
+                           "context is off: MSCCLRT_NATIVE_SCRATCH_BYTES=0)", fn, c->rank);
+        mscclrt_request q = req0(MSCCLRT_COLL_SENDRECV, buf, buf, dt, MSCCLRT_SUM, -1, stream);
+        q.message_bytes = q.in_bytes = q.out_bytes = bytes;
+        TRY(fill_request(c, &q, fn));
+        if (!(l = malloc(sizeof *l))) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+        mscclrt_result res = algo_native_prepare(c, algo, &q, P2P_BLOCKS, P2P_THREADS, NULL, 0, l);
+        if (res != MSCCLRT_SUCCESS) {
+            free(l);
+            return res;
+        }
+        l->args.np2p = 0;
+        TRY(exec_group_defer(c, algo_p2p_launch, l));
+        a->p2p_open = l;
+    }
+    if (l->stream != stream)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "%s: rank %d: the send/recv calls of one group "
+                       "on one communicator must use one stream (%p, then %p)", fn, c->rank,
+                       l->stream, stream);
+    if (l->args.np2p >= MN_P2P_MAX)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "%s: rank %d: more than %d send/recv calls in "
+                       "one group on one communicator", fn, c->rank, MN_P2P_MAX);
+    MnP2p *o = &l->list.v[l->args.np2p++];
+    o->ptr = (mk_u64)(uintptr_t)buf;
+    o->bytes = bytes;
+    o->peer = peer;
+    o->recv = recv;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result algo_p2p_launch(void *arg) {
+    NativeLaunch *l = arg;
+    if (l->comm->algo && l->comm->algo->p2p_open == l) l->comm->algo->p2p_open = NULL;
+    if (l->args.np2p == 0) return MSCCLRT_SUCCESS;
+    return algo_native_launch(l);
+}
+
+mscclrt_result mscclrt_send(mscclrt_comm *c, const void *buf, size_t count, mscclrt_dtype dt,
+                            int peer, void *stream) {
+    return p2p(c, (void *)buf, count, dt, peer, stream, 0, "mscclrt_send");
+}
+mscclrt_result mscclrt_recv(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtype dt,
+                            int peer, void *stream) {
+    return p2p(c, buf, count, dt, peer, stream, 1, "mscclrt_recv");
+}
+
+/* ---- direct runs, selection ------------------------------------------------------------------ */
+mscclrt_result mscclrt_algo_run(mscclrt_comm *c, const mscclrt_algo *algo,
+                                 const mscclrt_request *req, int blocks, int threads,
+                                 const void *extra, size_t extra_bytes) {
+    if (!algo_check(algo))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_algo_run: algo is NULL or freed");
+    if (!req) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_algo_run: req is NULL");
+    mscclrt_request q = *req;
+    TRY(fill_request(c, &q, "mscclrt_algo_run"));
+    const char *why = NULL;
+    if (!algo_fits(algo, &q, &why))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_algo_run: rank %d: '%s' does not fit "
+                       "this %s of %llu bytes: %s", c->rank, algo->desc.name,
+                       mscclrt_coll_name(q.collective), (unsigned long long)q.message_bytes,
+                       why ? why : "?");
+    if (algo->kind == MSCCLRT_ALGO_PLAN && extra_bytes)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_algo_run: extra arguments are for native "
+                       "algorithms; '%s' is plan-based", algo->desc.name);
+    mscclrt_choice ch = {algo, blocks, threads};
+    if (algo->kind == MSCCLRT_ALGO_PLAN) return run_choice(c, &q, ch, NULL, 0);
+    return run_native(c, algo, &q, blocks, threads, extra, extra_bytes);
+}
+
+mscclrt_result mscclrt_select(mscclrt_comm *c, const mscclrt_request *req, mscclrt_choice *choice) {
+    if (!req || !choice) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_select: NULL argument");
+    mscclrt_request q = *req;
+    TRY(fill_request(c, &q, "mscclrt_select"));
+    return algo_select(c, &q, choice);
+}
+
+/* ---- PreMulSum ---------------------------------------------------------------------------------- */
+mscclrt_result mscclrt_redop_create_premulsum(mscclrt_comm *c, int *op, const void *scalar,
+                                              mscclrt_dtype dt, mscclrt_scalar_residence res) {
+    TRY(exec_comm_check(c, "mscclrt_redop_create_premulsum"));
+    if (!op || !scalar)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_create_premulsum: %s is NULL",
+                       !op ? "op" : "scalar");
+    const size_t es = mscclrt_dtype_size(dt);
+    if (!es)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_create_premulsum: dtype %d", (int)dt);
+    if (res != MSCCLRT_SCALAR_DEVICE && res != MSCCLRT_SCALAR_HOST)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_create_premulsum: residence %d is "
+                       "neither device (0) nor host (1)", (int)res);
+    AlgoComm *a = algo_comm(c);
+    if (!a) return MSCCLRT_ERR_SYSTEM;
+    int slot = 0;
+    while (slot < a->npremul && a->premul[slot].live) slot++;
+    if (slot == a->npremul) {
+        if (a->npremul >= 1 << 20)
+            return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "mscclrt_redop_create_premulsum: too many "
+                           "live operators on rank %d", c->rank);
+        AlgoPremul *v = realloc(a->premul, (size_t)(a->npremul + 1) * sizeof *v);
+        if (!v) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+        a->premul = v;
+        memset(&v[a->npremul++], 0, sizeof *v);
+    }
+    AlgoPremul *p = &a->premul[slot];
+    memset(p, 0, sizeof *p);
+    if (res == MSCCLRT_SCALAR_HOST) {
+        CuContext prev;
+        TRY(exec_ctx_push(c, &prev));
+        mscclrt_result r = cu_check(cu.cuMemAlloc(&p->owned, 16), "cuMemAlloc(PreMulSum scalar)");
+        if (r == MSCCLRT_SUCCESS)
+            r = cu_check(cu.cuMemcpyHtoD(p->owned, scalar, es), "cuMemcpyHtoD(PreMulSum scalar)");
+        exec_ctx_pop(c, prev);
+        if (r != MSCCLRT_SUCCESS) {
+            if (p->owned) cu.cuMemFree(p->owned);
+            p->owned = 0;
+            return r;
+        }
+        p->scalar = p->owned;
+    } else {
+        p->scalar = (CuDevPtr)(uintptr_t)scalar;
+    }
+    p->dtype = dt;
+    p->live = true;
+    *op = MSCCLRT_REDOP_COUNT + slot;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result mscclrt_redop_destroy(mscclrt_comm *c, int op) {
+    TRY(exec_comm_check(c, "mscclrt_redop_destroy"));
+    AlgoComm *a = c->algo;
+    const int slot = op - MSCCLRT_REDOP_COUNT;
+    if (!a || slot < 0 || slot >= a->npremul || !a->premul[slot].live)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_destroy: rank %d: %d is not a live "
+                       "PreMulSum operator of this communicator", c->rank, op);
+    AlgoPremul *p = &a->premul[slot];
+    if (p->owned) {
+        /* a collective still queued may read it: wait for the device first */
+        CuContext prev;
+        if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+            cu.cuCtxSynchronize();
+            cu.cuMemFree(p->owned);
+            exec_ctx_pop(c, prev);
+        }
+    }
+    memset(p, 0, sizeof *p);
+    return MSCCLRT_SUCCESS;
+}
+
+/* ---- windows ------------------------------------------------------------------------------------ */
+mscclrt_result mscclrt_window_register(mscclrt_comm *c, void *buf, size_t bytes,
+                                       mscclrt_window **win) {
+    TRY(exec_comm_check(c, "mscclrt_window_register"));
+    if (!buf || !win || bytes == 0)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_window_register: rank %d: %s", c->rank,
+                       !buf ? "buf is NULL" : !win ? "win is NULL" : "0 bytes");
+    AlgoComm *a = algo_comm(c);
+    if (!a) return MSCCLRT_ERR_SYSTEM;
+    CuContext prev;
+    TRY(exec_ctx_push(c, &prev));
+    CuDevPtr base = 0;
+    size_t size = 0;
+    CuResult r = cu.cuMemGetAddressRange(&base, &size, (CuDevPtr)(uintptr_t)buf);
+    exec_ctx_pop(c, prev);
+    if (r != CU_OK || (CuDevPtr)(uintptr_t)buf - base + bytes > size)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_window_register: rank %d: %p + %zu bytes "
+                       "is not inside one device allocation of this communicator's device", c->rank,
+                       buf, bytes);
+    /* every rank registers its window in the same order: check the agreement on sizes where a
+     * bootstrap links the ranks (a mismatch would make the zero-copy algorithms overrun) */
+    if (c->boot) {
+        uint64_t *sz = calloc((size_t)c->nranks, sizeof *sz);
+        if (!sz) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+        sz[c->rank] = bytes;
+        mscclrt_result res = boot_allgather(c->boot, sz, sizeof *sz);
+        int bad = -1;
+        for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS && bad < 0; q++)
+            if (sz[q] != bytes) bad = q;
+        uint64_t theirs = bad >= 0 ? sz[bad] : 0;
+        free(sz);
+        TRY(res);
+        if (bad >= 0)
+            return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "mscclrt_window_register: rank %d registers "
+                           "%zu bytes but rank %d registers %llu: windows are registered "
+                           "collectively, the same size on every rank", c->rank, bytes, bad,
+                           (unsigned long long)theirs);
+    }
+    AlgoWindow *w = calloc(1, sizeof *w);
+    if (!w) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+    w->base = (CuDevPtr)(uintptr_t)buf;
+    w->bytes = bytes;
+    w->next = a->windows;
+    a->windows = w;
+    *win = (mscclrt_window *)w;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result mscclrt_window_deregister(mscclrt_comm *c, mscclrt_window *win) {
+    TRY(exec_comm_check(c, "mscclrt_window_deregister"));
+    AlgoComm *a = c->algo;
+    for (AlgoWindow **pp = a ? &a->windows : NULL; pp && *pp; pp = &(*pp)->next)
+        if (*pp == (AlgoWindow *)win) {
+            AlgoWindow *w = *pp;
+            *pp = w->next;
+            /* contexts set up on this window's memory go too (every rank deregisters) */
+            exec_drop_contexts(c, (const void *)(uintptr_t)w->base);
+            free(w);
+            return MSCCLRT_SUCCESS;
+        }
+    return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_window_deregister: rank %d: %p is not a "
+                   "window of this communicator", c->rank, (void *)win);
+}
+
+void algo_coll_free(mscclrt_comm *c) {
+    AlgoComm *a = c->algo;
+    if (!a) return;
+    for (int i = 0; i < a->npremul; i++)
+        if (a->premul[i].owned) cu.cuMemFree(a->premul[i].owned);
+    free(a->premul);
+    a->premul = NULL;
+    a->npremul = 0;
+    while (a->windows) {
+        AlgoWindow *w = a->windows;
+        a->windows = w->next;
+        free(w);
+    }
+}
