@@ -54,21 +54,20 @@ __device__ __forceinline__ void red_group(char *dst, const char *const (&src)[8]
 __device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n) {
     if (n == 0) return;
     if (x.n == 1) { mk::copy(dst, x.slot_in(b, 0, h), n); return; }
+    /* groups of 8 sources while there are that many (the running result is the first of every
+     * group after the first), pairs for the rest: two instantiations keep NVRTC quick */
     const char *grp[8];
     u32 done = 0;
     while (done < x.n) {
         int k = 0;
-        if (done > 0) grp[k++] = dst;              /* carry the running result */
-        while (k < 8 && done < x.n) grp[k++] = x.slot_in(b, done++, h);
-        switch (k) {
-        case 2: red_group<2>(dst, grp, n); break;
-        case 3: red_group<3>(dst, grp, n); break;
-        case 4: red_group<4>(dst, grp, n); break;
-        case 5: red_group<5>(dst, grp, n); break;
-        case 6: red_group<6>(dst, grp, n); break;
-        case 7: red_group<7>(dst, grp, n); break;
-        case 8: red_group<8>(dst, grp, n); break;
-        default: break;                            /* k == 1 cannot happen after the first */
+        if (done > 0) grp[k++] = dst;
+        if (x.n - done >= (u32)(8 - k)) {
+            while (k < 8) grp[k++] = x.slot_in(b, done++, h);
+            red_group<8>(dst, grp, n);
+        } else {
+            if (k == 0) grp[k++] = x.slot_in(b, done++, h);
+            grp[k++] = x.slot_in(b, done++, h);
+            red_group<2>(dst, grp, n);
         }
         __syncthreads();
     }
@@ -209,15 +208,17 @@ __device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool 
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
         const u64 len = pc.hi - pc.lo;
+        /* alltoall: block q of the output comes from rank q; scatter: one block */
         if (sender) {
             for (u32 p = 0; p < n; p++)
                 if (p != r) f.send(p, i, in + (u64)p * blk + pc.lo, len, false, nullptr);
-            if (in + (u64)r * blk != out && len) mk::copy(out + pc.lo, in + (u64)r * blk + pc.lo, len);
+            char *mine = out + (from_all ? (u64)r * blk : 0);
+            if (in + (u64)r * blk != mine && len) mk::copy(mine + pc.lo, in + (u64)r * blk + pc.lo, len);
         }
         for (u32 p = 0; p < n; p++) {
             if (p == r || !(from_all || p == root)) continue;
             const char *src = f.recv(p, i);
-            if (len) mk::copy(out + pc.lo, src, len);
+            if (len) mk::copy(out + (from_all ? (u64)p * blk : 0) + pc.lo, src, len);
             ack(x, f.b, p);
         }
     }

@@ -151,7 +151,10 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     if (res != MSCCLRT_SUCCESS) goto out;
     BufKey none = {0};
     if (n == 1 && cs[0]->boot) {        /* one process (or thread) per rank: the bootstrap */
+        CuContext prev;
+        TRY_GOTO(exec_ctx_push(cs[0], &prev), res, out);
         res = exec_ctx_setup(cs[0], ncs[0]->plan, &none, NULL, &ncs[0]->x);
+        exec_ctx_pop(cs[0], prev);
     } else {                            /* one process: every rank deposits, then all wait */
         for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
             res = exec_ctx_placeholder(cs[i], ncs[i]->plan, &none, &ncs[i]->x);
