@@ -198,10 +198,10 @@ __device__ void gather_like(const MnArgs &a, const Ctx &x, const Flow &f, bool t
 
 /* block q of the input goes to rank q: alltoall (everyone), scatter (from root) */
 __device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool from_all) {
-    const u64 blk = a.out_bytes, slot = x.slot;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    const u64 blk = from_all ? a.out_bytes / n : a.out_bytes, slot = x.slot;
     const char *in = (const char *)a.in;
     char *out = (char *)a.out;
-    const u32 n = x.n, r = x.rank, root = (u32)a.root;
     const bool sender = from_all || r == root;
     const Span sh = share(blk, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
