@@ -194,8 +194,8 @@ template <> struct Pkt<16> {
         d[0] = r[0]; d[1] = r[2];
     }
     static __device__ __forceinline__ void read(const char *p, u32 (&d)[2], u32 flag) {
-        u32 r[RAW];
-        do load(p, r); while (!ready(r, flag));
+        u32 r[RAW], sp = 0;
+        do load(p, r); while (!ready(r, flag) && !give_up(sp));
         data(r, d);
     }
 };
@@ -211,8 +211,8 @@ template <> struct Pkt<8> {
     static __device__ __forceinline__ bool ready(const u32 (&r)[RAW], u32 flag) { return r[1] == flag; }
     static __device__ __forceinline__ void data(const u32 (&r)[RAW], u32 (&d)[1]) { d[0] = r[0]; }
     static __device__ __forceinline__ void read(const char *p, u32 (&d)[1], u32 flag) {
-        u32 r[RAW];
-        do load(p, r); while (!ready(r, flag));
+        u32 r[RAW], sp = 0;
+        do load(p, r); while (!ready(r, flag) && !give_up(sp));
         data(r, d);
     }
 };
@@ -288,7 +288,7 @@ __device__ __forceinline__ void reduce_packets_body(char *const (&dplain)[NDP ? 
 #pragma unroll
                     for (int k = 0; k < G; k++)
                         if (k0 + k < NPK)
-                            while (!Pkt<P>::ready(raw[k], flag))
+                            for (u32 sp = 0; !Pkt<P>::ready(raw[k], flag) && !give_up(sp);)
                                 Pkt<P>::load(pk[k0 + k] + j * P, raw[k]);
 #pragma unroll
                     for (int k = 0; k < G; k++) {

@@ -20,7 +20,8 @@ __device__ __forceinline__ u64 proxy_push(const MkFifo *f, u64 dst, u64 src, u64
     const u64 slot = atomicAdd(head, 1ull);
     if (slot >= *(volatile u64 *)tcache + MK_FIFO_SLOTS) {
         u64 t;
-        while ((t = ld_relaxed_sys((const u64 *)f->tail_host)) + MK_FIFO_SLOTS <= slot) { }
+        u32 sp = 0;
+        while ((t = ld_relaxed_sys((const u64 *)f->tail_host)) + MK_FIFO_SLOTS <= slot && !give_up(sp)) { }
         atomicMax(tcache, t);
     }
     MkTrigger *const e = (MkTrigger *)f->ring + (slot & (MK_FIFO_SLOTS - 1));
@@ -45,7 +46,8 @@ __device__ __forceinline__ void proxy_signal(const MkFifo *f, u64 peer_counter) 
 /* flush: returns once every trigger pushed before it has completed */
 __device__ __forceinline__ void proxy_flush(const MkFifo *f) {
     const u64 mark = proxy_push(f, 0, 0, 0, MK_TRIG_FLUSH) + 1;
-    while (ld_acquire_sys((const u64 *)f->flushed) < mark) { }
+    u32 sp = 0;
+    while (ld_acquire_sys((const u64 *)f->flushed) < mark && !give_up(sp)) { }
 }
 
 /* waits until every packet of [src, src + pbytes) carries flag (rppkt on a port channel reads

@@ -46,19 +46,22 @@ __device__ __forceinline__ void signal_relaxed(u64 peer) {
 /* wait: one thread; consumes one signal of the channel whose counters are inbound/expected */
 __device__ __forceinline__ void wait(u64 *inbound, u64 *expected) {
     const u64 want = atomicAdd(expected, 1ull) + 1;
-    while (ld_acquire_sys(inbound) < want) { }
+    u32 sp = 0;
+    while (ld_acquire_sys(inbound) < want && !give_up(sp)) { }
 }
 __device__ __forceinline__ void wait_relaxed(u64 *inbound, u64 *expected) {
     const u64 want = atomicAdd(expected, 1ull) + 1;
-    while (ld_relaxed_sys(inbound) < want) { }
+    u32 sp = 0;
+    while (ld_relaxed_sys(inbound) < want && !give_up(sp)) { }
 }
 
 /* ---- counting semaphores (spec §5.2 sem_acquire / sem_release), device scope ------------------ */
 __device__ __forceinline__ void sem_acquire(int *s) {
     int old;
     asm volatile("atom.acquire.gpu.global.add.s32 %0, [%1], -1;" : "=r"(old) : "l"(s) : "memory");
+    u32 sp = 0;
     if (old <= 0)
-        while (ld_acquire_gpu_s32(s) < old) { }
+        while (ld_acquire_gpu_s32(s) < old && !give_up(sp)) { }
 }
 __device__ __forceinline__ void sem_release(int *s) {
     asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(s) : "memory");
@@ -73,7 +76,8 @@ __device__ __forceinline__ void barrier(MkBarrier *b, u32 n) {
             b->count = 0;
             st_release_gpu(&b->gen, gen + 1);
         } else {
-            while (ld_acquire_gpu(&b->gen) == gen) { }
+            u32 sp = 0;
+            while (ld_acquire_gpu(&b->gen) == gen && !give_up(sp)) { }
         }
     }
     __syncthreads();

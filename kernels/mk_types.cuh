@@ -11,6 +11,12 @@
 
 #include "plan_abi.h"
 
+/* The device address of the communicator's abort word (host-mapped memory), written by the host
+ * into every module it loads (cuModuleGetGlobal); 0: none. Every spin loop of the device library
+ * looks at the word now and then and gives up once it is non-zero, so mscclrt_comm_abort stops
+ * kernels that wait for a peer that will never come. */
+__device__ unsigned long long mscclrt_abort_word;
+
 namespace mk {
 
 typedef unsigned long long u64;
@@ -19,6 +25,15 @@ typedef unsigned short u16;
 typedef unsigned char u8;
 
 enum { OP_SUM = 0, OP_PROD = 1, OP_MAX = 2, OP_MIN = 3, OP_AVG = 4 };
+
+/* In a spin loop: true once the communicator is aborted (checked every 4096 turns; the word is
+ * in host memory, too far to read on every turn). The loop then ends without its condition:
+ * the kernel runs to its end with meaningless data, which is what an abort asks for. */
+__device__ __forceinline__ bool give_up(u32 &spins) {
+    if ((++spins & 4095u) != 0) return false;
+    const u64 w = mscclrt_abort_word;
+    return w && *(const volatile u32 *)w != 0;
+}
 
 /* storage wrappers: distinct types so overloads pick the right arithmetic */
 struct f16 { u16 b; };

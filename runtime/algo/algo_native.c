@@ -232,6 +232,7 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
                  "__global__ function of the source?)", what, kernel);
         res = cu_check(cu.cuModuleGetFunction(&k->fn, k->module, kernel), fwhat);
     }
+    if (res == MSCCLRT_SUCCESS) res = exec_module_arm(c, k->module);
     if (res != MSCCLRT_SUCCESS) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);

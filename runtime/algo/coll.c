@@ -45,6 +45,9 @@ static bool in_windows(const AlgoComm *a, const void *p, size_t n) {
 /* The comm-dependent fields of a request; checks op and root. */
 static mscclrt_result fill_request(mscclrt_comm *c, mscclrt_request *q, const char *fn) {
     TRY(exec_comm_check(c, fn));
+    if (c->revoked)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "%s: rank %d: the communicator was revoked", fn,
+                       c->rank);
     AlgoComm *a = algo_comm(c);
     if (!a) return MSCCLRT_ERR_SYSTEM;
     if ((unsigned)q->dtype >= MSCCLRT_DTYPE_COUNT)

@@ -93,6 +93,9 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
         exec_hot_match(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk))
         return exec_launch(c, c->hot.fn, c->hot.ctx, c->hot.args, stream);
     TRY(exec_comm_check(c, "mscclrt_execute"));
+    if (c->revoked)
+        return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "mscclrt_execute: rank %d: the communicator was "
+                       "revoked", c->rank);
     if (!p) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: plan is NULL or not a plan");
     if ((unsigned)dt >= MSCCLRT_DTYPE_COUNT)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: dtype %d out of range [0, %d)",

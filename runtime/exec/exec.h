@@ -78,6 +78,10 @@ struct mscclrt_comm {
     XportIpc *xport;               /* owned; init_rank comms: CUDA IPC transport */
     Proxy *proxy;                  /* owned; started by the first context with port channels */
     struct AlgoComm *algo;         /* owned; the algorithm layer's state (runtime/algo) */
+    volatile uint32_t *abort_host; /* owned (cuMemHostAlloc, mapped): non-zero once aborted */
+    CuDevPtr abort_dev;            /* its device address: every module's mscclrt_abort_word */
+    bool aborted;                  /* mscclrt_comm_abort ran: release without peers */
+    bool revoked;                  /* mscclrt_comm_revoke ran: new calls fail */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
@@ -122,6 +126,10 @@ void exec_ctx_free(ExecCtx *x);
 void exec_fill_table(ExecCtx *x, int r, const mk_u64 *sendb, const mk_u64 *recvb,
                      const mk_u64 *scratch, const mk_u64 *state);
 void exec_comm_release(mscclrt_comm *c);
+/* The comm's abort word (mapped host memory), made when the comm is; its context is current. */
+mscclrt_result exec_abort_word_init(mscclrt_comm *c);
+/* Points a module just loaded for c at c's abort word (its spin loops give up once set). */
+mscclrt_result exec_module_arm(const mscclrt_comm *c, CuModule m);
 /* Switch channels (plans with any; otherwise a no-op), after the contexts are allocated and the
  * peer tables filled: binds them to NVLS multicast groups and puts the multicast addresses into
  * the tables. Single process: cs/xs hold every rank (n = nranks, boot NULL); one process per

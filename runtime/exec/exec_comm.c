@@ -32,16 +32,35 @@ void exec_ctx_pop(const mscclrt_comm *c, CuContext prev) {
 }
 
 /* ---- communicators ----------------------------------------------------------------------------- */
+mscclrt_result exec_abort_word_init(mscclrt_comm *c) {
+    void *h = NULL;
+    TRY(cu_check(cu.cuMemHostAlloc(&h, 64, CU_HOSTALLOC_PORTABLE | CU_HOSTALLOC_DEVICEMAP),
+                 "cuMemHostAlloc(abort word)"));
+    memset(h, 0, 64);
+    c->abort_host = h;
+    return cu_check(cu.cuMemHostGetDevicePointer(&c->abort_dev, h, 0),
+                    "cuMemHostGetDevicePointer(abort word)");
+}
+
+mscclrt_result exec_module_arm(const mscclrt_comm *c, CuModule m) {
+    CuDevPtr g = 0;
+    size_t n = 0;
+    if (cu.cuModuleGetGlobal(&g, &n, m, "mscclrt_abort_word") != CU_OK || n != 8)
+        return MSCCLRT_SUCCESS;   /* a native module that does not include the device library */
+    const uint64_t v = c->abort_dev;
+    return cu_check(cu.cuMemcpyHtoD(g, &v, sizeof v), "cuMemcpyHtoD(abort word address)");
+}
+
 void exec_comm_release(mscclrt_comm *c) {
     CuContext prev = NULL;
     if (c->ctx) {
         cu.cuCtxGetCurrent(&prev);
         cu.cuCtxSetCurrent(c->ctx);
-        cu.cuCtxSynchronize();
+        if (!c->aborted) cu.cuCtxSynchronize();   /* an abort waited (with a deadline) already */
     }
     if (c->proxy && proxy_drain(c->proxy, 10) != MSCCLRT_SUCCESS)
         LOG_WARN("rank %d: %s", c->rank, mscclrt_last_error());
-    exec_mp_quiesce(c); /* multi-process: every rank idle before memory goes away */
+    if (!c->aborted) exec_mp_quiesce(c); /* multi-process: every rank idle before memory goes */
     while (c->ctxs) {
         ExecCtx *x = c->ctxs;
         c->ctxs = x->next;
@@ -57,6 +76,7 @@ void exec_comm_release(mscclrt_comm *c) {
     proxy_destroy(c->proxy);
     c->proxy = NULL;
     exec_mp_close(c);
+    if (c->abort_host) cu.cuMemFreeHost((void *)c->abort_host);
     if (c->ctx) {
         cu.cuCtxSetCurrent(prev == c->ctx ? NULL : prev);
         cu.cuDevicePrimaryCtxRelease(c->dev);
@@ -125,6 +145,8 @@ mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev, const int *
         TRY_GOTO(cu_check(cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain"),
                  res, fail);
         TRY_GOTO(cu_device_arch(c->device, &c->arch), res, fail);
+        TRY_GOTO(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"), res, fail);
+        TRY_GOTO(exec_abort_word_init(c), res, fail);
     }
     /* peer access between every pair of distinct devices */
     for (int i = 0; i < ndev; i++) {

@@ -61,6 +61,7 @@ static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device,
     TRY_GOTO(cu_device_arch(device, &c->arch), res, fail);
     TRY_GOTO(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"), res, fail);
     c->boot = boot;
+    TRY_GOTO(exec_abort_word_init(c), res, fail);
     TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
     cu.cuCtxSetCurrent(prev);
     /* the native algorithms' context: collective, like the rest of the creation */

@@ -152,6 +152,20 @@ MSCCLRT_API mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **comm, int nrank
  * comm of a group only when no rank still runs a collective (init_rank comms: collective, all
  * ranks destroy together). */
 MSCCLRT_API mscclrt_result mscclrt_comm_destroy(mscclrt_comm *comm);
+/* [any thread] Health of the comm, as NCCL's ncclCommGetAsyncError: MSCCLRT_SUCCESS, or
+ * MSCCLRT_ERR_REMOTE when a peer process on this host is gone (its collectives would wait
+ * forever) or the port proxy failed, MSCCLRT_ERR_INVALID_USAGE once revoked. Cheap: meant to be
+ * polled by a watchdog thread while another thread issues collectives. */
+MSCCLRT_API mscclrt_result mscclrt_comm_get_async_error(mscclrt_comm *comm);
+/* [any thread] Running and queued kernels of the comm stop waiting (their results are
+ * meaningless) and every later call on it fails; destroy or abort it afterwards. */
+MSCCLRT_API mscclrt_result mscclrt_comm_revoke(mscclrt_comm *comm);
+/* [any thread, not concurrently with a call on the comm] Stops the comm's kernels, waits at most
+ * 10 s for its device, and releases it without any exchange with peers (which may be dead).
+ * If the device does not finish in time, MSCCLRT_ERR_TIMEOUT: the comm is unusable and its
+ * device memory stays allocated. NULL is a no-op. */
+MSCCLRT_API mscclrt_result mscclrt_comm_abort(mscclrt_comm *comm);
+
 /* [any thread] */
 MSCCLRT_API mscclrt_result mscclrt_comm_rank(const mscclrt_comm *comm, int *rank);
 MSCCLRT_API mscclrt_result mscclrt_comm_size(const mscclrt_comm *comm, int *size);
