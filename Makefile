@@ -55,7 +55,7 @@ deps: $(DEPS_STAMP)
 
 # ---- sources ---------------------------------------------------------------------------------
 PLAN_SRC  := $(wildcard runtime/plan/*.c)
-RT_SRC    := $(filter-out runtime/cmd/% runtime/shim/%,$(wildcard runtime/*/*.c))
+RT_SRC    := $(filter-out runtime/cmd/% runtime/shim/% runtime/nccl/%,$(wildcard runtime/*/*.c))
 CMD_SRC   := $(wildcard runtime/cmd/*.c)
 MSCCLC_SRC:= $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 GRAMMAR   := $(wildcard grammar/coll.y)
