@@ -15,6 +15,8 @@ NCCL_SO      := $(BUILD)/lib/libmscclrt_nccl.so
 NCCL_OBJS_A  := $(BUILD)/lib/libmscclrt_nccl_objs.a
 NCCL_MAP     := $(BUILD)/gen/libmscclrt_nccl.map
 NCCL_TWINS   := $(BUILD)/gen/nccl_twins.ld
+FAKE_NCCL    := $(BUILD)/tests/libfake_nccl.so $(BUILD)/tests/libfake_nccl_old.so \
+                $(BUILD)/tests/libfake_nccl_marked.so
 
 ifneq ($(NCCL_API_SRC),)
 all: $(NCCL_SO)
@@ -53,12 +55,25 @@ $(NCCL_SO): $(NCCL_OBJ) $(LIBRT_A) $(NCCL_MAP) $(NCCL_TWINS)
 	@cp $(NCCL_HDR) $(BUILD)/include/nccl.h
 	@cp $(NCCL_DEF) $(BUILD)/include/nccl_funcs.def
 
-# ---- unit tests of runtime/nccl link its objects ------------------------------------------------
+# ---- test helpers: unit tests of runtime/nccl link its objects; the fake NCCL libraries ----------
 $(BUILD)/tests/test_nccl_%: $(BUILD)/obj/tests/unit/test_nccl_%.o $(NCCL_OBJS_A) $(LIBRT_A) \
                             $(LIBMSCCLC_A)
 	@mkdir -p $(@D)
 	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(NCCL_OBJS_A) $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
 
+FAKE_NCCL_DEPS := tests/tools/fake_nccl.c $(NCCL_HDR) $(NCCL_DEF) | $(DEPS_STAMP)
+FAKE_NCCL_CC = $(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -fPIC -shared -Wl,-soname,libnccl.so.2 $(LDFLAGS)
+$(BUILD)/tests/libfake_nccl.so: $(FAKE_NCCL_DEPS)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(FAKE_NCCL_CC) -o $@ $<
+$(BUILD)/tests/libfake_nccl_old.so: $(FAKE_NCCL_DEPS)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(FAKE_NCCL_CC) -DFAKE_NCCL_OLD -o $@ $<
+$(BUILD)/tests/libfake_nccl_marked.so: $(FAKE_NCCL_DEPS)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(FAKE_NCCL_CC) -DFAKE_NCCL_MARKED -o $@ $<
+
+test: $(FAKE_NCCL)
 
 # ---- install -------------------------------------------------------------------------------------
 ifneq ($(NCCL_API_SRC),)

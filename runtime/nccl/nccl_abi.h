@@ -293,7 +293,7 @@ struct ncclDevComm {
 };
 #endif /* MSCCLRT_NCCL_DEVICE_TYPES */
 
-/* ---- functions: every row of nccl_funcs.def, and its pnccl* profiling twin where NCCL has one - */
+/* ---- functions: each row of nccl_funcs.def, and its pnccl* profiling twin where NCCL has one */
 #define NCCL_FN(ret, name, params, args) \
     NCCL_ABI_EXPORT ret name params; NCCL_ABI_EXPORT ret p##name params;
 #define NCCL_INT_FN(ret, name, params, args) NCCL_ABI_EXPORT ret name params;
