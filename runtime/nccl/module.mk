@@ -17,6 +17,7 @@ NCCL_MAP     := $(BUILD)/gen/libmscclrt_nccl.map
 NCCL_TWINS   := $(BUILD)/gen/nccl_twins.ld
 FAKE_NCCL    := $(BUILD)/tests/libfake_nccl.so $(BUILD)/tests/libfake_nccl_old.so \
                 $(BUILD)/tests/libfake_nccl_marked.so
+NCCL_WHEEL   := $(BUILD)/third_party/nccl-2.28.9/.ok
 
 ifneq ($(NCCL_API_SRC),)
 all: $(NCCL_SO)
@@ -74,6 +75,13 @@ $(BUILD)/tests/libfake_nccl_marked.so: $(FAKE_NCCL_DEPS)
 	$(call Q,CC)$(FAKE_NCCL_CC) -DFAKE_NCCL_MARKED -o $@ $<
 
 test: $(FAKE_NCCL)
+
+# NVIDIA's nccl.h, nccl_device headers and libnccl.so.2 2.28.9 from the nvidia-nccl-cu13 wheel
+# (pip download, once; the tests check our ABI against it, GPU tests forward to it)
+nccl-wheel: $(NCCL_WHEEL)
+$(NCCL_WHEEL): tests/tools/fetch_nccl.sh
+	@sh tests/tools/fetch_nccl.sh $(@D)
+.PHONY: nccl-wheel
 
 # ---- install -------------------------------------------------------------------------------------
 ifneq ($(NCCL_API_SRC),)
