@@ -27,19 +27,21 @@ endif
 # the version script: every nccl* row and its pnccl* twin, the shim marker, nothing else
 $(NCCL_MAP): $(NCCL_DEF) runtime/nccl/module.mk
 	@mkdir -p $(@D)
-	$(call Q,GEN){ echo '{ global:'; echo '    ncclMscclrtShim;'; \
-	  printf '%s\n' '#define NCCL_FN(r, n, p, a) n; p##n;' \
-	    '#define NCCL_INT_FN(r, n, p, a) n;' '#include "nccl_funcs.def"' \
-	  | $(CC) -E -P -x c -I runtime/nccl - | tr ';' '\n' \
-	  | sed -n 's/^ *\([a-zA-Z0-9_]*\) *$$/    \1;/p'; \
+	$(call Q,GEN)printf '%s\n' '#define NCCL_FN(ret, name, params, args) name; p##name;' \
+	    '#define NCCL_INT_FN(ret, name, params, args) name;' '#include "nccl_funcs.def"' \
+	  | $(CC) -E -P -x c -I runtime/nccl - > $@.cpp
+	@{ echo '{ global:'; echo '    ncclMscclrtShim;'; \
+	  tr ';' '\n' < $@.cpp | sed -n 's/^ *\([a-zA-Z_][a-zA-Z0-9_]*\) *$$/    \1;/p'; \
 	  echo '  local: *;'; echo '};'; } > $@
+	@rm -f $@.cpp
 # the pnccl* twins: linker-script assignments, so pncclX is ncclX's address, as in NCCL
 $(NCCL_TWINS): $(NCCL_DEF) runtime/nccl/module.mk
 	@mkdir -p $(@D)
-	$(call Q,GEN)printf '%s\n' '#define NCCL_FN(r, n, p, a) p##n = n;' \
-	    '#define NCCL_INT_FN(r, n, p, a)' '#include "nccl_funcs.def"' \
-	  | $(CC) -E -P -x c -I runtime/nccl - | tr ';' '\n' \
-	  | sed -n 's/^ *\(p[a-zA-Z0-9_]* = [a-zA-Z0-9_]*\) *$$/\1;/p' > $@
+	$(call Q,GEN)printf '%s\n' '#define NCCL_FN(ret, name, params, args) p##name = name;' \
+	    '#define NCCL_INT_FN(ret, name, params, args)' '#include "nccl_funcs.def"' \
+	  | $(CC) -E -P -x c -I runtime/nccl - > $@.cpp
+	@tr ';' '\n' < $@.cpp | sed -n 's/^ *\(p[a-zA-Z0-9_]* = [a-zA-Z0-9_]*\) *$$/\1;/p' > $@
+	@rm -f $@.cpp
 
 # ---- the library ---------------------------------------------------------------------------------
 $(NCCL_OBJS_A): $(NCCL_OBJ)
