@@ -55,12 +55,13 @@ deps: $(DEPS_STAMP)
 
 # ---- sources ---------------------------------------------------------------------------------
 PLAN_SRC  := $(wildcard runtime/plan/*.c)
-RT_SRC    := $(filter-out runtime/cmd/% runtime/shim/%,$(wildcard runtime/*/*.c))
+RT_SRC    := $(filter-out runtime/cmd/% runtime/shim/% runtime/nccl/%,$(wildcard runtime/*/*.c))
 CMD_SRC   := $(wildcard runtime/cmd/*.c)
 MSCCLC_SRC:= $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 GRAMMAR   := $(wildcard grammar/coll.y)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
-TOOL_SRC  := $(wildcard tests/tools/*.c)
+# (tests/tools/fake_nccl.c is a shared library: runtime/nccl/module.mk builds it)
+TOOL_SRC  := $(filter-out tests/tools/fake_nccl.c,$(wildcard tests/tools/*.c))
 KERNEL_FILES := $(sort $(wildcard kernels/*.cuh kernels/*.h kernels/*.def))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -173,7 +174,7 @@ check-man:
 	@for m in man/*.[0-9]; do groff -mandoc -Tutf8 -ww -z $$m 2>&1 | grep . && exit 1; done; \
 	  echo "man pages ok"
 
--include $(wildcard */module.mk)
+-include $(wildcard */module.mk */*/module.mk)
 
 # ---- install -------------------------------------------------------------------------------------
 install: all

@@ -20,6 +20,21 @@ for f in bin/mscclc bin/mscclrt-run bin/mscclrt-perf lib/libmscclrt.so.0 lib/lib
     [ -e "$root/$f" ] || { echo "missing $f"; st=1; }
 done
 r files $st
+# the NCCL drop-in, once it is built (its entry points exist): files, and a program linked with
+# -lnccl against the installed header and library
+if [ -f "$BUILD/lib/libmscclrt_nccl.so" ]; then
+    nst=0
+    for f in lib/libmscclrt_nccl.so lib/nccl/libnccl.so.2 lib/nccl/libnccl.so \
+             include/mscclrt_nccl/nccl.h include/mscclrt_nccl/nccl_funcs.def \
+             share/man/man7/libmscclrt_nccl.7; do
+        [ -e "$root/$f" ] || { echo "missing $f"; nst=1; }
+    done
+    printf '%s\n' '#include <nccl.h>' \
+        'int main(void) { int v = 0; return ncclGetVersion(&v) != ncclSuccess; }' >"$tmp/nccl_app.c"
+    ${CC:-cc} -std=c11 -Wall -Wextra -Werror -I"$root/include/mscclrt_nccl" "$tmp/nccl_app.c" \
+        -L"$root/lib/nccl" -lnccl -o "$tmp/nccl_app" || nst=1
+    r nccl-drop-in $nst
+fi
 command -v pkg-config >/dev/null 2>&1 || { echo "testing install/pkg-config ... skipped"; exit $st; }
 flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp" PKG_CONFIG_LIBDIR="$root/lib/pkgconfig" pkg-config --cflags --libs mscclrt)
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror examples/run_plan.c $flags -o "$tmp/run_plan"

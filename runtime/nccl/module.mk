@@ -1,0 +1,104 @@
+# runtime/nccl/module.mk - the NCCL drop-in, libmscclrt_nccl.so, and its test helpers; included
+# by the top Makefile. runtime/nccl/*.c never go into libmscclrt: they are linked, with
+# libmscclrt.a (static: its symbols stay hidden), into a library that exports exactly the nccl*
+# and pnccl* names of nccl_funcs.def. Its soname is libnccl.so.2, so it can also stand in for NCCL
+# through a symlink: $(BUILD)/lib/nccl/ holds libnccl.so.2 and libnccl.so (kept apart from
+# $(BUILD)/lib so that LD_LIBRARY_PATH=$(BUILD)/lib does not swap NCCL out by accident).
+
+NCCL_SRC     := $(wildcard runtime/nccl/*.c)
+NCCL_OBJ     := $(call obj,$(NCCL_SRC))
+NCCL_DEF     := runtime/nccl/nccl_funcs.def
+NCCL_HDR     := runtime/nccl/nccl_abi.h
+# the entry points (nccl_api*.c); the library is built only once they exist
+NCCL_API_SRC := $(wildcard runtime/nccl/nccl_api*.c)
+NCCL_SO      := $(BUILD)/lib/libmscclrt_nccl.so
+NCCL_OBJS_A  := $(BUILD)/lib/libmscclrt_nccl_objs.a
+NCCL_MAP     := $(BUILD)/gen/libmscclrt_nccl.map
+NCCL_TWINS   := $(BUILD)/gen/nccl_twins.ld
+FAKE_NCCL    := $(BUILD)/tests/libfake_nccl.so $(BUILD)/tests/libfake_nccl_old.so \
+                $(BUILD)/tests/libfake_nccl_marked.so
+NCCL_WHEEL   := $(BUILD)/third_party/nccl-2.28.9/.ok
+
+ifneq ($(NCCL_API_SRC),)
+all: $(NCCL_SO)
+endif
+
+# ---- generated from nccl_funcs.def by the C preprocessor ---------------------------------------
+# the version script: every nccl* row and its pnccl* twin, the shim marker, nothing else
+$(NCCL_MAP): $(NCCL_DEF) runtime/nccl/module.mk
+	@mkdir -p $(@D)
+	$(call Q,GEN)printf '%s\n' '#define NCCL_FN(ret, name, params, args) name; p##name;' \
+	    '#define NCCL_INT_FN(ret, name, params, args) name;' '#include "nccl_funcs.def"' \
+	  | $(CC) -E -P -x c -I runtime/nccl - > $@.cpp
+	@{ echo '{ global:'; echo '    ncclMscclrtShim;'; \
+	  tr ';' '\n' < $@.cpp | sed -n 's/^ *\([a-zA-Z_][a-zA-Z0-9_]*\) *$$/    \1;/p'; \
+	  echo '  local: *;'; echo '};'; } > $@
+	@rm -f $@.cpp
+# the pnccl* twins: linker-script assignments, so pncclX is ncclX's address, as in NCCL
+$(NCCL_TWINS): $(NCCL_DEF) runtime/nccl/module.mk
+	@mkdir -p $(@D)
+	$(call Q,GEN)printf '%s\n' '#define NCCL_FN(ret, name, params, args) p##name = name;' \
+	    '#define NCCL_INT_FN(ret, name, params, args)' '#include "nccl_funcs.def"' \
+	  | $(CC) -E -P -x c -I runtime/nccl - > $@.cpp
+	@tr ';' '\n' < $@.cpp | sed -n 's/^ *\(p[a-zA-Z0-9_]* = [a-zA-Z0-9_]*\) *$$/\1;/p' > $@
+	@rm -f $@.cpp
+
+# ---- the library ---------------------------------------------------------------------------------
+$(NCCL_OBJS_A): $(NCCL_OBJ)
+	@mkdir -p $(@D)
+	@rm -f $@
+	$(call Q,AR)ar rcs $@ $^
+
+$(NCCL_SO): $(NCCL_OBJ) $(LIBRT_A) $(NCCL_MAP) $(NCCL_TWINS)
+	@mkdir -p $(@D) $(@D)/nccl $(BUILD)/include
+	$(call Q,LINK)$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(NCCL_MAP) \
+	  -Wl,--no-undefined $(LDFLAGS) -o $@ $(NCCL_OBJ) $(NCCL_TWINS) $(LIBRT_A) $(LDLIBS)
+	@ln -sf ../libmscclrt_nccl.so $(@D)/nccl/libnccl.so.2
+	@ln -sf libnccl.so.2 $(@D)/nccl/libnccl.so
+	@cp $(NCCL_HDR) $(BUILD)/include/nccl.h
+	@cp $(NCCL_DEF) $(BUILD)/include/nccl_funcs.def
+
+# ---- test helpers: unit tests of runtime/nccl link its objects; the fake NCCL libraries ----------
+$(BUILD)/tests/test_nccl_%: $(BUILD)/obj/tests/unit/test_nccl_%.o $(NCCL_OBJS_A) $(LIBRT_A) \
+                            $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(NCCL_OBJS_A) $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+
+FAKE_NCCL_DEPS := tests/tools/fake_nccl.c $(NCCL_HDR) $(NCCL_DEF) | $(DEPS_STAMP)
+FAKE_NCCL_CC = $(CC) $(CPPFLAGS) $(WARN) $(CFLAGS) -fPIC -shared -Wl,-soname,libnccl.so.2 $(LDFLAGS)
+$(BUILD)/tests/libfake_nccl.so: $(FAKE_NCCL_DEPS)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(FAKE_NCCL_CC) -o $@ $<
+$(BUILD)/tests/libfake_nccl_old.so: $(FAKE_NCCL_DEPS)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(FAKE_NCCL_CC) -DFAKE_NCCL_OLD -o $@ $<
+$(BUILD)/tests/libfake_nccl_marked.so: $(FAKE_NCCL_DEPS)
+	@mkdir -p $(@D)
+	$(call Q,CC)$(FAKE_NCCL_CC) -DFAKE_NCCL_MARKED -o $@ $<
+
+test: $(FAKE_NCCL)
+
+# NVIDIA's nccl.h, nccl_device headers and libnccl.so.2 2.28.9 from the nvidia-nccl-cu13 wheel
+# (pip download, once; the tests check our ABI against it, GPU tests forward to it)
+nccl-wheel: $(NCCL_WHEEL)
+$(NCCL_WHEEL): tests/tools/fetch_nccl.sh
+	@sh tests/tools/fetch_nccl.sh $(@D)
+.PHONY: nccl-wheel
+
+# ---- install -------------------------------------------------------------------------------------
+ifneq ($(NCCL_API_SRC),)
+install: install-nccl
+install-nccl: all
+	install -d $(DESTDIR)$(PREFIX)/lib/nccl $(DESTDIR)$(PREFIX)/include/mscclrt_nccl
+	install -m 755 $(NCCL_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf ../libmscclrt_nccl.so $(DESTDIR)$(PREFIX)/lib/nccl/libnccl.so.2
+	ln -sf libnccl.so.2 $(DESTDIR)$(PREFIX)/lib/nccl/libnccl.so
+	install -m 644 $(NCCL_HDR) $(DESTDIR)$(PREFIX)/include/mscclrt_nccl/nccl.h
+	install -m 644 $(NCCL_DEF) $(DESTDIR)$(PREFIX)/include/mscclrt_nccl/
+.PHONY: install-nccl
+endif
+uninstall: uninstall-nccl
+uninstall-nccl:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt_nccl.so
+	rm -rf $(DESTDIR)$(PREFIX)/lib/nccl $(DESTDIR)$(PREFIX)/include/mscclrt_nccl
+.PHONY: uninstall-nccl

@@ -1,0 +1,58 @@
+#!/bin/sh
+# nccl_exports.sh - libmscclrt_nccl.so exports what programs built against NCCL 2.28.9 bind to
+# (the lists in ../shared/nccl-abi, the shared checkout beside this repository): every
+# function of nccl.h and its pnccl twin, every symbol PyTorch 2.11 imports, every nccl* symbol
+# libnccl.so.2 2.28.9 exports; each twin has its function's address; nothing but nccl* / pnccl*
+# is exported; the soname is libnccl.so.2. Skips while the entry points are missing.
+cd "$(dirname "$0")/../.." || exit 2
+BUILD=${BUILD:-build}
+so=$BUILD/lib/libmscclrt_nccl.so
+lists=${NCCL_ABI_LISTS:-../shared/nccl-abi}
+out=$BUILD/tests/nccl_exports
+st=0
+
+if [ ! -f "$so" ]; then
+    echo "libmscclrt_nccl.so not built: entry points missing (runtime/nccl/nccl_api*.c)"
+    exit 77
+fi
+for f in nccl-2.28.9-functions.txt torch-2.11-nccl-imports.txt libnccl-2.28.9-exports.txt; do
+    [ -f "$lists/$f" ] || { echo "nccl_exports: $lists/$f is missing"; exit 1; }
+done
+mkdir -p "$out" || exit 2
+nm -D --defined-only "$so" >"$out/nm.txt" || { echo "nccl_exports: nm failed on $so"; exit 1; }
+awk '{print $3}' "$out/nm.txt" | sort -u >"$out/exported.txt"
+
+check() { # name file-of-wanted-symbols
+    missing=$(sort -u "$2" | comm -23 - "$out/exported.txt")
+    if [ -z "$missing" ]; then
+        echo "testing nccl_exports/$1 ... passed"
+    else
+        echo "nccl_exports/$1: not exported:" $missing
+        echo "testing nccl_exports/$1 ... failed"
+        st=1
+    fi
+}
+
+check functions "$lists/nccl-2.28.9-functions.txt"
+sed 's/^/p/' "$lists/nccl-2.28.9-functions.txt" >"$out/twins.txt"
+check pnccl_twins "$out/twins.txt"
+check torch_imports "$lists/torch-2.11-nccl-imports.txt"
+check libnccl_exports "$lists/libnccl-2.28.9-exports.txt"
+
+# pncclX is ncclX: the same address
+bad=$(awk '{addr[$3] = $1} END {for (s in addr) if (s ~ /^pnccl/ && addr[substr(s, 2)] != addr[s])
+      print s}' "$out/nm.txt")
+if [ -z "$bad" ]; then echo "testing nccl_exports/twin_addresses ... passed"
+else echo "nccl_exports: twins at another address than their function:" $bad
+     echo "testing nccl_exports/twin_addresses ... failed"; st=1; fi
+
+extra=$(grep -v -E '^p?nccl' "$out/exported.txt")
+if [ -z "$extra" ]; then echo "testing nccl_exports/only_nccl ... passed"
+else echo "nccl_exports: exported besides nccl*/pnccl*:" $extra
+     echo "testing nccl_exports/only_nccl ... failed"; st=1; fi
+
+soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ "$soname" = libnccl.so.2 ]; then echo "testing nccl_exports/soname ... passed"
+else echo "nccl_exports: soname is '$soname', not libnccl.so.2"
+     echo "testing nccl_exports/soname ... failed"; st=1; fi
+exit $st
