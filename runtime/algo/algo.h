@@ -61,7 +61,7 @@ void algo_comm_free(mscclrt_comm *c);
 
 /* coll.c: the launch of a group's send/recv list (an ExecDeferredFn); PreMulSum operators and
  * windows of a comm released with it. */
-mscclrt_result algo_p2p_launch(void *arg);
+mscclrt_result algo_p2p_launch(void *arg, bool run);
 void algo_coll_free(mscclrt_comm *c);
 
 /* ---- algo_registry.c: construction, the collection, the selector -------------------------- */

@@ -89,7 +89,9 @@ static const mscclrt_algo *builtin_for(mscclrt_comm *c, mscclrt_coll coll) {
     return NULL;
 }
 
-static mscclrt_result deferred_native(void *arg) { return algo_native_launch(arg); }
+static mscclrt_result deferred_native(void *arg, bool run) {
+    return run ? algo_native_launch(arg) : MSCCLRT_SUCCESS;
+}
 
 /* One native launch: now, or at group end in call order. */
 static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
@@ -104,7 +106,7 @@ static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
         free(l);
         return res;
     }
-    if (exec_in_group()) return exec_group_defer(c, deferred_native, l);
+    if (exec_in_group()) return exec_group_defer(c, deferred_native, l, q->message_bytes);
     res = algo_native_launch(l);
     free(l);
     return res;
@@ -301,7 +303,8 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
             return res;
         }
         l->args.np2p = 0;
-        TRY(exec_group_defer(c, algo_p2p_launch, l));
+        l->args.in_bytes = 0;
+        TRY(exec_group_defer(c, algo_p2p_launch, l, 0));
         a->p2p_open = l;
     }
     if (l->stream != stream)
@@ -311,6 +314,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     if (l->args.np2p >= MN_P2P_MAX)
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "%s: rank %d: more than %d send/recv calls in "
                        "one group on one communicator", fn, c->rank, MN_P2P_MAX);
+    l->args.in_bytes += bytes;   /* the group's volume, for simulation */
     MnP2p *o = &l->list.v[l->args.np2p++];
     o->ptr = (mk_u64)(uintptr_t)buf;
     o->bytes = bytes;
@@ -319,10 +323,10 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result algo_p2p_launch(void *arg) {
+mscclrt_result algo_p2p_launch(void *arg, bool run) {
     NativeLaunch *l = arg;
     if (l->comm->algo && l->comm->algo->p2p_open == l) l->comm->algo->p2p_open = NULL;
-    if (l->args.np2p == 0) return MSCCLRT_SUCCESS;
+    if (!run || l->args.np2p == 0) return MSCCLRT_SUCCESS;
     return algo_native_launch(l);
 }
 

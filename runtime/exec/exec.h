@@ -144,9 +144,10 @@ void exec_mp_close(mscclrt_comm *c);
 /* Group calls (exec_group.c) for the layers above: whether this thread is inside
  * mscclrt_group_start/end, and a launch prepared elsewhere that group end issues in call order
  * with the plan calls (arg is malloc'd and freed after the group, also on failure). */
-typedef mscclrt_result (*ExecDeferredFn)(void *arg);
+typedef mscclrt_result (*ExecDeferredFn)(void *arg, bool run);   /* run false: discarded */
 bool exec_in_group(void);
-mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg);
+/* bytes: the call's message size, for mscclrt_group_simulate_end's estimate */
+mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg, uint64_t bytes);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

@@ -152,6 +152,20 @@ MSCCLRT_API mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **comm, int nrank
  * comm of a group only when no rank still runs a collective (init_rank comms: collective, all
  * ranks destroy together). */
 MSCCLRT_API mscclrt_result mscclrt_comm_destroy(mscclrt_comm *comm);
+/* [every rank of comm; comms of mscclrt_comm_init_rank/init_env] Ranks passing the same color
+ * >= 0 form a new communicator on their devices, ranked by (key, rank in comm); color < 0 gives
+ * *out = NULL (the rank still takes part). Collective over comm's bootstrap. */
+MSCCLRT_API mscclrt_result mscclrt_comm_split(mscclrt_comm *comm, int color, int key,
+                                              mscclrt_comm **out);
+/* [every rank of comm except the excluded ones, which may be dead] A new communicator of the
+ * remaining ranks in their order; nothing waits for an excluded rank. */
+MSCCLRT_API mscclrt_result mscclrt_comm_shrink(mscclrt_comm *comm, const int *exclude,
+                                               int nexclude, mscclrt_comm **out);
+/* [every rank of comm] bytes from root's buf into every rank's buf, on the host, over the
+ * bootstrap (for setup data, not for payloads). */
+MSCCLRT_API mscclrt_result mscclrt_comm_host_bcast(mscclrt_comm *comm, void *buf, size_t bytes,
+                                                   int root);
+
 /* [any thread] Health of the comm, as NCCL's ncclCommGetAsyncError: MSCCLRT_SUCCESS, or
  * MSCCLRT_ERR_REMOTE when a peer process on this host is gone (its collectives would wait
  * forever) or the port proxy failed, MSCCLRT_ERR_INVALID_USAGE once revoked. Cheap: meant to be
@@ -176,6 +190,10 @@ MSCCLRT_API mscclrt_result mscclrt_comm_device(const mscclrt_comm *comm, int *de
  * and then launches everything in call order. Nestable; per thread. */
 MSCCLRT_API mscclrt_result mscclrt_group_start(void);
 MSCCLRT_API mscclrt_result mscclrt_group_end(void);
+/* [the group's thread] Ends the group without running anything: the queued calls are dropped
+ * and *usec (may be NULL) gets an estimate of their time from libmscclrt's model (a fixed cost
+ * per call plus the bytes at a conservative NVLink rate). */
+MSCCLRT_API mscclrt_result mscclrt_group_simulate_end(double *usec);
 
 /* [serialised per comm] Runs `plan` as rank mscclrt_comm_rank(comm) on `stream` (a CUstream / cudaStream_t; NULL is
  * the legacy default stream). sendbuf/recvbuf are device pointers of this comm's device;

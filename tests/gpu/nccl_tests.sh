@@ -1,0 +1,76 @@
+#!/bin/sh
+# nccl_tests.sh - NVIDIA's nccl-tests against the drop-in (libmscclrt_nccl.so standing in for
+# libnccl.so.2), one process per rank under MPI, every rank on GPU 0 (NCCL_TESTS_DEVICE=0): the
+# ranks share the GPU, so this proves correctness (#wrong 0, exit 0), not speed. Builds
+# nccl-tests (MPI=1) against our nccl.h into $BUILD/nccl-tests-mpi first.
+#   BUILD=build sh tests/gpu/nccl_tests.sh            (make test-gpu runs it)
+# NT_NPROCS="2 4 8"   process counts;  NT_FULL=1: -d all -o all at every count (default: at 2)
+# NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.." || exit 2
+src=${NCCL_TESTS_SRC:-../shared/third_party/nccl-tests}
+mpi=${MPI_HOME:-/usr/lib/x86_64-linux-gnu/openmpi}
+cuda=${CUDA_HOME:-/usr/local/cuda}
+log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
+mkdir -p "$log"
+command -v mpirun >/dev/null 2>&1 || { echo "nccl_tests.sh: no mpirun"; exit 77; }
+[ -f "$BUILD/lib/libmscclrt_nccl.so" ] || { echo "nccl_tests.sh: $BUILD/lib/libmscclrt_nccl.so missing"; exit 1; }
+
+# NCCL_HOME for nccl-tests: our header and our library under the names it links
+home=$PWD/$BUILD/nccl-home
+mkdir -p "$home/include" "$home/lib"
+cp "$BUILD/include/nccl.h" "$home/include/nccl.h"
+ln -sf "$PWD/$BUILD/lib/libmscclrt_nccl.so" "$home/lib/libnccl.so.2"
+ln -sf libnccl.so.2 "$home/lib/libnccl.so"
+out=$PWD/$BUILD/nccl-tests-mpi
+if ! make -s -C "$src/src" MPI=1 MPI_HOME="$mpi" NCCL_HOME="$home" CUDA_HOME="$cuda" \
+        BUILDDIR="$out" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" -j"$(nproc)" \
+        >"$log/nccl_tests_build.log" 2>&1; then
+    echo "testing nccl-tests build (MPI) ... failed"; tail -20 "$log/nccl_tests_build.log"; exit 1
+fi
+echo "testing nccl-tests build (MPI) ... passed"
+
+export NCCL_NVLS_ENABLE=0
+unset MSCCLRT_ENABLE_NVLS
+guard=$PWD/$BUILD/lib/libnvls_guard.so
+[ -f "$guard" ] || gcc -shared -fPIC tests/gpu/nvls_guard.c -o "$guard" || exit 1
+export LD_PRELOAD="$guard"
+export LD_LIBRARY_PATH="$home/lib:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
+status=0
+one() { # name, nprocs, binary, args...
+    name=$1; np=$2; bin=$3; shift 3
+    t0=$(date +%s)
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" -x NCCL_TESTS_DEVICE=0 \
+        -x LD_PRELOAD -x LD_LIBRARY_PATH -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE \
+        -x MSCCLRT_DEBUG -x MSCCLRT_NCCL_LIB_PATH -x MSCCLRT_FORCE_NCCL \
+        "$out/$bin" -g 1 -c 1 -w 1 -n 2 "$@" >"$log/$name.log" 2>&1
+    rc=$?
+    echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/$name.log"
+    # nccl-tests' footer: every wrong value counted; its exit status is non-zero on errors
+    if [ $rc -eq 0 ] && grep -q 'Out of bounds values : 0 OK' "$log/$name.log"; then
+        echo "testing nccl-tests $name ... passed"
+    else
+        echo "testing nccl-tests $name ... failed (rc $rc; $log/$name.log)"
+        grep -v '^#' "$log/$name.log" | grep -iE 'wrong|error|fail|abort' | head -5 | sed 's/^/    /'
+        tail -3 "$log/$name.log" | sed 's/^/    /'
+        status=1
+    fi
+}
+bins="all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf alltoallv_perf sendrecv_perf gather_perf scatter_perf hypercube_perf"
+for np in ${NT_NPROCS:-2 4 8}; do
+    for b in $bins; do
+        [ -x "$out/$b" ] || { echo "testing nccl-tests $b np$np ... failed (not built)"; status=1; continue; }
+        if [ "$np" = 2 ] || [ -n "$NT_FULL" ]; then
+            one "${b%_perf}_np${np}_all" "$np" "$b" -b 8 -e 1M -f 16 -d all -o all
+        else
+            one "${b%_perf}_np${np}" "$np" "$b" -b 8 -e 4M -f 32
+        fi
+    done
+    # CUDA-graph launches, and registered buffers (local and symmetric windows)
+    one "all_reduce_np${np}_graph" "$np" all_reduce_perf -b 8 -e 1M -f 32 -G 2
+    one "all_reduce_np${np}_R1" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 1
+    one "all_reduce_np${np}_R2" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 2
+    one "all_gather_np${np}_R2" "$np" all_gather_perf -b 8 -e 1M -f 32 -R 2
+done
+exit $status
