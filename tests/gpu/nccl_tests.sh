@@ -19,7 +19,7 @@ command -v mpirun >/dev/null 2>&1 || { echo "nccl_tests.sh: no mpirun"; exit 77;
 # NCCL_HOME for nccl-tests: our header and our library under the names it links
 home=$PWD/$BUILD/nccl-home
 mkdir -p "$home/include" "$home/lib"
-cp "$BUILD/include/nccl.h" "$home/include/nccl.h"
+cp "$BUILD/include/nccl.h" "$BUILD/include/nccl_funcs.def" "$home/include/"
 ln -sf "$PWD/$BUILD/lib/libmscclrt_nccl.so" "$home/lib/libnccl.so.2"
 ln -sf libnccl.so.2 "$home/lib/libnccl.so"
 out=$PWD/$BUILD/nccl-tests-mpi
