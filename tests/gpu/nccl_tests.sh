@@ -20,6 +20,16 @@ command -v mpirun >/dev/null 2>&1 || { echo "nccl_tests.sh: no mpirun"; exit 77;
 home=$PWD/$BUILD/nccl-home
 mkdir -p "$home/include" "$home/lib"
 cp "$BUILD/include/nccl.h" "$BUILD/include/nccl_funcs.def" "$home/include/"
+# nccl-tests includes NVIDIA's nccl_device.h for NCCL >= 2.28 (device-API kernels it runs only on
+# request): take it from the 2.28.9 wheel (tests/tools/fetch_nccl.sh) or PyTorch's environment
+dev=${NCCL_DEVICE_INCLUDE:-}
+[ -n "$dev" ] || { [ -f "$BUILD/third_party/nccl-2.28.9/include/nccl_device.h" ] && dev=$BUILD/third_party/nccl-2.28.9/include; }
+[ -n "$dev" ] || dev=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)
+if [ ! -f "$dev/nccl_device.h" ]; then
+    echo "testing nccl-tests build (MPI) ... failed (no nccl_device.h: set NCCL_DEVICE_INCLUDE)"; exit 1
+fi
+rm -rf "$home/include/nccl_device" "$home/include/nccl_device.h"
+cp -r "$dev/nccl_device" "$dev/nccl_device.h" "$home/include/"
 ln -sf "$PWD/$BUILD/lib/libmscclrt_nccl.so" "$home/lib/libnccl.so.2"
 ln -sf libnccl.so.2 "$home/lib/libnccl.so"
 out=$PWD/$BUILD/nccl-tests-mpi
