@@ -33,6 +33,8 @@ cp -r "$dev/nccl_device" "$dev/nccl_device.h" "$home/include/"
 ln -sf "$PWD/$BUILD/lib/libmscclrt_nccl.so" "$home/lib/libnccl.so.2"
 ln -sf libnccl.so.2 "$home/lib/libnccl.so"
 out=$PWD/$BUILD/nccl-tests-mpi
+# the link resolves our library's own needs (libcjson) through the same path as the runs
+export LD_LIBRARY_PATH="$home/lib:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if ! make -s -C "$src/src" MPI=1 MPI_HOME="$mpi" NCCL_HOME="$home" CUDA_HOME="$cuda" \
         BUILDDIR="$out" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" -j"$(nproc)" \
         >"$log/nccl_tests_build.log" 2>&1; then
@@ -45,7 +47,6 @@ unset MSCCLRT_ENABLE_NVLS
 guard=$PWD/$BUILD/lib/libnvls_guard.so
 [ -f "$guard" ] || gcc -shared -fPIC tests/gpu/nvls_guard.c -o "$guard" || exit 1
 export LD_PRELOAD="$guard"
-export LD_LIBRARY_PATH="$home/lib:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 status=0
 one() { # name, nprocs, binary, args...
