@@ -76,7 +76,13 @@ $(BUILD)/tests/libfake_nccl_marked.so: $(FAKE_NCCL_DEPS)
 	@mkdir -p $(@D)
 	$(call Q,CC)$(FAKE_NCCL_CC) -DFAKE_NCCL_MARKED -o $@ $<
 
-test: $(FAKE_NCCL)
+# nccl_forward on NVIDIA's libnccl.so.2 (tests/cases/nccl_abi.sh runs it on the wheel's)
+NCCL_LOAD_REAL := $(BUILD)/tests/nccl_abi/load_real
+$(NCCL_LOAD_REAL): $(BUILD)/obj/tests/nccl_abi/load_real.o $(NCCL_OBJS_A) $(LIBRT_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(NCCL_OBJS_A) $(LIBRT_A) $(LDLIBS)
+
+test: $(FAKE_NCCL) $(NCCL_LOAD_REAL)
 
 # NVIDIA's nccl.h, nccl_device headers and libnccl.so.2 2.28.9 from the nvidia-nccl-cu13 wheel
 # (pip download, once; the tests check our ABI against it, GPU tests forward to it)

@@ -3,7 +3,8 @@
 # nccl.h and nccl_device.h 2.28.9, from the nvidia-nccl-cu13 wheel (tests/tools/fetch_nccl.sh,
 # downloaded once into $BUILD/third_party): every enum value, constant, initializer and struct
 # layout (tests/nccl_abi/facts.def), every prototype of nccl_funcs.def (protos.cc), and that our
-# header compiles as C11 and as C++ beside cuda_runtime.h and NVIDIA's nccl_device.h. Fails,
+# header compiles as C11 and as C++ beside cuda_runtime.h and NVIDIA's nccl_device.h; and that
+# nccl_forward loads the real libnccl.so.2 and finds every function in it. Fails,
 # saying why, when the wheel cannot be downloaded: CI must reach PyPI.
 cd "$(dirname "$0")/../.." || exit 2
 BUILD=${BUILD:-build}
@@ -74,5 +75,14 @@ $CXX -std=c++17 -fsyntax-only -Wall -Werror -I"$out/home/include" -I"$CUDA_HOME/
 $CXX -std=c++17 -fsyntax-only -Wall -Werror -DHEADERS_NCCL_FIRST -I"$out/home/include" \
     -I"$CUDA_HOME/include" tests/nccl_abi/headers.cc 2>>"$out/headers.log"
 r=$?; [ $r = 0 ] || head -40 "$out/headers.log"; result header_with_cuda $r
+
+# nccl_forward loads NVIDIA's library and finds every row of nccl_funcs.def in it
+if [ -x "$out/load_real" ]; then
+    "$out/load_real" "$nccl/lib/libnccl.so.2" >"$out/load_real.log" 2>&1
+    r=$?; cat "$out/load_real.log"; result load_real_nccl $r
+else
+    echo "nccl_abi: $out/load_real is not built (make test builds it)"
+    echo "testing nccl_abi/load_real_nccl ... skipped"
+fi
 
 exit $st
