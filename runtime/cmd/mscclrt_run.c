@@ -7,10 +7,12 @@
  * one rank of a group a launcher started (env: torchrun, mpirun, srun).
  */
 #include "check/check.h"
+#include "core/numarg.h"
 #include "mscclrt.h"
 #include "plan.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,25 +89,14 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
-static bool parse_u64(const char *s, unsigned long long *out, bool suffixes) {
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-') return false;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno) return false;
-    unsigned long long mul = 1;
-    if (suffixes && *end) {
-        switch (*end) {
-        case 'k': case 'K': mul = 1ull << 10; break;
-        case 'm': case 'M': mul = 1ull << 20; break;
-        case 'g': case 'G': mul = 1ull << 30; break;
-        default: return false;
-        }
-        end++;
-    }
-    if (*end || (mul > 1 && v > ~0ull / mul)) return false;
-    *out = v * mul;
-    return true;
+/* A number option's value (numarg.c: decimal only, overflow and range refused). */
+static bool num_opt(const char *opt, const char *v, const char *what, unsigned long long lo,
+                    unsigned long long hi, bool suffixes, unsigned long long *out, int *rc) {
+    const NumArg spec = {what, lo, hi, suffixes};
+    char msg[NUMARG_MSG];
+    if (numarg_parse(&spec, opt, v, out, msg)) return true;
+    *rc = usage_error("%s", msg);
+    return false;
 }
 
 static int parse_opts(int argc, char **argv, Opts *o) {
@@ -121,6 +112,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         unsigned long long x;
+        int rc = 0;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             exit(0);
@@ -134,20 +126,17 @@ static int parse_opts(int argc, char **argv, Opts *o) {
             if (!v) return usage_error("option %s needs a value", a);
             i++;
             if (strcmp(a, "--ranks") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 4096)
-                    return usage_error("--ranks '%s': expected a rank count in [1, 4096]", v);
+                if (!num_opt(a, v, "a rank count", 1, 4096, false, &x, &rc)) return rc;
                 o->ranks = (int)x;
             } else if (strcmp(a, "--size") == 0) {
-                if (!parse_u64(v, &o->size, true) || o->size == 0)
-                    return usage_error("--size '%s': expected a positive byte count (K, M, G "
-                                       "suffixes allowed)", v);
+                if (!num_opt(a, v, "a positive byte count", 1, ULLONG_MAX, true, &o->size, &rc))
+                    return rc;
             } else if (strcmp(a, "--iters") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 1000000)
-                    return usage_error("--iters '%s': expected a count in [1, 1000000]", v);
+                if (!num_opt(a, v, "a count", 1, 1000000, false, &x, &rc)) return rc;
                 o->iters = (long)x;
             } else if (strcmp(a, "--seed") == 0) {
-                if (!parse_u64(v, &o->seed, false))
-                    return usage_error("--seed '%s': expected a non-negative integer", v);
+                if (!num_opt(a, v, "a non-negative integer", 0, ULLONG_MAX, false, &o->seed, &rc))
+                    return rc;
             } else if (strcmp(a, "--dtype") == 0) {
                 o->dtype = v;
             } else if (strcmp(a, "--op") == 0) {
@@ -163,16 +152,14 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                     return usage_error("--launch '%s': expected single, procs or env", v);
                 o->launch = v;
             } else if (strcmp(a, "--gpus") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 1024)
-                    return usage_error("--gpus '%s': expected a GPU count in [1, 1024]", v);
+                if (!num_opt(a, v, "a GPU count", 1, 1024, false, &x, &rc)) return rc;
                 o->gpus = (int)x;
             } else if (strcmp(a, "--alloc") == 0) {
                 if (strcmp(v, "device") != 0 && strcmp(v, "cumem") != 0)
                     return usage_error("--alloc '%s': expected device or cumem", v);
                 o->alloc = v;
             } else if (strcmp(a, "--timeout") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 86400)
-                    return usage_error("--timeout '%s': expected seconds in [1, 86400]", v);
+                if (!num_opt(a, v, "seconds", 1, 86400, false, &x, &rc)) return rc;
                 o->timeout = (long)x;
             } else {
                 return usage_error("unknown option %s", a);
