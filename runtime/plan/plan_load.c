@@ -984,10 +984,22 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
     return p;
 }
 
+/* What a file that is not a regular one is, for the message that refuses it. */
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a special file";
+}
+
 Plan *plan_load_file(const char *path, PlanErr *err) {
     PlanErr dummy;
     if (!err) err = &dummy;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: open() of a FIFO would wait for a writer forever; what is not a regular file
+     * is refused below, before any read, and a regular file's reads ignore the flag. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
@@ -999,7 +1011,8 @@ Plan *plan_load_file(const char *path, PlanErr *err) {
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err->msg, sizeof err->msg, "%s: not a regular file", path);
+        snprintf(err->msg, sizeof err->msg, "%s: %s, not a regular file", path,
+                 file_kind(st.st_mode));
         close(fd);
         return NULL;
     }
