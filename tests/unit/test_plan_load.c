@@ -337,8 +337,11 @@ static void t_syntax(void) {
     CHECK_STR("tests/plans/does-not-exist.json: cannot open: No such file or directory", e.msg);
     CHECK(plan_load_file("tests/plans", &e) == NULL);
     CHECK_STR("tests/plans: a directory, not a regular file", e.msg);
-    CHECK(plan_load_file("/dev/null", &e) == NULL);
-    CHECK_STR("/dev/null: a character device, not a regular file", e.msg);
+    struct stat st;   /* not /dev/null: as root, `mscclc -o /dev/null` can make it a file */
+    if (stat("/dev/zero", &st) == 0 && S_ISCHR(st.st_mode)) {
+        CHECK(plan_load_file("/dev/zero", &e) == NULL);
+        CHECK_STR("/dev/zero: a character device, not a regular file", e.msg);
+    }
 }
 
 /* A FIFO is refused without waiting for a writer (open() used to block forever); alarm()
