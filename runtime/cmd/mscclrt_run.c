@@ -205,7 +205,7 @@ static int fail_api(const char *what);
 /* ---- --backend gpu -------------------------------------------------------------------------- */
 typedef struct {
     const mscclrt_plan *plan;
-    const char *name;                   /* the plan's */
+    const char *name;                   /* the plan's, escaped for printing */
     int n;
     size_t bytes;
     mscclrt_gpu_check chk;
@@ -650,6 +650,10 @@ int main(int argc, char **argv) {
     int n = info.nranks;
     PlanCollective coll = PLAN_COLL_CUSTOM;
     plan_coll_from_name(info.collective, &coll);
+    /* the plan's strings as printed (escaped: they come from the file) */
+    char name[PLAN_ESC_MAX], coll_name[PLAN_ESC_MAX];
+    plan_escape(name, sizeof name, info.name);
+    plan_escape(coll_name, sizeof coll_name, info.collective);
     size_t bytes = (size_t)o.size, in = 0, out = 0, es = mscclrt_dtype_size(dt);
     int result = 1;
     void *state = NULL;
@@ -657,7 +661,7 @@ int main(int argc, char **argv) {
     void **send = NULL, **recv = NULL;
     if (o.ranks && o.ranks != n) {
         fprintf(stderr, "mscclrt-run: --ranks %d, but plan '%s' is for %d ranks\n", o.ranks,
-                info.name, n);
+                name, n);
         goto out;
     }
     if (!bytes && mscclrt_plan_min_bytes(plan, &bytes) != MSCCLRT_SUCCESS) {
@@ -675,12 +679,12 @@ int main(int argc, char **argv) {
     }
     if (o.check && !check_collective_known(coll)) {
         fprintf(stderr, "mscclrt-run: --check: collective '%s' of plan '%s' has no known "
-                "postcondition\n", info.collective, info.name);
+                "postcondition\n", coll_name, name);
         goto out;
     }
     bool inplace = o.inplace < 0 ? info.inplace != 0 : o.inplace != 0;
     if (strcmp(be->name, "gpu") == 0) {
-        result = run_gpu(plan, info.name, n, bytes, dt, op, pk, inplace, &o);
+        result = run_gpu(plan, name, n, bytes, dt, op, pk, inplace, &o);
         goto out;
     }
 
@@ -737,7 +741,7 @@ int main(int argc, char **argv) {
             if (!check_collective(coll, n, dt, op, (const void *const *)inputs, in,
                                   (const void *const *)recv, out, &mm)) {
                 fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s %s, %s, "
-                        "iteration %ld): %s\n", info.name, info.collective, bytes,
+                        "iteration %ld): %s\n", name, coll_name, bytes,
                         mscclrt_dtype_name(dt), mscclrt_redop_name(op),
                         inplace ? "in-place" : "out-of-place", it, mm.msg);
                 goto out;
@@ -756,7 +760,7 @@ int main(int argc, char **argv) {
                 goto out;
     }
     printf("%s: %s, %d ranks, %zu bytes (%zu in, %zu out per rank), %s %s, %s, %s, backend %s: "
-           "%ld iteration%s, %.3f ms per call%s\n", info.name, info.collective, n, bytes, in, out,
+           "%ld iteration%s, %.3f ms per call%s\n", name, coll_name, n, bytes, in, out,
            mscclrt_dtype_name(dt), mscclrt_redop_name(op), inplace ? "in-place" : "out-of-place",
            pk == MSCCLRT_LL8 ? "LL8" : "LL16", be->name, o.iters, o.iters == 1 ? "" : "s",
            busy * 1e3 / (double)o.iters, o.check ? ", check passed" : "");

@@ -78,7 +78,7 @@ mscclrt_result cg_layout(const Plan *p, int rank, CgLayout *l) {
     memset(l, 0, sizeof *l);
     if (rank < 0 || rank >= p->ngpus)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "plan '%s': rank %d out of range [0, %d)",
-                       p->name, rank, p->ngpus);
+                       PLAN_ESC(p->name), rank, p->ngpus);
     const PlanGpu *g = &p->gpus[rank];
     l->ntb = g->ntbs;
     l->threads = p->threads;
@@ -98,8 +98,8 @@ mscclrt_result cg_layout(const Plan *p, int rank, CgLayout *l) {
     l->tab_proxy = l->uses_proxy ? l->ntab++ : -1;
     if (l->ntab > MK_TAB_MAX)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d needs %d remote/channel table "
-                       "entries, more than the %d a kernel parameter holds", p->name, rank,
-                       l->ntab, MK_TAB_MAX);
+                       "entries, more than the %d a kernel parameter holds", PLAN_ESC(p->name),
+                       rank, l->ntab, MK_TAB_MAX);
     if (l->ntab == 0) l->ntab = 1;
     l->nslots = l->nchan[0] + l->nchan[1];
     for (int t = 0; t < 2; t++)
@@ -184,7 +184,7 @@ static mscclrt_result gfail(Gen *G, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': gpus[%d].threadblocks[%d].ops[%d] (%s): %s",
-                   G->p->name, G->rank, G->tb, G->opi,
+                   PLAN_ESC(G->p->name), G->rank, G->tb, G->opi,
                    plan_op_name(G->g->tbs[G->tb].ops[G->opi].kind), msg);
 }
 

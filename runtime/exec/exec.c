@@ -198,7 +198,7 @@ mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
         TRY(cu_check(cu.cuMemcpyHtoD(x->state + x->layout.off_sem, g->sem_init,
                                      (size_t)g->nsems * sizeof(int)), "cuMemcpyHtoD(semaphores)"));
     LOG_INFO(LOG_SUB_EXEC, "rank %d: context for plan '%s' (allocations %p, %p): scratch %zu bytes",
-             c->rank, p->name, x->send, x->recv, x->scratch_bytes);
+             c->rank, PLAN_ESC(p->name), x->send, x->recv, x->scratch_bytes);
     return MSCCLRT_SUCCESS;
 }
 
@@ -275,10 +275,11 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
         if (rd->plan[r] != p0 && strcmp(rd->plan[r]->name, p0->name) != 0)
             return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "collective setup #%llu: rank 0 runs plan "
                            "'%s' but rank %d runs plan '%s' (every rank must make the same calls)",
-                           (unsigned long long)rd->seq, p0->name, r, rd->plan[r]->name);
+                           (unsigned long long)rd->seq, PLAN_ESC(p0->name), r,
+                           PLAN_ESC(rd->plan[r]->name));
     if (p0->ngpus != q->nranks)
-        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks; the group has %d", p0->name,
-                       p0->ngpus, q->nranks);
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks; the group has %d",
+                       PLAN_ESC(p0->name), p0->ngpus, q->nranks);
     CuContext prev = NULL;
     cu.cuCtxGetCurrent(&prev);
     mscclrt_result res = MSCCLRT_SUCCESS;
@@ -465,7 +466,8 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     if (cu.cuStreamIsCapturing((CuStream)stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE)
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
                        "sendbuf %p / recvbuf %p sets up memory and cannot be captured into a CUDA "
-                       "graph; make one call before capturing", c->rank, p->name, send, recv);
+                       "graph; make one call before capturing", c->rank, PLAN_ESC(p->name), send,
+                       recv);
     ExecCtx *x = NULL;
     const double t0 = rt_now_s();
     TRY(ctx_placeholder(c, p, k, &x));
@@ -483,8 +485,8 @@ static mscclrt_result ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     }
     TRY(ctx_finish(c, x, res));
     *out = x;
-    LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank, p->name,
-             (rt_now_s() - t0) * 1e3);
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank,
+             PLAN_ESC(p->name), (rt_now_s() - t0) * 1e3);
     return MSCCLRT_SUCCESS;
 }
 
@@ -506,8 +508,8 @@ static mscclrt_result kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int 
     ExecKernel *k = NULL;
     mscclrt_result res;
     char what[300];
-    snprintf(what, sizeof what, "plan '%s' rank %d (%s, %s, LL%d)", x->plan->name, c->rank,
-             mscclrt_dtype_name((mscclrt_dtype)dt), mscclrt_redop_name((mscclrt_redop)op),
+    snprintf(what, sizeof what, "plan '%s' rank %d (%s, %s, LL%d)", PLAN_ESC(x->plan->name),
+             c->rank, mscclrt_dtype_name((mscclrt_dtype)dt), mscclrt_redop_name((mscclrt_redop)op),
              pk == MSCCLRT_LL8 ? 8 : 16);
     const double t0 = rt_now_s();
     TRY_GOTO(cg_generate(x->plan, c->rank, (mscclrt_dtype)dt, (mscclrt_redop)op,
@@ -580,7 +582,7 @@ static mscclrt_result size_get(mscclrt_comm *c, ExecCtx *x, const void *send, co
     if (need > x->scratch_bytes)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: plan '%s' needs %llu scratch bytes for "
                        "in %llu / out %llu bytes, but the buffers' allocations gave this context "
-                       "%zu", c->rank, x->plan->name, (unsigned long long)need,
+                       "%zu", c->rank, PLAN_ESC(x->plan->name), (unsigned long long)need,
                        (unsigned long long)in, (unsigned long long)out, x->scratch_bytes);
     ExecSize s;
     memset(&s, 0, sizeof s);
@@ -621,7 +623,7 @@ static mscclrt_result launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
     if (r != CU_OK) {
         char what[200];
         snprintf(what, sizeof what, "rank %d: launch of plan '%s' (%d blocks x %d threads)",
-                 c->rank, x->plan->name, x->layout.ntb, x->layout.threads);
+                 c->rank, PLAN_ESC(x->plan->name), x->layout.ntb, x->layout.threads);
         return cu_check(r, what);
     }
     return MSCCLRT_SUCCESS;
@@ -641,12 +643,12 @@ static mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *s
     ExecCtx *x = ctx_find(c, p, &key);
     if (x && !x->ready) {
         res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
-                      "setup finished", c->rank, p->name);
+                      "setup finished", c->rank, PLAN_ESC(p->name));
         goto out;
     }
     if (!x) TRY_GOTO(ctx_setup(c, p, &key, stream, &x), res, out);
-    ExecKernel *k;
-    const MkArgs *a;
+    ExecKernel *k = NULL;
+    const MkArgs *a = NULL;
     TRY_GOTO(kernel_get(c, x, dt, op, pk, &k), res, out);
     TRY_GOTO(size_get(c, x, send, recv, in, out, &a), res, out);
     *xo = x;
@@ -759,7 +761,8 @@ mscclrt_result mscclrt_group_end(void) {
         int st = CU_CAPTURE_STATUS_NONE;
         if (cu.cuStreamIsCapturing((CuStream)q->stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE) {
             q->res = rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
-                             "new buffers cannot be captured into a CUDA graph", c->rank, q->plan->name);
+                             "new buffers cannot be captured into a CUDA graph", c->rank,
+                             PLAN_ESC(q->plan->name));
             continue;
         }
         q->res = ctx_placeholder(c, q->plan, &key, &q->ctx);
@@ -848,7 +851,7 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
                        "LL16 (0) nor LL8 (1)", (int)pk);
     if (p->ngpus != c->nranks)
         return rt_fail(MSCCLRT_ERR_PLAN, "mscclrt_execute: plan '%s' is for %d ranks; the comm's "
-                       "group has %d", p->name, p->ngpus, c->nranks);
+                       "group has %d", PLAN_ESC(p->name), p->ngpus, c->nranks);
     if (!send || !recv)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: rank %d: %s is NULL", c->rank,
                        !send ? "sendbuf" : "recvbuf");
