@@ -1,13 +1,14 @@
 /*
  * test_plan_escape.c - printing a plan's strings (plan_escape.c): control characters, escape
  * sequences, C1 and bidirectional controls and invalid UTF-8 are escaped, valid UTF-8 stays,
- * long strings are cut with "..."; and the users: the dump, the loader's, geometry's and
- * backends' messages.
+ * long strings are cut with "..."; and the users: the dump, the loader's and geometry's messages,
+ * and the comment atop generated kernel source (which a name must not be able to close).
  * tests/cases/plan_escape.sh checks the commands.
  */
 #include "../harness.h"
 #include "test_plan_util.h"
 
+#include "codegen/codegen.h"
 #include "mscclrt.h"
 
 #include <stdlib.h>
@@ -131,9 +132,30 @@ static void t_messages(void) {
     plan_free(p);
 }
 
+/* The generated kernel source opens with a comment naming the plan: a name holding a comment
+ * end must not end it early (code injection into the kernel), nor bring control characters. */
+static void t_codegen_comment(void) {
+    Plan *p = hostile_plan();
+    if (!p) return;
+    char *src = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, cg_generate(p, 0, MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16, &src));
+    if (src) {
+        char *nl = strchr(src, '\n');
+        CHECK(nl != NULL);
+        if (nl) *nl = 0;
+        CHECK(clean(src));
+        const char *end = strstr(src, "*/");
+        CHECK(end != NULL && end[2] == 0);     /* the only comment end is the line's own */
+        CHECK_CONTAINS(src, "plan 'evil\\x1b[2J\\x1b]0;title\\x07\\xff * / int injected; /*'");
+    }
+    free(src);
+    plan_free(p);
+}
+
 int main(void) {
     TEST("plan_escape/escape", t_escape());
     TEST("plan_escape/dump", t_dump());
     TEST("plan_escape/messages", t_messages());
+    TEST("plan_escape/codegen_comment", t_codegen_comment());
     return harness_report();
 }
