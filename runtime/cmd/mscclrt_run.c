@@ -12,6 +12,7 @@
 #include "plan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -175,20 +176,57 @@ static int parse_opts(int argc, char **argv, Opts *o) {
 }
 
 /* ---- output files --------------------------------------------------------------------------- */
-static bool save_file(const char *dir, int rank, const char *kind, const void *data, size_t n) {
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/rank%d.%s.bin", dir, rank, kind);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "mscclrt-run: cannot write %s: %s\n", tmp, strerror(errno));
+/* Writes all of buf (retrying after signals); false on an error, with errno set. */
+static bool write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len) {
+        ssize_t k = write(fd, p, len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return false;
+        if (k == 0) {
+            errno = EIO;
+            return false;
+        }
+        p += k;
+        len -= (size_t)k;
+    }
+    return true;
+}
+
+/* Writes DIR/rankR.KIND.bin: into a new file of an unpredictable name in DIR (mkostemp creates it
+ * with O_EXCL, so nothing planted there is followed or overwritten), then renamed to the final
+ * name (rename replaces a symlink found there; it does not follow it). So no partial file is
+ * left and nothing outside DIR is written. mode: the new file's permissions (0666 & ~umask). */
+static bool save_file(const char *dir, int rank, const char *kind, const void *data, size_t n,
+                      mode_t mode) {
+    char path[4096], tmp[4096];
+    int lp = snprintf(path, sizeof path, "%s/rank%d.%s.bin", dir, rank, kind);
+    int lt = snprintf(tmp, sizeof tmp, "%s/.rank%d.%s.bin.XXXXXX", dir, rank, kind);
+    if (lp < 0 || lt < 0 || (size_t)lp >= sizeof path || (size_t)lt >= sizeof tmp) {
+        fprintf(stderr, "mscclrt-run: --save %s: path too long\n", dir);
         return false;
     }
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "mscclrt-run: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "mscclrt-run: cannot create a file in %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    const char *what = NULL;            /* the step that failed; err: its errno */
+    int err = 0;
+    if (fchmod(fd, mode) != 0) what = "set the permissions of";
+    else if (!write_all(fd, data, n)) what = "write";
+    if (what) err = errno;
+    if (close(fd) != 0 && !what) {
+        what = "write";
+        err = errno;
+    }
+    if (!what && rename(tmp, path) != 0) {
+        what = "rename a file to";
+        err = errno;
+    }
+    if (what) {
+        fprintf(stderr, "mscclrt-run: cannot %s %s: %s\n", what, path, strerror(err));
+        unlink(tmp);
         return false;
     }
     return true;
@@ -283,17 +321,6 @@ typedef struct {
 #define PROCS_DEFAULT_TIMEOUT_S 600
 #define PROCS_GRACE_S 10.0              /* after a rank's check failed, the others' time to end */
 #define PROCS_INIT_GRACE_S 2.0          /* after a rank could not join, the others' time to fail */
-
-static void write_all(int fd, const void *buf, size_t len) {
-    const char *p = buf;
-    while (len) {
-        ssize_t k = write(fd, p, len);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return;
-        p += k;
-        len -= (size_t)k;
-    }
-}
 
 /* Rank r's process: waits until every rank is forked, joins through the id, checks, reports. */
 static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, int go, int report,
@@ -750,13 +777,16 @@ int main(int argc, char **argv) {
     }
     (void)t0;
     if (o.save) {
+        mode_t save_mode = umask(0);    /* fopen's permissions: 0666 less the umask */
+        umask(save_mode);
+        save_mode = 0666 & ~save_mode;
         if (mkdir(o.save, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "mscclrt-run: cannot create %s: %s\n", o.save, strerror(errno));
             goto out;
         }
         for (int r = 0; r < n; r++)
-            if (!save_file(o.save, r, "in", inputs[r], in) ||
-                !save_file(o.save, r, "out", recv[r], out))
+            if (!save_file(o.save, r, "in", inputs[r], in, save_mode) ||
+                !save_file(o.save, r, "out", recv[r], out, save_mode))
                 goto out;
     }
     printf("%s: %s, %d ranks, %zu bytes (%zu in, %zu out per rank), %s %s, %s, %s, backend %s: "
