@@ -27,9 +27,16 @@ LDLIBS    := -lcjson -lpthread -ldl -lm
 ifdef DEBUG
 CFLAGS    := -O0 -g -DMSCCL_DEBUG=1
 endif
+# float-cast-overflow: a double out of an integer type's range converted to it (GCC's
+# -fsanitize=undefined leaves it out; clang's includes it)
 ifdef SAN
-CFLAGS    += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDFLAGS   += -fsanitize=address,undefined
+CFLAGS    += -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer \
+             -fno-sanitize-recover=undefined,float-cast-overflow
+LDFLAGS   += -fsanitize=address,undefined,float-cast-overflow
+endif
+ifdef UBSAN
+CFLAGS    += -fsanitize=undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS   += -fsanitize=undefined,float-cast-overflow
 endif
 ifdef TSAN
 CFLAGS    += -fsanitize=thread -fno-omit-frame-pointer
@@ -157,11 +164,16 @@ test: all $(UNIT_BIN) $(TOOL_BIN)
 test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
-# the plan loader, the compiler, the CPU backend and the threaded checks under ASan+UBSan, then the
-# CPU backend, the proxy FIFO and the threaded checks under TSan; each in its own build directory.
-# `make test` runs it too (tests/cases/sanitize.sh).
-SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
+# the plan loader, the compiler, the CPU backend, the threaded checks and the commands' option
+# parsing under ASan+UBSan, then the CPU backend, the proxy FIFO and the threaded checks under
+# TSan, then the commands' option parsing under clang's UBSan (when clang is installed: it is not
+# a build dependency, and the ASan stage already checks float-to-integer overflow with $(CC));
+# each in its own build directory. `make test` runs it too (tests/cases/sanitize.sh).
+SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc \
+                 test_numarg cmd_args cpu_compat cpu_run compat_coll
 SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan
+SAN_UBSAN_ONLY:= test_numarg cmd_args cpu_run
+CLANG     ?= $(shell command -v clang 2>/dev/null)
 test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-asan/%,$(UNIT_BIN) $(TOOL_BIN))
@@ -169,6 +181,14 @@ test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-tsan TSAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(UNIT_BIN) $(TOOL_BIN))
 	BUILD=$(BUILD)-tsan ONLY="$(SAN_TSAN_ONLY)" sh tests/run.sh
+ifneq ($(CLANG),)
+	$(MAKE) --no-print-directory BUILD=$(BUILD)-ubsan CC=$(CLANG) UBSAN=1 all \
+	  $(BUILD)-ubsan/tests/test_numarg
+	BUILD=$(BUILD)-ubsan ONLY="$(SAN_UBSAN_ONLY)" sh tests/run.sh
+else
+	@echo "test-sanitize: clang not found: skipping the clang UBSan stage (the ASan stage checks" \
+	  "float-to-integer overflow with $(CC))"
+endif
 
 check-man:
 	@for m in man/*.[0-9]; do groff -mandoc -Tutf8 -ww -z $$m 2>&1 | grep . && exit 1; done; \
@@ -201,7 +221,7 @@ uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/share/mscclc
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-ubsan
 
 help:
 	@echo "make [all|test|test-gpu|test-sanitize|install PREFIX=..|clean|check-man] [V=1 DEBUG=1 SAN=1]"

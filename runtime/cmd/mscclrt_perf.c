@@ -10,9 +10,11 @@
 #include "cuda/cuda_driver.h"
 #include "exec/exec.h"
 #include "core/param.h"
+#include "core/numarg.h"
 
 #include <dlfcn.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,16 +117,16 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static size_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'K': case 'k': v *= 1024; break;
-    case 'M': case 'm': v *= 1024 * 1024; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; break;
-    default: break;
-    }
-    return (size_t)v;
+/* A number option's value (numarg.c: decimal only, overflow and range refused); false after
+ * printing the message, which names the option and the value. */
+static bool num_opt(int c, const char *text, const char *what, unsigned long long lo,
+                    unsigned long long hi, bool suffixes, unsigned long long *out) {
+    const char opt[3] = {'-', (char)c, 0};
+    const NumArg spec = {what, lo, hi, suffixes};
+    char msg[NUMARG_MSG];
+    if (numarg_parse(&spec, opt, text, out, msg)) return true;
+    fprintf(stderr, "mscclrt-perf: %s\n", msg);
+    return false;
 }
 
 static void sizes_of(PlanCollective coll, int n, size_t bytes, size_t *in, size_t *out) {
@@ -318,7 +320,7 @@ static void *time_thread(void *arg) {
         if (gx[r]) cu.cuGraphExecDestroy(gx[r]);
         if (gr[r]) cu.cuGraphDestroy(gr[r]);
     }
-    int calls = O.iters * (O.graphs > 0 ? O.graphs : 1);
+    double calls = (double)O.iters * (O.graphs > 0 ? O.graphs : 1);
     thread_time[j->tid] = t / calls;
     thread_err[j->tid] = err;
     return NULL;
@@ -462,7 +464,10 @@ static int run_table(void) {
         printf(" %12zu %12zu %8s %6s %6d   %s   %s\n", b, count, mscclrt_dtype_name(O.dt),
                reduces ? mscclrt_redop_name(O.op) : "none", O.coll == PLAN_COLL_BROADCAST ? 0 : -1, oop, ip);
         fflush(stdout);
-        size_t nb = O.stepb ? b + O.stepb : (size_t)(b * O.factor);
+        /* the next size; one past what a size_t holds ends the table (no overflowing cast) */
+        double nbf = (double)b * O.factor;
+        if (!O.stepb && !(nbf < (double)SIZE_MAX)) break;
+        size_t nb = O.stepb ? b + O.stepb : (size_t)nbf;
         if (nb <= b) break;
         b = nb;
     }
@@ -488,18 +493,37 @@ int main(int argc, char **argv) {
     int both = 0;
     static const struct option lo[] = {{"plan", 1, 0, 'P'}, {"lib", 1, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
+    unsigned long long u;
     while ((c = getopt_long(argc, argv, "b:e:f:i:g:t:w:n:G:d:o:c:C:h", lo, NULL)) != -1) {
         switch (c) {
-        case 'b': O.minb = parse_size(optarg); break;
-        case 'e': O.maxb = parse_size(optarg); break;
-        case 'f': O.factor = atof(optarg); break;
-        case 'i': O.stepb = parse_size(optarg); break;
-        case 'g': O.g = atoi(optarg); break;
-        case 't': O.t = atoi(optarg); break;
-        case 'w': O.warm = atoi(optarg); break;
-        case 'n': O.iters = atoi(optarg); break;
-        case 'G': O.graphs = atoi(optarg); break;
-        case 'c': O.check = atoi(optarg); break;
+        case 'b': case 'e': case 'i':
+            if (!num_opt(c, optarg, "a positive byte count", 1, SIZE_MAX, true, &u)) return 2;
+            *(c == 'b' ? &O.minb : c == 'e' ? &O.maxb : &O.stepb) = (size_t)u;
+            break;
+        case 'f': {
+            char msg[NUMARG_MSG];
+            if (!numarg_factor("-f", optarg, 1, 1024, &O.factor, msg)) {
+                fprintf(stderr, "mscclrt-perf: %s\n", msg);
+                return 2;
+            }
+            break;
+        }
+        case 'g': case 't':
+            if (!num_opt(c, optarg, c == 'g' ? "a GPU count per thread" : "a thread count", 1, 64,
+                         false, &u))
+                return 2;
+            *(c == 'g' ? &O.g : &O.t) = (int)u;
+            break;
+        case 'w': case 'n': case 'G':
+            if (!num_opt(c, optarg, c == 'w' ? "a warm-up call count" : c == 'n' ? "a call count"
+                         : "a graph launch count", c == 'n' ? 1 : 0, 1000000, false, &u))
+                return 2;
+            *(c == 'w' ? &O.warm : c == 'n' ? &O.iters : &O.graphs) = (int)u;
+            break;
+        case 'c':
+            if (!num_opt(c, optarg, "a check flag", 0, 1, false, &u)) return 2;
+            O.check = (int)u;
+            break;
         case 'd':
             /* mscclrt_dtype_parse also takes nccl-tests' spellings (half, float, double, int) */
             if (mscclrt_dtype_parse(optarg, &O.dt) != MSCCLRT_SUCCESS) {
@@ -538,8 +562,13 @@ int main(int argc, char **argv) {
         default: usage(); return c == 'h' ? 0 : 2;
         }
     }
-    if (O.g < 1 || O.t < 1 || O.g * O.t > 64 || O.iters < 1 || O.minb < 1 || O.maxb < O.minb) {
-        usage();
+    /* each is at most 64 (num_opt), so the product cannot overflow */
+    if (O.g * O.t > 64) {
+        fprintf(stderr, "mscclrt-perf: -g %d -t %d: %d ranks, more than 64\n", O.g, O.t, O.g * O.t);
+        return 2;
+    }
+    if (O.maxb < O.minb) {
+        fprintf(stderr, "mscclrt-perf: -e %zu is smaller than -b %zu\n", O.maxb, O.minb);
         return 2;
     }
     O.ndev = O.g * O.t;

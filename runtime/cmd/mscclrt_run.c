@@ -7,10 +7,13 @@
  * one rank of a group a launcher started (env: torchrun, mpirun, srun).
  */
 #include "check/check.h"
+#include "core/numarg.h"
 #include "mscclrt.h"
 #include "plan.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,25 +90,14 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
-static bool parse_u64(const char *s, unsigned long long *out, bool suffixes) {
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-') return false;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno) return false;
-    unsigned long long mul = 1;
-    if (suffixes && *end) {
-        switch (*end) {
-        case 'k': case 'K': mul = 1ull << 10; break;
-        case 'm': case 'M': mul = 1ull << 20; break;
-        case 'g': case 'G': mul = 1ull << 30; break;
-        default: return false;
-        }
-        end++;
-    }
-    if (*end || (mul > 1 && v > ~0ull / mul)) return false;
-    *out = v * mul;
-    return true;
+/* A number option's value (numarg.c: decimal only, overflow and range refused). */
+static bool num_opt(const char *opt, const char *v, const char *what, unsigned long long lo,
+                    unsigned long long hi, bool suffixes, unsigned long long *out, int *rc) {
+    const NumArg spec = {what, lo, hi, suffixes};
+    char msg[NUMARG_MSG];
+    if (numarg_parse(&spec, opt, v, out, msg)) return true;
+    *rc = usage_error("%s", msg);
+    return false;
 }
 
 static int parse_opts(int argc, char **argv, Opts *o) {
@@ -121,6 +113,7 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         unsigned long long x;
+        int rc = 0;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
             exit(0);
@@ -134,20 +127,17 @@ static int parse_opts(int argc, char **argv, Opts *o) {
             if (!v) return usage_error("option %s needs a value", a);
             i++;
             if (strcmp(a, "--ranks") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 4096)
-                    return usage_error("--ranks '%s': expected a rank count in [1, 4096]", v);
+                if (!num_opt(a, v, "a rank count", 1, 4096, false, &x, &rc)) return rc;
                 o->ranks = (int)x;
             } else if (strcmp(a, "--size") == 0) {
-                if (!parse_u64(v, &o->size, true) || o->size == 0)
-                    return usage_error("--size '%s': expected a positive byte count (K, M, G "
-                                       "suffixes allowed)", v);
+                if (!num_opt(a, v, "a positive byte count", 1, ULLONG_MAX, true, &o->size, &rc))
+                    return rc;
             } else if (strcmp(a, "--iters") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 1000000)
-                    return usage_error("--iters '%s': expected a count in [1, 1000000]", v);
+                if (!num_opt(a, v, "a count", 1, 1000000, false, &x, &rc)) return rc;
                 o->iters = (long)x;
             } else if (strcmp(a, "--seed") == 0) {
-                if (!parse_u64(v, &o->seed, false))
-                    return usage_error("--seed '%s': expected a non-negative integer", v);
+                if (!num_opt(a, v, "a non-negative integer", 0, ULLONG_MAX, false, &o->seed, &rc))
+                    return rc;
             } else if (strcmp(a, "--dtype") == 0) {
                 o->dtype = v;
             } else if (strcmp(a, "--op") == 0) {
@@ -163,16 +153,14 @@ static int parse_opts(int argc, char **argv, Opts *o) {
                     return usage_error("--launch '%s': expected single, procs or env", v);
                 o->launch = v;
             } else if (strcmp(a, "--gpus") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 1024)
-                    return usage_error("--gpus '%s': expected a GPU count in [1, 1024]", v);
+                if (!num_opt(a, v, "a GPU count", 1, 1024, false, &x, &rc)) return rc;
                 o->gpus = (int)x;
             } else if (strcmp(a, "--alloc") == 0) {
                 if (strcmp(v, "device") != 0 && strcmp(v, "cumem") != 0)
                     return usage_error("--alloc '%s': expected device or cumem", v);
                 o->alloc = v;
             } else if (strcmp(a, "--timeout") == 0) {
-                if (!parse_u64(v, &x, false) || x < 1 || x > 86400)
-                    return usage_error("--timeout '%s': expected seconds in [1, 86400]", v);
+                if (!num_opt(a, v, "seconds", 1, 86400, false, &x, &rc)) return rc;
                 o->timeout = (long)x;
             } else {
                 return usage_error("unknown option %s", a);
@@ -188,20 +176,57 @@ static int parse_opts(int argc, char **argv, Opts *o) {
 }
 
 /* ---- output files --------------------------------------------------------------------------- */
-static bool save_file(const char *dir, int rank, const char *kind, const void *data, size_t n) {
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/rank%d.%s.bin", dir, rank, kind);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "mscclrt-run: cannot write %s: %s\n", tmp, strerror(errno));
+/* Writes all of buf (retrying after signals); false on an error, with errno set. */
+static bool write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len) {
+        ssize_t k = write(fd, p, len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return false;
+        if (k == 0) {
+            errno = EIO;
+            return false;
+        }
+        p += k;
+        len -= (size_t)k;
+    }
+    return true;
+}
+
+/* Writes DIR/rankR.KIND.bin: into a new file of an unpredictable name in DIR (mkostemp creates it
+ * with O_EXCL, so nothing planted there is followed or overwritten), then renamed to the final
+ * name (rename replaces a symlink found there; it does not follow it). So no partial file is
+ * left and nothing outside DIR is written. mode: the new file's permissions (0666 & ~umask). */
+static bool save_file(const char *dir, int rank, const char *kind, const void *data, size_t n,
+                      mode_t mode) {
+    char path[4096], tmp[4096];
+    int lp = snprintf(path, sizeof path, "%s/rank%d.%s.bin", dir, rank, kind);
+    int lt = snprintf(tmp, sizeof tmp, "%s/.rank%d.%s.bin.XXXXXX", dir, rank, kind);
+    if (lp < 0 || lt < 0 || (size_t)lp >= sizeof path || (size_t)lt >= sizeof tmp) {
+        fprintf(stderr, "mscclrt-run: --save %s: path too long\n", dir);
         return false;
     }
-    bool ok = fwrite(data, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "mscclrt-run: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "mscclrt-run: cannot create a file in %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    const char *what = NULL;            /* the step that failed; err: its errno */
+    int err = 0;
+    if (fchmod(fd, mode) != 0) what = "set the permissions of";
+    else if (!write_all(fd, data, n)) what = "write";
+    if (what) err = errno;
+    if (close(fd) != 0 && !what) {
+        what = "write";
+        err = errno;
+    }
+    if (!what && rename(tmp, path) != 0) {
+        what = "rename a file to";
+        err = errno;
+    }
+    if (what) {
+        fprintf(stderr, "mscclrt-run: cannot %s %s: %s\n", what, path, strerror(err));
+        unlink(tmp);
         return false;
     }
     return true;
@@ -218,7 +243,7 @@ static int fail_api(const char *what);
 /* ---- --backend gpu -------------------------------------------------------------------------- */
 typedef struct {
     const mscclrt_plan *plan;
-    const char *name;                   /* the plan's */
+    const char *name;                   /* the plan's, escaped for printing */
     int n;
     size_t bytes;
     mscclrt_gpu_check chk;
@@ -296,17 +321,6 @@ typedef struct {
 #define PROCS_DEFAULT_TIMEOUT_S 600
 #define PROCS_GRACE_S 10.0              /* after a rank's check failed, the others' time to end */
 #define PROCS_INIT_GRACE_S 2.0          /* after a rank could not join, the others' time to fail */
-
-static void write_all(int fd, const void *buf, size_t len) {
-    const char *p = buf;
-    while (len) {
-        ssize_t k = write(fd, p, len);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return;
-        p += k;
-        len -= (size_t)k;
-    }
-}
 
 /* Rank r's process: waits until every rank is forked, joins through the id, checks, reports. */
 static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, int go, int report,
@@ -663,6 +677,10 @@ int main(int argc, char **argv) {
     int n = info.nranks;
     PlanCollective coll = PLAN_COLL_CUSTOM;
     plan_coll_from_name(info.collective, &coll);
+    /* the plan's strings as printed (escaped: they come from the file) */
+    char name[PLAN_ESC_MAX], coll_name[PLAN_ESC_MAX];
+    plan_escape(name, sizeof name, info.name);
+    plan_escape(coll_name, sizeof coll_name, info.collective);
     size_t bytes = (size_t)o.size, in = 0, out = 0, es = mscclrt_dtype_size(dt);
     int result = 1;
     void *state = NULL;
@@ -670,7 +688,7 @@ int main(int argc, char **argv) {
     void **send = NULL, **recv = NULL;
     if (o.ranks && o.ranks != n) {
         fprintf(stderr, "mscclrt-run: --ranks %d, but plan '%s' is for %d ranks\n", o.ranks,
-                info.name, n);
+                name, n);
         goto out;
     }
     if (!bytes && mscclrt_plan_min_bytes(plan, &bytes) != MSCCLRT_SUCCESS) {
@@ -688,12 +706,12 @@ int main(int argc, char **argv) {
     }
     if (o.check && !check_collective_known(coll)) {
         fprintf(stderr, "mscclrt-run: --check: collective '%s' of plan '%s' has no known "
-                "postcondition\n", info.collective, info.name);
+                "postcondition\n", coll_name, name);
         goto out;
     }
     bool inplace = o.inplace < 0 ? info.inplace != 0 : o.inplace != 0;
     if (strcmp(be->name, "gpu") == 0) {
-        result = run_gpu(plan, info.name, n, bytes, dt, op, pk, inplace, &o);
+        result = run_gpu(plan, name, n, bytes, dt, op, pk, inplace, &o);
         goto out;
     }
 
@@ -750,7 +768,7 @@ int main(int argc, char **argv) {
             if (!check_collective(coll, n, dt, op, (const void *const *)inputs, in,
                                   (const void *const *)recv, out, &mm)) {
                 fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s %s, %s, "
-                        "iteration %ld): %s\n", info.name, info.collective, bytes,
+                        "iteration %ld): %s\n", name, coll_name, bytes,
                         mscclrt_dtype_name(dt), mscclrt_redop_name(op),
                         inplace ? "in-place" : "out-of-place", it, mm.msg);
                 goto out;
@@ -759,17 +777,20 @@ int main(int argc, char **argv) {
     }
     (void)t0;
     if (o.save) {
+        mode_t save_mode = umask(0);    /* fopen's permissions: 0666 less the umask */
+        umask(save_mode);
+        save_mode = 0666 & ~save_mode;
         if (mkdir(o.save, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "mscclrt-run: cannot create %s: %s\n", o.save, strerror(errno));
             goto out;
         }
         for (int r = 0; r < n; r++)
-            if (!save_file(o.save, r, "in", inputs[r], in) ||
-                !save_file(o.save, r, "out", recv[r], out))
+            if (!save_file(o.save, r, "in", inputs[r], in, save_mode) ||
+                !save_file(o.save, r, "out", recv[r], out, save_mode))
                 goto out;
     }
     printf("%s: %s, %d ranks, %zu bytes (%zu in, %zu out per rank), %s %s, %s, %s, backend %s: "
-           "%ld iteration%s, %.3f ms per call%s\n", info.name, info.collective, n, bytes, in, out,
+           "%ld iteration%s, %.3f ms per call%s\n", name, coll_name, n, bytes, in, out,
            mscclrt_dtype_name(dt), mscclrt_redop_name(op), inplace ? "in-place" : "out-of-place",
            pk == MSCCLRT_LL8 ? "LL8" : "LL16", be->name, o.iters, o.iters == 1 ? "" : "s",
            busy * 1e3 / (double)o.iters, o.check ? ", check passed" : "");

@@ -27,8 +27,8 @@ static mscclrt_result wrap(mscclrt_plan **out, Plan *pl, const char *fn) {
     h->magic = API_PLAN_MAGIC;
     h->plan = pl;
     *out = h;
-    LOG_INFO(LOG_SUB_PLAN, "loaded plan '%s' (%s, %d ranks, protocol %s)", pl->name,
-             pl->collective_name, pl->ngpus, pl->protocol_ll ? "LL" : "Simple");
+    LOG_INFO(LOG_SUB_PLAN, "loaded plan '%s' (%s, %d ranks, protocol %s)", PLAN_ESC(pl->name),
+             PLAN_ESC(pl->collective_name), pl->ngpus, pl->protocol_ll ? "LL" : "Simple");
     return MSCCLRT_SUCCESS;
 }
 
@@ -126,17 +126,17 @@ MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size
     }
     if (unit == 0)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': the chunk counts of its ranks have no common "
-                       "message size below 2^64", p->name);
+                       "message size below 2^64", PLAN_ESC(p->name));
     uint64_t b = p->min_size <= unit ? unit : (p->min_size + unit - 1) / unit * unit;
     if (b < p->min_size || b > p->max_size)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': no message size in [%llu, %llu] is a multiple "
-                       "of %llu bytes (alignment x chunks)", p->name,
+                       "of %llu bytes (alignment x chunks)", PLAN_ESC(p->name),
                        (unsigned long long)p->min_size, (unsigned long long)p->max_size,
                        (unsigned long long)unit);
     uint64_t in, out;
     TRY(check_call(p, b, &in, &out, "mscclrt_plan_min_bytes"));
     if (b > SIZE_MAX) return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': smallest size overflows size_t",
-                                     p->name);
+                                     PLAN_ESC(p->name));
     *bytes = (size_t)b;
     return MSCCLRT_SUCCESS;
 }

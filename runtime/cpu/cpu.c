@@ -970,7 +970,7 @@ static mscclrt_result ctx_rank_init(CpuCtx *c, const Plan *p, int r, int nranks)
             int q = g->peers[ty][k];
             if (q < 0 || q >= nranks || q == r)
                 return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': gpus[%d] %s channel %d connects to "
-                               "rank %d (valid: [0, %d) except %d)", p->name, r,
+                               "rank %d (valid: [0, %d) except %d)", PLAN_ESC(p->name), r,
                                plan_chan_name((PlanChanType)ty), k, q, nranks, r);
             int occ = 0;
             for (int j = 0; j < k; j++) occ += g->peers[ty][j] == q;
@@ -982,7 +982,7 @@ static mscclrt_result ctx_rank_init(CpuCtx *c, const Plan *p, int r, int nranks)
             int q = g->switches[k].ranks[m];
             if (q < 0 || q >= nranks)
                 return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': gpus[%d] switch channel %d names rank %d "
-                               "of %d", p->name, r, k, q, nranks);
+                               "of %d", PLAN_ESC(p->name), r, k, q, nranks);
         }
     return MSCCLRT_SUCCESS;
 }
@@ -1018,8 +1018,8 @@ static mscclrt_result ctx_get(mscclrt_cpu_comm *comm, const Plan *p, void *const
     c->next = comm->ctxs;
     comm->ctxs = c;
     comm->nctx++;
-    LOG_INFO(LOG_SUB_CPU, "cpu: new context %d for plan '%s' (%zu/%zu bytes)", comm->nctx, p->name,
-             in, out);
+    LOG_INFO(LOG_SUB_CPU, "cpu: new context %d for plan '%s' (%zu/%zu bytes)", comm->nctx,
+             PLAN_ESC(p->name), in, out);
     *outc = c;
     return MSCCLRT_SUCCESS;
 fail:
@@ -1128,7 +1128,7 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
     mscclrt_result res = MSCCLRT_SUCCESS;
     if (p->ngpus != n)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks, the communicator has %d",
-                       p->name, p->ngpus, n);
+                       PLAN_ESC(p->name), p->ngpus, n);
     CpuCtx *ctx = NULL;
     TRY(ctx_get(comm, p, send, recv, in_bytes, out_bytes, &ctx));
     Exec ex;
@@ -1216,7 +1216,7 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
                 break;
             }
         if (first >= 0) {
-            res = rt_fail(runs[first].res, "plan '%s': %s", p->name, runs[first].why);
+            res = rt_fail(runs[first].res, "plan '%s': %s", PLAN_ESC(p->name), runs[first].why);
         } else if (timed_out) {
             for (k = 0; k < nruns; k++)
                 if (runs[k].blocked) {
@@ -1225,11 +1225,12 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
                 }
             if (first >= 0)
                 res = rt_fail(MSCCLRT_ERR_TIMEOUT, "plan '%s': no progress for %lld ms "
-                              "(MSCCLRT_CPU_TIMEOUT_MS): %s (%d thread block%s blocked)", p->name,
-                              comm->timeout_ms, runs[first].why, blocked, blocked == 1 ? "" : "s");
+                              "(MSCCLRT_CPU_TIMEOUT_MS): %s (%d thread block%s blocked)",
+                              PLAN_ESC(p->name), comm->timeout_ms, runs[first].why, blocked,
+                              blocked == 1 ? "" : "s");
             else
                 res = rt_fail(MSCCLRT_ERR_TIMEOUT, "plan '%s': no progress for %lld ms",
-                              p->name, comm->timeout_ms);
+                              PLAN_ESC(p->name), comm->timeout_ms);
         }
     }
     free(rr);

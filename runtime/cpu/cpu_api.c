@@ -38,7 +38,7 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const msc
     int n = cpu_comm_nranks(comm);
     if (p->ngpus != n)
         return rt_fail(MSCCLRT_ERR_PLAN, "%s: plan '%s' is for %d ranks, the communicator has %d",
-                       fn, p->name, p->ngpus, n);
+                       fn, PLAN_ESC(p->name), p->ngpus, n);
     for (int r = 0; r < n; r++)
         if ((in_bytes && !send[r]) || (out_bytes && !recv[r]))
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d's %s buffer is NULL", fn, r,

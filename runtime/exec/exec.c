@@ -27,7 +27,7 @@ mscclrt_result exec_launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
     if (r != CU_OK) {
         char what[200];
         snprintf(what, sizeof what, "rank %d: launch of plan '%s' (%d blocks x %d threads)",
-                 c->rank, x->plan->name, x->layout.ntb, x->layout.threads);
+                 c->rank, PLAN_ESC(x->plan->name), x->layout.ntb, x->layout.threads);
         return cu_check(r, what);
     }
     return MSCCLRT_SUCCESS;
@@ -47,7 +47,7 @@ mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, vo
     ExecCtx *x = exec_ctx_find(c, p, &key);
     if (x && !x->ready) {
         res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: context of plan '%s' used before its "
-                      "setup finished", c->rank, p->name);
+                      "setup finished", c->rank, PLAN_ESC(p->name));
         goto out;
     }
     if (!x) TRY_GOTO(exec_ctx_setup(c, p, &key, stream, &x), res, out);
@@ -108,7 +108,7 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
                        "LL16 (0) nor LL8 (1)", (int)pk);
     if (p->ngpus != c->nranks)
         return rt_fail(MSCCLRT_ERR_PLAN, "mscclrt_execute: plan '%s' is for %d ranks; the comm's "
-                       "group has %d", p->name, p->ngpus, c->nranks);
+                       "group has %d", PLAN_ESC(p->name), p->ngpus, c->nranks);
     if (!send || !recv)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: rank %d: %s is NULL", c->rank,
                        !send ? "sendbuf" : "recvbuf");

@@ -117,7 +117,7 @@ mscclrt_result exec_check_fetch(ExecCheckBufs *b, size_t out) {
 
 mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk, const char *what) {
     return rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s' on GPUs, %zu bytes, %s %s, %s%s: wrong "
-                   "result: %s", p->name, chk->bytes, check_dtype_name(chk->dtype),
+                   "result: %s", PLAN_ESC(p->name), chk->bytes, check_dtype_name(chk->dtype),
                    check_redop_name(chk->op), chk->inplace ? "in place" : "out of place",
                    chk->graph_iters > 0 ? ", after graph replay" : "", what);
 }
@@ -165,7 +165,7 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     if (!comms || !chk) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_plan: NULL argument");
     if (n != p->ngpus)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_plan: plan '%s' has %d ranks, "
-                       "%d comms given", p->name, p->ngpus, n);
+                       "%d comms given", PLAN_ESC(p->name), p->ngpus, n);
     for (int r = 0; r < n; r++)
         if (!comms[r] || comms[r]->magic != EXEC_COMM_MAGIC || comms[r]->rank != r)
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_plan: comms[%d] is not "

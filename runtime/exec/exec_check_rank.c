@@ -151,7 +151,7 @@ mscclrt_result mscclrt_gpu_check_rank(mscclrt_comm *c, const mscclrt_plan *plan,
     else if (!chk) res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_rank: chk is NULL");
     else if (p->ngpus != c->nranks)
         res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_rank: plan '%s' has %d ranks, "
-                      "the group %d", p->name, p->ngpus, c->nranks);
+                      "the group %d", PLAN_ESC(p->name), p->ngpus, c->nranks);
     else if (!check_dtype_size(chk->dtype) || (unsigned)chk->op >= MSCCLRT_REDOP_COUNT)
         res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_rank: bad dtype %d or "
                       "operator %d", (int)chk->dtype, (int)chk->op);

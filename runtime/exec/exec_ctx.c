@@ -162,7 +162,7 @@ mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
         TRY(cu_check(cu.cuMemcpyHtoD(x->state + x->layout.off_sem, g->sem_init,
                                      (size_t)g->nsems * sizeof(int)), "cuMemcpyHtoD(semaphores)"));
     LOG_INFO(LOG_SUB_EXEC, "rank %d: context for plan '%s' (allocations %p, %p): scratch %zu bytes",
-             c->rank, p->name, x->send, x->recv, x->scratch_bytes);
+             c->rank, PLAN_ESC(p->name), x->send, x->recv, x->scratch_bytes);
     return MSCCLRT_SUCCESS;
 }
 
@@ -248,7 +248,7 @@ mscclrt_result exec_ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     if (cu.cuStreamIsCapturing((CuStream)stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE)
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
                        "sendbuf %p / recvbuf %p sets up memory and cannot be captured into a CUDA "
-                       "graph; make one call before capturing", c->rank, p->name, send, recv);
+                       "graph; make one call before capturing", c->rank, PLAN_ESC(p->name), send, recv);
     ExecCtx *x = NULL;
     const double t0 = rt_now_s();
     TRY(exec_ctx_placeholder(c, p, k, &x));
@@ -266,7 +266,7 @@ mscclrt_result exec_ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     }
     TRY(exec_ctx_finish(c, x, res));
     *out = x;
-    LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank, p->name,
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: context of plan '%s' set up in %.2f ms", c->rank, PLAN_ESC(p->name),
              (rt_now_s() - t0) * 1e3);
     return MSCCLRT_SUCCESS;
 }

@@ -91,7 +91,7 @@ mscclrt_result mscclrt_group_end(void) {
         int st = CU_CAPTURE_STATUS_NONE;
         if (cu.cuStreamIsCapturing((CuStream)q->stream, &st) == CU_OK && st != CU_CAPTURE_STATUS_NONE) {
             q->res = rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the first call of plan '%s' for "
-                             "new buffers cannot be captured into a CUDA graph", c->rank, q->plan->name);
+                             "new buffers cannot be captured into a CUDA graph", c->rank, PLAN_ESC(q->plan->name));
             continue;
         }
         q->res = exec_ctx_placeholder(c, q->plan, &key, &q->ctx);

@@ -33,7 +33,7 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
     ExecKernel *k = NULL;
     mscclrt_result res;
     char what[300];
-    snprintf(what, sizeof what, "plan '%s' rank %d (%s, %s, LL%d)", x->plan->name, c->rank,
+    snprintf(what, sizeof what, "plan '%s' rank %d (%s, %s, LL%d)", PLAN_ESC(x->plan->name), c->rank,
              mscclrt_dtype_name((mscclrt_dtype)dt), mscclrt_redop_name((mscclrt_redop)op),
              pk == MSCCLRT_LL8 ? 8 : 16);
     const double t0 = rt_now_s();
@@ -42,10 +42,16 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
     const double t1 = rt_now_s();
     const char *dump = param_str(PARAM_CG_DUMP_DIR);
     if (*dump) {
-        char path[1024];
+        /* the file name keeps only [A-Za-z0-9_-] of the plan's name: a name holding '/' or
+         * '..' must not place the file outside the dump directory */
+        char path[1024], safe[64];
+        size_t n = 0;
+        for (const char *s = x->plan->name; *s && n + 1 < sizeof safe; s++)
+            safe[n++] = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+                        (*s >= '0' && *s <= '9') || *s == '-' ? *s : '_';
+        safe[n] = 0;
         mkdir(dump, 0755);
-        snprintf(path, sizeof path, "%s/%s.r%d.%d.%d.%d.cu", dump, x->plan->name, c->rank, kdt,
-                 kop, kpk);
+        snprintf(path, sizeof path, "%s/%s.r%d.%d.%d.%d.cu", dump, safe, c->rank, kdt, kop, kpk);
         FILE *f = fopen(path, "w");
         if (f) {
             fputs(src, f);
@@ -118,14 +124,14 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: reuse_resources plan '%s': chunks of "
                            "%llu bytes (in %llu / out %llu bytes) need %llu bytes of scratch, more "
                            "than the fixed %zu; the GPU executor does not wrap scratch offsets "
-                           "(spec §5.0): use smaller messages", c->rank, x->plan->name,
+                           "(spec §5.0): use smaller messages", c->rank, PLAN_ESC(x->plan->name),
                            (unsigned long long)g.chunk_bytes, (unsigned long long)in,
                            (unsigned long long)out, (unsigned long long)need, x->scratch_bytes);
     }
     if (need > x->scratch_bytes)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: plan '%s' needs %llu scratch bytes for "
                        "in %llu / out %llu bytes, but this context has %zu (%s)", c->rank,
-                       x->plan->name, (unsigned long long)need, (unsigned long long)in,
+                       PLAN_ESC(x->plan->name), (unsigned long long)need, (unsigned long long)in,
                        (unsigned long long)out, x->scratch_bytes,
                        x->keyed ? "sized from the buffers' allocations"
                                 : "sized for the plan's max_message_size, at most 64 MiB");

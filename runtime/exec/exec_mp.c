@@ -175,8 +175,8 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     TRY_GOTO(exec_nvls_setup(&c, &x, 1, c->boot), res, out);   /* switch channels, if any */
     /* every peer has mapped our memory before anyone launches */
     TRY_GOTO(boot_barrier(c->boot), res, out);
-    LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s' set up over IPC (scratch %zu bytes)", r, p->name,
-             x->scratch_bytes);
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s' set up over IPC (scratch %zu bytes)", r,
+             PLAN_ESC(p->name), x->scratch_bytes);
 out:
     free(sizes);
     free(ptr);

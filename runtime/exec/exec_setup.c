@@ -64,9 +64,9 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
         if (rd->plan[r] != p0 && strcmp(rd->plan[r]->name, p0->name) != 0)
             return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "collective setup #%llu: rank 0 runs plan "
                            "'%s' but rank %d runs plan '%s' (every rank must make the same calls)",
-                           (unsigned long long)rd->seq, p0->name, r, rd->plan[r]->name);
+                           (unsigned long long)rd->seq, PLAN_ESC(p0->name), r, PLAN_ESC(rd->plan[r]->name));
     if (p0->ngpus != q->nranks)
-        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks; the group has %d", p0->name,
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks; the group has %d", PLAN_ESC(p0->name),
                        p0->ngpus, q->nranks);
     CuContext prev = NULL;
     cu.cuCtxGetCurrent(&prev);

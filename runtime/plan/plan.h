@@ -233,4 +233,21 @@ void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t
 void plan_dump_table(const Plan *p, FILE *out);
 void plan_dump_dot(const Plan *p, FILE *out);
 
+/* ---- printing a plan's strings (plan_escape.c) ------------------------------------------ */
+/* A plan's strings (name, collective, tags, JSON text a message quotes) come from its file and
+ * may hold escape sequences, control characters or invalid UTF-8: print them only through
+ * these. Backslash, tab, newline and CR become \\, \t, \n, \r; other C0 controls, DEL and
+ * bytes that are not UTF-8 become \xNN; C1 controls and the bidirectional/line-separator
+ * format controls become \uNNNN; printable ASCII and the rest of valid UTF-8 stay. NULL prints
+ * as "(null)". */
+/* Into buf (n bytes, NUL-terminated), cut at a character boundary and ended with "..." when too
+ * long; returns buf. */
+const char *plan_escape(char *buf, size_t n, const char *s);
+/* The whole escaped string, to out. */
+void plan_escape_fputs(const char *s, FILE *out);
+/* For a message argument: plan_escape into a buffer that lives until the end of the enclosing
+ * block (a compound literal), as in rt_fail(..., "plan '%s'", PLAN_ESC(p->name)). */
+#define PLAN_ESC_MAX 256
+#define PLAN_ESC(s) plan_escape((char[PLAN_ESC_MAX]){0}, PLAN_ESC_MAX, (s))
+
 #endif

@@ -192,9 +192,11 @@ static void dump_gpu(const Plan *p, int r, FILE *out) {
 }
 
 void plan_dump_table(const Plan *p, FILE *out) {
-    fprintf(out, "plan        %s\n", p->name);
-    fprintf(out, "collective  %s\n", p->collective_name ? p->collective_name
-                                                       : plan_coll_name(p->collective));
+    fputs("plan        ", out);
+    plan_escape_fputs(p->name, out);
+    fputs("\ncollective  ", out);
+    plan_escape_fputs(p->collective_name ? p->collective_name : plan_coll_name(p->collective), out);
+    fputc('\n', out);
     fprintf(out, "protocol    %s\n", p->protocol_ll ? "LL" : "Simple");
     fprintf(out, "ranks       %d\n", p->ngpus);
     fprintf(out, "inplace     %s\n", p->inplace ? "yes" : "no");
@@ -213,7 +215,10 @@ void plan_dump_table(const Plan *p, FILE *out) {
             p->reuse_resources ? ", reuse_resources" : "");
     if (p->ntags > 0) {
         fputs("tags       ", out);
-        for (int i = 0; i < p->ntags; i++) fprintf(out, " %s", p->tags[i]);
+        for (int i = 0; i < p->ntags; i++) {
+            fputc(' ', out);
+            plan_escape_fputs(p->tags[i], out);
+        }
         fputc('\n', out);
     }
     for (int r = 0; r < p->ngpus; r++) dump_gpu(p, r, out);
@@ -221,11 +226,12 @@ void plan_dump_table(const Plan *p, FILE *out) {
 
 /* ---- dot ------------------------------------------------------------------------------------ */
 
-/* Writes s as a dot string body (quotes and backslashes escaped). */
+/* Writes a plan string as a dot string body: escaped as everywhere (plan_escape; cut at
+ * PLAN_ESC_MAX), then its quotes and backslashes escaped for dot. */
 static void dot_str(FILE *out, const char *s) {
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', out);
-        fputc(*s, out);
+    for (const char *e = PLAN_ESC(s); *e; e++) {
+        if (*e == '"' || *e == '\\') fputc('\\', out);
+        fputc(*e, out);
     }
 }
 

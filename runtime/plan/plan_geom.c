@@ -9,12 +9,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static bool gfail(PlanErr *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool gfail(PlanErr *err, const char *fmt, ...) {
+/* "plan 'NAME': " (the name escaped) + the formatted rest into err; returns false. */
+static bool gfail(PlanErr *err, const Plan *p, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool gfail(PlanErr *err, const Plan *p, const char *fmt, ...) {
     if (!err) return false;
+    int n = snprintf(err->msg, sizeof err->msg, "plan '%s': ", PLAN_ESC(p->name));
+    if (n < 0 || (size_t)n >= sizeof err->msg) return false;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
     va_end(ap);
     return false;
 }
@@ -38,39 +42,39 @@ uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t ha
 bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, PlanGeom *g,
                PlanErr *err) {
     if (rank < 0 || rank >= p->ngpus)
-        return gfail(err, "plan '%s': rank %d is outside 0..%d", p->name, rank, p->ngpus - 1);
+        return gfail(err, p, "rank %d is outside 0..%d", rank, p->ngpus - 1);
     const PlanGpu *gpu = &p->gpus[rank];
     uint64_t A = p->alignment ? p->alignment : 16;
     uint64_t ic = gpu->input_chunks, oc = gpu->output_chunks;
 
     /* §3.2-1: sizes aligned and divisible into chunks */
     if (in_bytes % A != 0 || out_bytes % A != 0)
-        return gfail(err, "plan '%s': %s of %" PRIu64 " bytes is not a multiple of "
-                     "buffer_alignment %" PRIu64, p->name, in_bytes % A ? "input" : "output",
+        return gfail(err, p, "%s of %" PRIu64 " bytes is not a multiple of "
+                     "buffer_alignment %" PRIu64, in_bytes % A ? "input" : "output",
                      in_bytes % A ? in_bytes : out_bytes, A);
     if (ic == 0 || oc == 0)
-        return gfail(err, "plan '%s': rank %d has %s_chunks 0", p->name, rank,
+        return gfail(err, p, "rank %d has %s_chunks 0", rank,
                      ic == 0 ? "input" : "output");
     if ((in_bytes / A) % ic != 0)
-        return gfail(err, "plan '%s': input of %" PRIu64 " bytes does not split into %" PRIu64
-                     " chunks of a multiple of %" PRIu64 " bytes (buffer_alignment)", p->name,
+        return gfail(err, p, "input of %" PRIu64 " bytes does not split into %" PRIu64
+                     " chunks of a multiple of %" PRIu64 " bytes (buffer_alignment)",
                      in_bytes, ic, A);
     if ((out_bytes / A) % oc != 0)
-        return gfail(err, "plan '%s': output of %" PRIu64 " bytes does not split into %" PRIu64
-                     " chunks of a multiple of %" PRIu64 " bytes (buffer_alignment)", p->name,
+        return gfail(err, p, "output of %" PRIu64 " bytes does not split into %" PRIu64
+                     " chunks of a multiple of %" PRIu64 " bytes (buffer_alignment)",
                      out_bytes, oc, A);
     /* §3.2-2: the checked size is the output for allgather, else the input */
     bool ag = p->collective == PLAN_COLL_ALLGATHER;
     uint64_t checked = ag ? out_bytes : in_bytes;
     if (checked < p->min_size || checked > p->max_size)
-        return gfail(err, "plan '%s': %s of %" PRIu64 " bytes is outside the plan's message "
-                     "size range [%" PRIu64 ", %" PRIu64 "]", p->name, ag ? "output" : "input",
+        return gfail(err, p, "%s of %" PRIu64 " bytes is outside the plan's message "
+                     "size range [%" PRIu64 ", %" PRIu64 "]", ag ? "output" : "input",
                      checked, p->min_size, p->max_size);
     /* §3.2-3: one chunk size for i, o and s */
     if (in_bytes / ic != out_bytes / oc)
-        return gfail(err, "plan '%s': size per chunk inconsistent: input %" PRIu64 " bytes / %"
+        return gfail(err, p, "size per chunk inconsistent: input %" PRIu64 " bytes / %"
                      PRIu64 " chunks = %" PRIu64 ", output %" PRIu64 " bytes / %" PRIu64
-                     " chunks = %" PRIu64, p->name, in_bytes, ic, in_bytes / ic, out_bytes, oc,
+                     " chunks = %" PRIu64, in_bytes, ic, in_bytes / ic, out_bytes, oc,
                      out_bytes / oc);
     uint64_t chunk = in_bytes / ic;
 
@@ -79,8 +83,8 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
     uint64_t sc = (uint64_t)gpu->scratch_chunks * (p->protocol_ll ? 2 : 1);
     if (sc > most) most = sc;
     if (chunk != 0 && most > UINT32_MAX / chunk)
-        return gfail(err, "plan '%s': chunks of %" PRIu64 " bytes put offsets beyond 4 GiB "
-                     "(%" PRIu64 " chunks): the executor's op records are 32-bit", p->name,
+        return gfail(err, p, "chunks of %" PRIu64 " bytes put offsets beyond 4 GiB "
+                     "(%" PRIu64 " chunks): the executor's op records are 32-bit",
                      chunk, most);
 
     /* §3.5 scratch, sized from the message (allocation ranges are the caller's business) */
@@ -98,9 +102,9 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
             if (op->kind != PLAN_OP_PIPELINE) continue;
             uint64_t n = pipeline_iters(op, chunk);
             if (n > PLAN_MAX_PIPELINE_ITER)
-                return gfail(err, "plan '%s': gpus[%d].threadblocks[%d].ops[%d]: the pipeline "
+                return gfail(err, p, "gpus[%d].threadblocks[%d].ops[%d]: the pipeline "
                              "needs %" PRIu64 " iterations of %" PRIu64 " bytes for chunks of %"
-                             PRIu64 " bytes, more than the executor's %d", p->name, rank, t, i,
+                             PRIu64 " bytes, more than the executor's %d", rank, t, i,
                              n, op->unit_size, chunk, PLAN_MAX_PIPELINE_ITER);
         }
 

@@ -382,7 +382,8 @@ static bool parse_buf(Ld *L, const char *s, const char *path, PlanBuf *out) {
             *out = (PlanBuf)b;
             return true;
         }
-    return lfail(L, path, "unknown buffer type '%s' (expected \"i\", \"o\" or \"s\")", s);
+    return lfail(L, path, "unknown buffer type '%s' (expected \"i\", \"o\" or \"s\")",
+                 PLAN_ESC(s));
 }
 
 /* "memory", "port", "switch", and "none" where allow_none. */
@@ -392,8 +393,8 @@ static bool parse_chan(Ld *L, const char *s, const char *path, bool allow_none, 
             *out = (PlanChanType)t;
             return true;
         }
-    return lfail(L, path, "unknown channel type '%s' (expected \"memory\", \"port\"%s)", s,
-                 allow_none ? ", \"switch\" or \"none\"" : " or \"switch\"");
+    return lfail(L, path, "unknown channel type '%s' (expected \"memory\", \"port\"%s)",
+                 PLAN_ESC(s), allow_none ? ", \"switch\" or \"none\"" : " or \"switch\"");
 }
 
 /* ---- ops ------------------------------------------------------------------------------------- */
@@ -489,7 +490,7 @@ static bool parse_op(Ld *L, const cJSON *o, const char *path, PlanOp *op, bool i
     if (strcmp(name, "glre") == 0)
         return lfail(L, kp, "op 'glre' is not supported: MSCCL++'s executor only runs it fused "
                             "with a following gstore as 'glres' (\"Invalid operation type: glre\")");
-    if (!plan_op_from_name(name, &kind)) return lfail(L, kp, "unknown op '%s'", name);
+    if (!plan_op_from_name(name, &kind)) return lfail(L, kp, "unknown op '%s'", PLAN_ESC(name));
     plan_op_init(op, kind);
     if (kind == PLAN_OP_PIPELINE && inner)
         return lfail(L, kp, "nested pipelines are not supported");
@@ -538,7 +539,8 @@ static bool parse_op(Ld *L, const cJSON *o, const char *path, PlanOp *op, bool i
     if (L->failed) return false;
     if (ro && !plan_redop_from_name(ro, &op->reduce_op)) {
         pkey(kp, path, "reduce_op");
-        return lfail(L, kp, "unknown reduce_op '%s' (expected sum, prod, min, max or avg)", ro);
+        return lfail(L, kp, "unknown reduce_op '%s' (expected sum, prod, min, max or avg)",
+                     PLAN_ESC(ro));
     }
     if (kind == PLAN_OP_PIPELINE) return parse_pipeline(L, o, path, op);
     return true;
@@ -828,13 +830,14 @@ static Plan *parse_root(Ld *L, const cJSON *root) {
     PlanCollective c;
     if (!plan_coll_from_name(coll, &c)) {
         lfail(L, "collective", "unknown collective '%s' (expected allreduce, allgather, "
-                               "reducescatter, alltoall, broadcast, sendrecv, test or custom)", coll);
+              "reducescatter, alltoall, broadcast, sendrecv, test or custom)", PLAN_ESC(coll));
         return NULL;
     }
     const char *proto = get_str(L, root, "", "protocol", true);
     if (!proto) return NULL;
     if (strcmp(proto, "LL") != 0 && strcmp(proto, "Simple") != 0) {
-        lfail(L, "protocol", "unknown protocol '%s' (expected \"LL\" or \"Simple\")", proto);
+        lfail(L, "protocol", "unknown protocol '%s' (expected \"LL\" or \"Simple\")",
+              PLAN_ESC(proto));
         return NULL;
     }
     int ngpus;
@@ -961,13 +964,17 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
         line_col(buf, off, &line, &col);
         size_t k = 0;
         while (off + k < len && k < 16 && buf[off + k] != '\n') k++;
-        if (len == 0 || off >= len)
+        if (len == 0 || off >= len) {
             snprintf(err->msg, sizeof err->msg, "%s:%d:%d: JSON syntax error at the end of the "
                      "text (truncated file?)", what, line, col);
-        else
-            snprintf(err->msg, sizeof err->msg, "%s:%d:%d: JSON syntax error near '%.*s' (or "
-                     "nesting deeper than %d)", what, line, col, (int)k, buf + off,
+        } else {   /* the text near the error, escaped like every string of a plan */
+            char near[17];
+            memcpy(near, buf + off, k);
+            near[k] = 0;
+            snprintf(err->msg, sizeof err->msg, "%s:%d:%d: JSON syntax error near '%s' (or "
+                     "nesting deeper than %d)", what, line, col, PLAN_ESC(near),
                      CJSON_NESTING_LIMIT);
+        }
         free(buf);
         return NULL;
     }
@@ -984,10 +991,22 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
     return p;
 }
 
+/* What a file that is not a regular one is, for the message that refuses it. */
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a special file";
+}
+
 Plan *plan_load_file(const char *path, PlanErr *err) {
     PlanErr dummy;
     if (!err) err = &dummy;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: open() of a FIFO would wait for a writer forever; what is not a regular file
+     * is refused below, before any read, and a regular file's reads ignore the flag. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
@@ -999,7 +1018,8 @@ Plan *plan_load_file(const char *path, PlanErr *err) {
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        snprintf(err->msg, sizeof err->msg, "%s: not a regular file", path);
+        snprintf(err->msg, sizeof err->msg, "%s: %s, not a regular file", path,
+                 file_kind(st.st_mode));
         close(fd);
         return NULL;
     }

@@ -96,8 +96,8 @@ mscclrt_result nvls_chan(const Plan *p, int rank, int sw, NvlsChan *out) {
     out->pos = -1;
     out->root = rank;   /* until the group is known: never a message to a stranger */
     if (s->nranks < 1)
-        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d switch channel %d has no ranks", p->name,
-                       rank, sw);
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d switch channel %d has no ranks",
+                       PLAN_ESC(p->name), rank, sw);
     out->root = s->ranks[0];
     for (int i = 0; i < s->nranks; i++) {
         int q = s->ranks[i];
@@ -109,12 +109,13 @@ mscclrt_result nvls_chan(const Plan *p, int rank, int sw, NvlsChan *out) {
         if (!same)
             return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d switch channel %d: rank %d does not "
                            "declare the same switch channel (same ranks, same buffer, same order); "
-                           "multicast groups are created collectively", p->name, rank, sw, q);
+                           "multicast groups are created collectively", PLAN_ESC(p->name), rank,
+                           sw, q);
         if (q == out->root) out->root_sw = qs;
     }
     if (out->pos < 0)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d switch channel %d: its group does not "
-                       "contain rank %d itself", p->name, rank, sw, rank);
+                       "contain rank %d itself", PLAN_ESC(p->name), rank, sw, rank);
     return MSCCLRT_SUCCESS;
 }
 
@@ -148,12 +149,12 @@ mscclrt_result nvls_check_range(int rank, int sw, const char *what, CuDevPtr bas
 mscclrt_result nvls_check_enabled(const Plan *p, int rank, CuDevice dev) {
     if (param_int(PARAM_ENABLE_NVLS) != 1)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s' uses switch (NVLS multicast) channels, "
-                       "which are off unless MSCCLRT_ENABLE_NVLS=1", p->name);
+                       "which are off unless MSCCLRT_ENABLE_NVLS=1", PLAN_ESC(p->name));
     TRY(cu_load());
     if (!cu.multicast)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s' uses switch (NVLS multicast) channels, but "
                        "the CUDA driver (%d.%d) lacks the multicast API (cuMulticastCreate and "
-                       "friends: CUDA 12.1 or later)", p->name, cu.version / 1000,
+                       "friends: CUDA 12.1 or later)", PLAN_ESC(p->name), cu.version / 1000,
                        cu.version % 1000 / 10);
     int supported = 0;
     TRY(cu_check(cu.cuDeviceGetAttribute(&supported, CU_ATTR_MULTICAST_SUPPORTED, dev),
@@ -162,8 +163,8 @@ mscclrt_result nvls_check_enabled(const Plan *p, int rank, CuDevice dev) {
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s' uses switch (NVLS multicast) channels, but "
                        "rank %d's device %d does not support multicast "
                        "(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0: NVLS needs NVSwitch-connected "
-                       "GPUs of sm_90 or later with the fabric manager running)", p->name, rank,
-                       (int)dev);
+                       "GPUs of sm_90 or later with the fabric manager running)",
+                       PLAN_ESC(p->name), rank, (int)dev);
     return MSCCLRT_SUCCESS;
 }
 
@@ -423,7 +424,8 @@ static mscclrt_result group_local(const Plan *p, NvlsMem *m, int r, int sw, cons
             if (m[ch->members[j]].dev == m[q].dev) {
                 res = rt_fail(MSCCLRT_ERR_INVALID_USAGE, "plan '%s': ranks %d and %d of switch "
                               "channel %d (rank %d) share device %d; a multicast group needs one "
-                              "GPU per rank", p->name, ch->members[j], q, sw, r, (int)m[q].dev);
+                              "GPU per rank", PLAN_ESC(p->name), ch->members[j], q, sw, r,
+                              (int)m[q].dev);
                 goto out;
             }
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(m[q].ctx), "cuCtxSetCurrent"), res, out);
@@ -451,7 +453,7 @@ static mscclrt_result group_local(const Plan *p, NvlsMem *m, int r, int sw, cons
                  res, out);
     }
     LOG_INFO(LOG_SUB_XPORT, "plan '%s': multicast group of rank %d's switch channel %d: %d devices, "
-             "%zu bytes", p->name, r, sw, nm, g->size);
+             "%zu bytes", PLAN_ESC(p->name), r, sw, nm, g->size);
 out:
     if (g && g->refs == 0) { /* created but attached to no binding */
         cu.cuMemRelease(g->mc);
@@ -673,7 +675,7 @@ mscclrt_result nvls_setup_boot(const Plan *p, NvlsMem *me, Boot *b) {
              sizeof why);
     TRY_GOTO(agree(b, st, why, "binding memory to the multicast groups"), res, out);
     LOG_INFO(LOG_SUB_XPORT, "rank %d: plan '%s': %d switch channel(s) bound to multicast groups", r,
-             p->name, nsw);
+             PLAN_ESC(p->name), nsw);
 out:
     fdpass_destroy(fp);
     free(ch);

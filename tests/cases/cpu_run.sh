@@ -61,8 +61,32 @@ for r in 0 1; do
 done
 cmp -s "$tmp/save/rank0.out.bin" "$tmp/save/rank1.out.bin" || ok=0
 cmp -s "$tmp/save/rank0.in.bin" "$tmp/save/rank1.in.bin" && ok=0
-ls "$tmp/save" | grep -q tmp && ok=0
+[ -z "$(ls -A "$tmp/save" | grep -v '^rank[01]\.\(in\|out\)\.bin$')" ] || ok=0   # no temporaries left
 if [ $ok = 1 ]; then echo "testing cpu_run/save_files ... passed"; else echo "testing cpu_run/save_files ... failed"; fail=1; fi
+
+# --save into a directory where symlinks to files outside it are planted, at the temporary name
+# the old code used (rankN.in.bin.tmp.PID: `exec` keeps the shell's PID) and at a final name:
+# nothing outside the directory is written, the final names become regular files
+mkdir "$tmp/plant"
+echo precious >"$tmp/victim1"
+echo precious >"$tmp/victim2"
+ln -s ../victim2 "$tmp/plant/rank0.out.bin"
+sh -c 'ln -s ../victim1 "$1/rank0.in.bin.tmp.$$" && exec "$2" "$3" --size 4096 --save "$1"' sh \
+    "$tmp/plant" "$RUN" "$plan" >"$tmp/out" 2>&1
+st=$?
+ok=1
+[ "$st" = 0 ] || ok=0
+[ "$(cat "$tmp/victim1")" = precious ] && [ "$(cat "$tmp/victim2")" = precious ] || ok=0
+for f in rank0.in.bin rank0.out.bin rank1.in.bin rank1.out.bin; do
+    [ -f "$tmp/plant/$f" ] && [ ! -L "$tmp/plant/$f" ] && [ "$(wc -c <"$tmp/plant/$f")" -eq 4096 ] || ok=0
+done
+if [ $ok = 1 ]; then echo "testing cpu_run/save_symlinks ... passed"
+else
+    echo "cpu_run/save_symlinks: status $st; victim1 and victim2 (files outside DIR; each held" \
+         "9 bytes): $(wc -c <"$tmp/victim1") and $(wc -c <"$tmp/victim2") bytes"
+    ls -lA "$tmp/plant"; cat "$tmp/out"
+    echo "testing cpu_run/save_symlinks ... failed"; fail=1
+fi
 
 if command -v python3 >/dev/null 2>&1; then
     # drop rank 1's rre (op 6): its chunk 0 is never reduced

@@ -8,6 +8,9 @@
 #include "test_plan_util.h"
 
 #include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static char *base_text;
 
@@ -333,7 +336,30 @@ static void t_syntax(void) {
     CHECK(plan_load_file("tests/plans/does-not-exist.json", &e) == NULL);
     CHECK_STR("tests/plans/does-not-exist.json: cannot open: No such file or directory", e.msg);
     CHECK(plan_load_file("tests/plans", &e) == NULL);
-    CHECK_STR("tests/plans: not a regular file", e.msg);
+    CHECK_STR("tests/plans: a directory, not a regular file", e.msg);
+    struct stat st;   /* not /dev/null: as root, `mscclc -o /dev/null` can make it a file */
+    if (stat("/dev/zero", &st) == 0 && S_ISCHR(st.st_mode)) {
+        CHECK(plan_load_file("/dev/zero", &e) == NULL);
+        CHECK_STR("/dev/zero: a character device, not a regular file", e.msg);
+    }
+}
+
+/* A FIFO is refused without waiting for a writer (open() used to block forever); alarm()
+ * turns a hang into a failure. */
+static void t_fifo(void) {
+    char dir[] = "/tmp/test_plan_load.XXXXXX", path[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/f.json", dir);
+    CHECK(mkfifo(path, 0600) == 0);
+    PlanErr e;
+    alarm(20);
+    CHECK(plan_load_file(path, &e) == NULL);
+    alarm(0);
+    char want[128];
+    snprintf(want, sizeof want, "%s: a FIFO, not a regular file", path);
+    CHECK_STR(want, e.msg);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* plan_validate on models built in memory (the compiler's path) */
@@ -371,6 +397,7 @@ int main(void) {
     TEST("plan_load/validation_messages", t_cases());
     TEST("plan_load/too_many_ops", t_too_many_ops());
     TEST("plan_load/syntax_and_files", t_syntax());
+    TEST("plan_load/fifo", t_fifo());
     TEST("plan_load/validate_model", t_validate_model());
     free(base_text);
     return harness_report();
