@@ -1,0 +1,34 @@
+#!/bin/sh
+# torch_dropin.sh - PyTorch with backend="nccl" served by the drop-in: torchrun with 2, 4 and 8
+# processes, every rank on cuda:0, LD_PRELOAD=libmscclrt_nccl.so (tests/gpu/torch_dropin.py says
+# what is checked). Correctness only: ranks sharing one GPU take turns on it.
+#   BUILD=build sh tests/gpu/torch_dropin.sh        (TORCH_NPROCS="2 4 8" to choose)
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.." || exit 2
+log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
+mkdir -p "$log"
+python3 -c 'import torch' 2>/dev/null || { echo "torch_dropin.sh: no PyTorch"; exit 77; }
+so=$PWD/$BUILD/lib/libmscclrt_nccl.so
+[ -f "$so" ] || { echo "torch_dropin.sh: $so missing"; exit 1; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+unset MSCCLRT_ENABLE_NVLS
+guard=$PWD/$BUILD/lib/libnvls_guard.so
+[ -f "$guard" ] || gcc -shared -fPIC tests/gpu/nvls_guard.c -o "$guard" || exit 1
+export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
+export PYTHONUNBUFFERED=1
+status=0
+for n in ${TORCH_NPROCS:-2 4 8}; do
+    t0=$(date +%s)
+    LD_PRELOAD="$guard:$so" timeout 400 torchrun --standalone --nproc_per_node "$n" \
+        tests/gpu/torch_dropin.py >"$log/torch_np$n.log" 2>&1
+    rc=$?
+    echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/torch_np$n.log"
+    grep '^testing ' "$log/torch_np$n.log"
+    if [ $rc -ne 0 ]; then
+        echo "testing torch run N=$n ... failed (rc $rc; $log/torch_np$n.log)"
+        grep -iE 'error|exception|Traceback' "$log/torch_np$n.log" | head -8 | sed 's/^/    /'
+        status=1
+    fi
+done
+exit $status
