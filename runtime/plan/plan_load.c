@@ -828,7 +828,8 @@ static Plan *parse_root(Ld *L, const cJSON *root) {
     PlanCollective c;
     if (!plan_coll_from_name(coll, &c)) {
         lfail(L, "collective", "unknown collective '%s' (expected allreduce, allgather, "
-                               "reducescatter, alltoall, broadcast, sendrecv, test or custom)", coll);
+                               "reducescatter, alltoall, broadcast, sendrecv, reduce, gather, "
+                               "scatter, test or custom)", coll);
         return NULL;
     }
     const char *proto = get_str(L, root, "", "protocol", true);
