@@ -62,13 +62,23 @@ GRAMMAR   := $(wildcard grammar/coll.y)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 TOOL_SRC  := $(wildcard tests/tools/*.c)
 KERNEL_FILES := $(sort $(wildcard kernels/*.cuh kernels/*.h kernels/*.def))
+STDLIB_FILES := $(sort $(wildcard stdlib/*/*.coll))
+# what the compiler's output depends on: hashed into the embedded stdlib's compiler id, which
+# keys the on-disk plan cache (a changed compiler never reads plans an older one wrote)
+COMPILER_ID_FILES := $(sort $(wildcard compiler/*.c compiler/*.h grammar/* runtime/plan/*.c \
+                     runtime/plan/*.h kernels/ops.def))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
-RT_OBJ     := $(call obj,$(RT_SRC)) $(BUILD)/obj/gen/kernel_sources.o
-MSCCLC_OBJ := $(call obj,$(MSCCLC_SRC)) $(call obj,$(PLAN_SRC))
+RT_OBJ     := $(call obj,$(RT_SRC)) $(BUILD)/obj/gen/kernel_sources.o \
+              $(BUILD)/obj/gen/stdlib_sources.o
+# the compiler without the plan model (which libmscclrt already has): libmscclrt.so links it in
+# for the default collection (runtime/algo compiles the embedded stdlib in process); the static
+# libmscclrt.a stays runtime-only and is linked together with libmscclc.a
+COMPILER_OBJ := $(call obj,$(MSCCLC_SRC))
 ifneq ($(GRAMMAR),)
-MSCCLC_OBJ += $(BUILD)/obj/gen/parse.o $(BUILD)/obj/gen/lex.o
+COMPILER_OBJ += $(BUILD)/obj/gen/parse.o $(BUILD)/obj/gen/lex.o
 endif
+MSCCLC_OBJ := $(COMPILER_OBJ) $(call obj,$(PLAN_SRC))
 
 LIBRT_SO   := $(BUILD)/lib/libmscclrt.so.$(MAJOR)
 LIBRT_A    := $(BUILD)/lib/libmscclrt.a
@@ -107,6 +117,10 @@ $(BUILD)/tools/embed: runtime/codegen/tools/embed.c
 $(BUILD)/gen/kernel_sources.c: $(BUILD)/tools/embed $(KERNEL_FILES)
 	@mkdir -p $(@D)
 	$(call Q,EMBED)$(BUILD)/tools/embed $@ $(KERNEL_FILES)
+# the stdlib .coll programs, for the default collection (runtime/algo/algo_default.c)
+$(BUILD)/gen/stdlib_sources.c: $(BUILD)/tools/embed $(STDLIB_FILES) $(COMPILER_ID_FILES)
+	@mkdir -p $(@D)
+	$(call Q,EMBED)$(BUILD)/tools/embed --stdlib stdlib $@ $(STDLIB_FILES) --id $(COMPILER_ID_FILES)
 
 # ---- libraries and programs ---------------------------------------------------------------------
 $(LIBRT_A): $(RT_OBJ)
@@ -117,10 +131,11 @@ $(LIBMSCCLC_A): $(MSCCLC_OBJ)
 	@mkdir -p $(@D)
 	@rm -f $@
 	$(call Q,AR)ar rcs $@ $^
-$(LIBRT_SO): $(RT_OBJ) runtime/libmscclrt.map
+$(LIBRT_SO): $(RT_OBJ) $(COMPILER_OBJ) runtime/libmscclrt.map
 	@mkdir -p $(@D)
 	$(call Q,LINK)$(CC) -shared -Wl,-soname,libmscclrt.so.$(MAJOR) \
-	  -Wl,--version-script=runtime/libmscclrt.map $(LDFLAGS) -o $@ $(RT_OBJ) $(LDLIBS)
+	  -Wl,--version-script=runtime/libmscclrt.map $(LDFLAGS) -o $@ $(RT_OBJ) $(COMPILER_OBJ) \
+	  $(LDLIBS)
 	@ln -sf libmscclrt.so.$(MAJOR) $(BUILD)/lib/libmscclrt.so
 
 $(MSCCLC): $(BUILD)/obj/compiler/main.o $(LIBMSCCLC_A)
