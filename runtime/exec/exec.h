@@ -80,6 +80,8 @@ struct mscclrt_comm {
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
+    struct AlgoComm *algo;         /* owned; the algorithm layer's state (runtime/algo/algo.h),
+                                      NULL until first used; freed by algo_comm_free */
     /* the previous call: the hot path compares against it */
     struct {
         const Plan *plan;

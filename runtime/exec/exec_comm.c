@@ -4,6 +4,7 @@
  * the small accessors shared by every entry point (liveness check, context push/pop).
  */
 #include "exec/exec_internal.h"
+#include "algo/algo.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -51,6 +52,7 @@ void exec_comm_release(mscclrt_comm *c) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);
     }
+    algo_comm_free(c); /* the algorithm layer: device context current, peers idle, bootstrap open */
     proxy_destroy(c->proxy);
     c->proxy = NULL;
     exec_mp_close(c);

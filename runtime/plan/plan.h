@@ -202,6 +202,10 @@ int plan_tb_flat_ops(const PlanTb *tb);
  * (a path, or "<memory>"). Returns NULL and fills err on any problem; never aborts. */
 Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err);
 Plan *plan_load_file(const char *path, PlanErr *err);
+/* cJSON_ParseWithLengthOpts(buf, len, end, require NUL-terminated) under the lock every cJSON
+ * parse of the process takes: cJSON writes a process-global error position on each parse. */
+struct cJSON;
+struct cJSON *plan_cjson_parse(const char *buf, size_t len, const char **end);
 /* Validate a model built in memory (the compiler calls this before emitting). */
 bool plan_validate(const Plan *p, const char *what, PlanErr *err);
 /* Serialise in MSCCL++ DSL key order (spec §2). compact: no whitespace. Returns malloc'd
