@@ -247,6 +247,23 @@ static void disk_put(const char *dir, const char *path, const char *json) {
     }
 }
 
+/* mkdir -p (mode 0755); false, logged at INFO, when a component cannot be made. */
+static bool mkdir_p(const char *dir) {
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1;; s++) {
+        if (*s != '/' && *s) continue;
+        char c = *s;
+        *s = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+            LOG_INFO(LOG_SUB_PLAN, "plan cache: mkdir %s: %s", p, strerror(errno));
+            return false;
+        }
+        *s = c;
+        if (!c) return true;
+    }
+}
+
 /* Wraps a validated model into a public handle (takes pl). */
 static mscclrt_result wrap_plan(Plan *pl, mscclrt_plan **out) {
     mscclrt_plan *h = calloc(1, sizeof *h);
@@ -354,13 +371,7 @@ static mscclrt_result plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_
     LOG_INFO(LOG_SUB_PLAN, "default collection: compiled %s for N=%d in %.3f s", fname, world,
              rt_now_s() - t0);
     mem_put(key, json);
-    if (path[0]) {
-        if (mkdir(j->cache_dir, 0755) != 0 && errno != EEXIST)
-            LOG_INFO(LOG_SUB_PLAN, "plan cache: mkdir %s: %s", j->cache_dir, strerror(errno));
-        if (mkdir(plansdir, 0755) != 0 && errno != EEXIST)
-            LOG_INFO(LOG_SUB_PLAN, "plan cache: mkdir %s: %s", plansdir, strerror(errno));
-        disk_put(plansdir, path, json);
-    }
+    if (path[0] && mkdir_p(plansdir)) disk_put(plansdir, path, json);
     free(json);
     return wrap_plan(pl, out);
 }
