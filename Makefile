@@ -171,11 +171,12 @@ test: all $(UNIT_BIN) $(TOOL_BIN)
 test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
-# the plan loader, the compiler, the CPU backend and the threaded checks under ASan+UBSan, then the
-# CPU backend, the proxy FIFO and the threaded checks under TSan; each in its own build directory.
+# the plan loader, the compiler, the CPU backend, the threaded checks and the algorithm layer under
+# ASan+UBSan, then the CPU backend, the proxy FIFO, the threaded checks and the algorithm
+# collection (registering from 8 threads) under TSan; each in its own build directory.
 # `make test` runs it too (tests/cases/sanitize.sh).
-SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
-SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan
+SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll test_algo
+SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan test_algo_registry test_algo_tuning
 test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-asan/%,$(UNIT_BIN) $(TOOL_BIN))
