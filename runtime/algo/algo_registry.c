@@ -538,12 +538,14 @@ MSCCLRT_API mscclrt_result mscclrt_set_selector(mscclrt_selector_fn fn, void *us
 
 static _Thread_local char why_buf[512];
 
+/* Formats the reason only when asked for it: candidates are filtered on every selection. */
 __attribute__((format(printf, 2, 3))) static bool no_fit(const char **why, const char *fmt, ...) {
+    if (!why) return false;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why_buf, sizeof why_buf, fmt, ap);
     va_end(ap);
-    if (why) *why = why_buf;
+    *why = why_buf;
     return false;
 }
 
