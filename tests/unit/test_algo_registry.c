@@ -388,25 +388,35 @@ static void t_collection(void) {
 #define PER_THREAD 64
 
 static int same_name_wins;
+static int thread_failures[NTHREADS];    /* the harness counters are not thread-safe: each thread
+                                           counts its own failures, main checks them */
 
 static void *reg_thread(void *arg) {
-    int t = (int)(intptr_t)arg;
+    int t = (int)(intptr_t)arg, bad = 0;
     for (int i = 0; i < PER_THREAD; i++) {
         char name[64];
         snprintf(name, sizeof name, "t%d_%d", t, i);
-        mscclrt_algo *a = native(name, (mscclrt_coll)(i % MSCCLRT_COLL_COUNT));
-        if (!a) continue;
-        CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_algo_register(a));
+        mscclrt_algo_desc d = {.name = name, .collective = (mscclrt_coll)(i % MSCCLRT_COLL_COUNT)};
+        mscclrt_algo *a = NULL;
+        if (mscclrt_algo_from_source(&a, native_src, "k", &d) != MSCCLRT_SUCCESS) {
+            bad++;
+            continue;
+        }
+        bad += mscclrt_algo_register(a) != MSCCLRT_SUCCESS;
         mscclrt_algo_free(a);
         const mscclrt_algo *v[4];
         int n;
-        CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_algo_list(MSCCLRT_COLL_COUNT, v, 4, &n));
-        if (i % 2) CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_algo_unregister(name));
+        bad += mscclrt_algo_list(MSCCLRT_COLL_COUNT, v, 4, &n) != MSCCLRT_SUCCESS;
+        bad += mscclrt_algo_find(name) == NULL;
+        if (i % 2) bad += mscclrt_algo_unregister(name) != MSCCLRT_SUCCESS;
     }
     /* every thread races for one name: exactly one registration wins */
-    mscclrt_algo *a = native("contested", MSCCLRT_COLL_ALLREDUCE);
+    mscclrt_algo_desc d = {.name = "contested", .collective = MSCCLRT_COLL_ALLREDUCE};
+    mscclrt_algo *a = NULL;
+    bad += mscclrt_algo_from_source(&a, native_src, "k", &d) != MSCCLRT_SUCCESS;
     if (a && mscclrt_algo_register(a) == MSCCLRT_SUCCESS) __atomic_add_fetch(&same_name_wins, 1, __ATOMIC_RELAXED);
     mscclrt_algo_free(a);
+    thread_failures[t] = bad;
     return NULL;
 }
 
@@ -414,6 +424,7 @@ static void t_threads(void) {
     pthread_t th[NTHREADS];
     for (int t = 0; t < NTHREADS; t++) pthread_create(&th[t], NULL, reg_thread, (void *)(intptr_t)t);
     for (int t = 0; t < NTHREADS; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < NTHREADS; t++) CHECK_EQ_INT(0, thread_failures[t]);
     CHECK_EQ_INT(1, same_name_wins);
     int n = 0;
     CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_algo_list(MSCCLRT_COLL_COUNT, NULL, 0, &n));

@@ -219,6 +219,8 @@ static int child_select(void) {
     mscclrt_choice c;
     if (algo_select_from(&r, cand, 2, &c) != MSCCLRT_SUCCESS) printf("error: %s\n", mscclrt_last_error());
     else printf("%s %d %d\n", c.algo->desc.name, c.blocks, c.threads);
+    mscclrt_algo_free(pk);
+    mscclrt_algo_free(nat);
     return 0;
 }
 
