@@ -70,13 +70,23 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 # (tests/tools/fake_nccl.c is a shared library: runtime/nccl/module.mk builds it)
 TOOL_SRC  := $(filter-out tests/tools/fake_nccl.c,$(wildcard tests/tools/*.c))
 KERNEL_FILES := $(sort $(wildcard kernels/*.cuh kernels/*.h kernels/*.def))
+STDLIB_FILES := $(sort $(wildcard stdlib/*/*.coll))
+# what the compiler's output depends on: hashed into the embedded stdlib's compiler id, which
+# keys the on-disk plan cache (a changed compiler never reads plans an older one wrote)
+COMPILER_ID_FILES := $(sort $(wildcard compiler/*.c compiler/*.h grammar/* runtime/plan/*.c \
+                     runtime/plan/*.h kernels/ops.def))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
-RT_OBJ     := $(call obj,$(RT_SRC)) $(BUILD)/obj/gen/kernel_sources.o
-MSCCLC_OBJ := $(call obj,$(MSCCLC_SRC)) $(call obj,$(PLAN_SRC))
+RT_OBJ     := $(call obj,$(RT_SRC)) $(BUILD)/obj/gen/kernel_sources.o \
+              $(BUILD)/obj/gen/stdlib_sources.o
+# the compiler without the plan model (which libmscclrt already has): libmscclrt.so links it in
+# for the default collection (runtime/algo compiles the embedded stdlib in process); the static
+# libmscclrt.a stays runtime-only and is linked together with libmscclc.a
+COMPILER_OBJ := $(call obj,$(MSCCLC_SRC))
 ifneq ($(GRAMMAR),)
-MSCCLC_OBJ += $(BUILD)/obj/gen/parse.o $(BUILD)/obj/gen/lex.o
+COMPILER_OBJ += $(BUILD)/obj/gen/parse.o $(BUILD)/obj/gen/lex.o
 endif
+MSCCLC_OBJ := $(COMPILER_OBJ) $(call obj,$(PLAN_SRC))
 
 LIBRT_SO   := $(BUILD)/lib/libmscclrt.so.$(MAJOR)
 LIBRT_A    := $(BUILD)/lib/libmscclrt.a
@@ -115,6 +125,10 @@ $(BUILD)/tools/embed: runtime/codegen/tools/embed.c
 $(BUILD)/gen/kernel_sources.c: $(BUILD)/tools/embed $(KERNEL_FILES)
 	@mkdir -p $(@D)
 	$(call Q,EMBED)$(BUILD)/tools/embed $@ $(KERNEL_FILES)
+# the stdlib .coll programs, for the default collection (runtime/algo/algo_default.c)
+$(BUILD)/gen/stdlib_sources.c: $(BUILD)/tools/embed $(STDLIB_FILES) $(COMPILER_ID_FILES)
+	@mkdir -p $(@D)
+	$(call Q,EMBED)$(BUILD)/tools/embed --stdlib stdlib $@ $(STDLIB_FILES) --id $(COMPILER_ID_FILES)
 
 # ---- libraries and programs ---------------------------------------------------------------------
 $(LIBRT_A): $(RT_OBJ)
@@ -125,10 +139,11 @@ $(LIBMSCCLC_A): $(MSCCLC_OBJ)
 	@mkdir -p $(@D)
 	@rm -f $@
 	$(call Q,AR)ar rcs $@ $^
-$(LIBRT_SO): $(RT_OBJ) runtime/libmscclrt.map
+$(LIBRT_SO): $(RT_OBJ) $(COMPILER_OBJ) runtime/libmscclrt.map
 	@mkdir -p $(@D)
 	$(call Q,LINK)$(CC) -shared -Wl,-soname,libmscclrt.so.$(MAJOR) \
-	  -Wl,--version-script=runtime/libmscclrt.map $(LDFLAGS) -o $@ $(RT_OBJ) $(LDLIBS)
+	  -Wl,--version-script=runtime/libmscclrt.map $(LDFLAGS) -o $@ $(RT_OBJ) $(COMPILER_OBJ) \
+	  $(LDLIBS)
 	@ln -sf libmscclrt.so.$(MAJOR) $(BUILD)/lib/libmscclrt.so
 
 $(MSCCLC): $(BUILD)/obj/compiler/main.o $(LIBMSCCLC_A)
@@ -164,14 +179,15 @@ test: all $(UNIT_BIN) $(TOOL_BIN)
 test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) sh tests/gpu/run.sh
 
-# the plan loader, the compiler, the CPU backend, the threaded checks and the commands' option
-# parsing under ASan+UBSan, then the CPU backend, the proxy FIFO and the threaded checks under
-# TSan, then the commands' option parsing under clang's UBSan (when clang is installed: it is not
-# a build dependency, and the ASan stage already checks float-to-integer overflow with $(CC));
-# each in its own build directory. `make test` runs it too (tests/cases/sanitize.sh).
+# the plan loader, the compiler, the CPU backend, the threaded checks, the algorithm layer and the
+# commands' option parsing under ASan+UBSan, then the CPU backend, the proxy FIFO, the threaded
+# checks and the algorithm collection (registering from 8 threads) under TSan, then the commands'
+# option parsing under clang's UBSan (when clang is installed: it is not a build dependency, and
+# the ASan stage already checks float-to-integer overflow with $(CC)); each in its own build
+# directory. `make test` runs it too (tests/cases/sanitize.sh).
 SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc \
-                 test_numarg cmd_args cpu_compat cpu_run compat_coll
-SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan
+                 test_numarg cmd_args cpu_compat cpu_run compat_coll test_algo
+SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan test_algo_registry test_algo_tuning
 SAN_UBSAN_ONLY:= test_numarg cmd_args cpu_run
 CLANG     ?= $(shell command -v clang 2>/dev/null)
 test-sanitize:

@@ -827,6 +827,14 @@ static bool header_item(Sema *s, const HeaderItem *h, Header *hd) {
         }
         w = sema_word(x);
         PlanCollective c;
+        /* reduce, gather and scatter exist in the plan model (runtime algorithms) but the
+         * language has no chunk layout for them: a rooted collective is written as custom */
+        if (plan_coll_from_name(w, &c) &&
+            (c == PLAN_COLL_REDUCE || c == PLAN_COLL_GATHER || c == PLAN_COLL_SCATTER)) {
+            sema_error(s, x->loc, "collective '%s' has no chunk layout in the language: write "
+                                  "it as 'custom' with 'chunks in = A, out = B'", w);
+            return false;
+        }
         if (!plan_coll_from_name(w, &c) || c == PLAN_COLL_TEST) {
             sema_error(s, x->loc, "unknown collective '%s' (allreduce, allgather, reducescatter, alltoall, "
                                   "broadcast, sendrecv or custom)", w);

@@ -69,14 +69,33 @@ void algo_retain(const mscclrt_algo *a);
 void algo_release(const mscclrt_algo *a);
 /* A live algorithm, or NULL (a freed handle, NULL, bad magic). */
 const mscclrt_algo *algo_check(const mscclrt_algo *a);
+/* "allreduce" ... "sendrecv" -> value, without setting an error (false when unknown). */
+bool algo_coll_from_name(const char *name, mscclrt_coll *out);
 /* Whether a can serve req (collective, size range, arch, world size, ranks per node, buffer
- * mode, symmetric buffers for needs_symmetric plans, the plan's own size rules). On false,
- * *why (may be NULL) names the first mismatch. */
+ * mode, symmetric buffers for needs_symmetric plans, a plan's root (tag "root=K", else 0) for
+ * rooted collectives, the plan's own size rules: the message's input/output bytes as
+ * mscclrt_plan_call_sizes counts them, every rank's chunk geometry, whole elements per chunk for
+ * reductions). On false, *why (may be NULL) names the first mismatch; the text lives in a
+ * per-thread buffer, valid until this thread's next algo_fits. Sets no error. */
 bool algo_fits(const mscclrt_algo *a, const mscclrt_request *req, const char **why);
 /* The selection chain for one request on a communicator: the user's selector over the
  * candidates (registered, then defaults), else the default selector. Fills *choice; fails
- * with MSCCLRT_ERR_UNAVAILABLE when nothing fits (the NCCL layer then forwards). */
+ * with MSCCLRT_ERR_UNAVAILABLE when nothing fits (the NCCL layer then forwards). choice->algo
+ * is borrowed: a registered algorithm lives until unregistered, a default one as long as comm;
+ * retain it (algo_retain) to keep it past either. */
 mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, mscclrt_choice *choice);
+/* The chain's core, with no communicator: cand[0..n) are algorithms that fit req, in selection
+ * order. The user's selector (1: its choice is checked: the algorithm must fit req, blocks in
+ * 0..1024, threads 0 or a multiple of 32 up to 1024; 0: no opinion), else the default
+ * selector. Fails when MSCCLRT_TUNING_FILE is set and bad, when n is 0
+ * (MSCCLRT_ERR_UNAVAILABLE), or when the selector's answer is unusable (naming it). */
+mscclrt_result algo_select_from(const mscclrt_request *req, const mscclrt_algo *const *cand,
+                                int n, mscclrt_choice *choice);
+/* Whether a is in the process-wide collection now. */
+bool algo_is_registered(const mscclrt_algo *a);
+/* Counts changes of the collection and of the selector (register, unregister, set_selector):
+ * a choice cached at an older epoch may be stale. */
+uint64_t algo_registry_epoch(void);
 
 /* ---- algo_default.c: the default collection and the default selector ---------------------- */
 /* The communicator's default collection (built on first use for its world size, ranks per
@@ -84,17 +103,63 @@ mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, msccl
  * plus the built-in native algorithms); borrowed, lives as long as the comm. */
 struct AlgoSet {
     int n;
-    const mscclrt_algo **v;        /* references held */
+    const mscclrt_algo **v;        /* references held; capacity: n rounded up to a power of two */
 };
 mscclrt_result algo_default_set(mscclrt_comm *comm, const AlgoSet **out);
-void algo_set_free(AlgoSet *s);
-/* Appends the built-in native algorithms ("native/<collective>", any size and layout) to set
- * (algo_native.c); nothing when MSCCLRT_NATIVE_SCRATCH_BYTES is 0. */
+/* Appends a, taking over the caller's reference (released on failure too). */
+mscclrt_result algo_set_add(AlgoSet *s, const mscclrt_algo *a);
+void algo_set_free(AlgoSet *s);                /* releases every member; NULL is a no-op */
+/* The default collection for a layout, built from nothing (no communicator): the stdlib plans
+ * (algo_default_build_plans with the cache of MSCCLRT_CACHE_DIR), then the built-in native
+ * algorithms (algo_native_builtins). *out is owned by the caller (algo_set_free). */
+mscclrt_result algo_default_build(int world, int ranks_per_node, int arch, AlgoSet **out);
+/* Its plan part. Every embedded stdlib program that accepts N = world is compiled in process
+ * (libmscclc) and wrapped as "stdlib/<collective>/<name>" (tags "default=1" and the plan's
+ * own): on one node (ranks_per_node == world) the single-node programs, across nodes
+ * (0 < ranks_per_node < world) the hierarchical ones (those with a `param G`, compiled with
+ * G = ranks_per_node); ranks_per_node 0 (nodes of different sizes) builds none. A program
+ * that refuses N is skipped (INFO). Plans are cached in memory per process and on disk under
+ * cache_dir/plans ("" disables the disk), keyed by the source, the defines and the compiler's
+ * identity. arch is kept for architecture-specific programs (the stdlib has none yet). */
+typedef struct AlgoBuildStats {
+    int compiled, cached, skipped; /* plans compiled now, taken from a cache, programs refused */
+    double seconds;                /* wall time of the whole build */
+} AlgoBuildStats;
+mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
+                                        const char *cache_dir, AlgoSet *set,
+                                        AlgoBuildStats *stats);  /* stats may be NULL */
+/* The plan cache directory for a MSCCLRT_CACHE_DIR value: "none" -> "" (disabled), "" ->
+ * $HOME/.cache/mscclrt ("" without HOME), else the value. */
+void algo_plan_cache_dir(const char *setting, char *out, size_t n);
+/* Whether the embedded stdlib has program "<collective>/<name>" (e.g. "allreduce/hier"). */
+bool algo_stdlib_has(const char *coll_slash_name);
+/* algo_native.c: appends the built-in native algorithms ("native/<collective>", any size,
+ * any buffer mode) for a world of this size to set. */
 mscclrt_result algo_native_builtins(AlgoSet *set, int world);
 /* The default selector: the tuning table (MSCCLRT_TUNING_FILE) if it has a row for req, else
- * the size heuristics. Deterministic in (req's collective, message_bytes, dtype, op,
- * world_size, ranks_per_node, arch, inplace, symmetric): the same on every rank. */
+ * the first registered candidate (plan-based before native), else the size heuristics, else
+ * native/<collective>, else the first candidate. Deterministic in (req's collective,
+ * message_bytes, dtype, op, world_size, ranks_per_node, arch, root, inplace, symmetric) and the
+ * collection: the same on every rank. false only when n is 0. */
 bool algo_default_select(const mscclrt_request *req, const mscclrt_algo *const *cand, int n,
                          mscclrt_choice *choice);
+typedef struct AlgoTuning AlgoTuning;
+/* The same with an explicit tuning table (NULL: none). */
+bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
+                              const mscclrt_algo *const *cand, int n, mscclrt_choice *choice);
+
+/* ---- algo_tuning.c: the tuning table (format: libmscclrt(3), TUNING TABLE) ---------------- */
+/* Parses and validates a table; errors name `what`, the entry and the field. */
+mscclrt_result algo_tuning_parse(const char *text, size_t len, const char *what,
+                                 AlgoTuning **out);
+mscclrt_result algo_tuning_load(const char *path, AlgoTuning **out);
+void algo_tuning_free(AlgoTuning *t);          /* NULL is a no-op */
+int algo_tuning_count(const AlgoTuning *t);    /* entries */
+/* The first entry matching req whose algorithm is among cand[0..n): fills *choice. */
+bool algo_tuning_choose(const AlgoTuning *t, const mscclrt_request *req,
+                        const mscclrt_algo *const *cand, int n, mscclrt_choice *choice);
+/* The process's table from MSCCLRT_TUNING_FILE, read once (*out NULL when it is unset); a bad
+ * file fails here on every call, with the message of the first attempt. */
+mscclrt_result algo_tuning_process(const AlgoTuning **out);
 
 #endif

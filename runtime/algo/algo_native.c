@@ -355,13 +355,10 @@ static mscclrt_algo *builtin(mscclrt_coll coll) {
 mscclrt_result algo_native_builtins(AlgoSet *set, int world) {
     (void)world;   /* every rank count: the built-ins take any layout */
     if (param_int(PARAM_NATIVE_SCRATCH_BYTES) == 0) return MSCCLRT_SUCCESS;
-    const mscclrt_algo **v = realloc(set->v, (size_t)(set->n + MSCCLRT_COLL_COUNT) * sizeof *v);
-    if (!v) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");
-    set->v = v;
     for (int k = 0; k < MSCCLRT_COLL_COUNT; k++) {
         mscclrt_algo *a = builtin((mscclrt_coll)k);
         if (!a) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");
-        set->v[set->n++] = a;
+        TRY(algo_set_add(set, a));   /* takes our reference */
     }
     return MSCCLRT_SUCCESS;
 }

@@ -118,11 +118,12 @@ MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size
     if (!bytes) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_plan_min_bytes: bytes argument is NULL");
     /* `bytes` must split into aligned chunks of the buffer(s) it measures, on every rank */
     uint64_t A = p->alignment, unit = 1;
+    const bool out_only = p->collective == PLAN_COLL_ALLGATHER || p->collective == PLAN_COLL_GATHER;
+    const bool in_only = p->collective == PLAN_COLL_REDUCESCATTER || p->collective == PLAN_COLL_SCATTER;
     for (int r = 0; r < p->ngpus && unit; r++) {
         const PlanGpu *g = &p->gpus[r];
-        if (p->collective != PLAN_COLL_ALLGATHER) unit = rt_lcm(unit, A * g->input_chunks);
-        if (p->collective != PLAN_COLL_REDUCESCATTER && unit)
-            unit = rt_lcm(unit, A * g->output_chunks);
+        if (!out_only) unit = rt_lcm(unit, A * g->input_chunks);
+        if (!in_only && unit) unit = rt_lcm(unit, A * g->output_chunks);
     }
     if (unit == 0)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': the chunk counts of its ranks have no common "

@@ -77,7 +77,8 @@ struct mscclrt_comm {
     Boot *boot;                    /* owned; init_rank comms: the group's bootstrap */
     XportIpc *xport;               /* owned; init_rank comms: CUDA IPC transport */
     Proxy *proxy;                  /* owned; started by the first context with port channels */
-    struct AlgoComm *algo;         /* owned; the algorithm layer's state (runtime/algo) */
+    struct AlgoComm *algo;         /* owned; the algorithm layer's state (runtime/algo/algo.h),
+                                      made with the comm's native context; freed by algo_comm_free */
     volatile uint32_t *abort_host; /* owned (cuMemHostAlloc, mapped): non-zero once aborted */
     CuDevPtr abort_dev;            /* its device address: every module's mscclrt_abort_word */
     bool aborted;                  /* mscclrt_comm_abort ran: release without peers */

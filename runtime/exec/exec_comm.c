@@ -72,7 +72,8 @@ void exec_comm_release(mscclrt_comm *c) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);
     }
-    algo_comm_free(c);   /* after the contexts: the native one's plan lives there */
+    algo_comm_free(c);   /* after the contexts (the native one's plan lives there), with the
+                            device context current, peers idle and the bootstrap open */
     proxy_destroy(c->proxy);
     c->proxy = NULL;
     exec_mp_close(c);

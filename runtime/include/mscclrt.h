@@ -301,6 +301,12 @@ typedef struct mscclrt_algo mscclrt_algo;
 
 /* [any thread] A plan-based algorithm. desc NULL: everything from the plan (its name,
  * collective, size range, rank count, "inplace"); otherwise desc's non-zero fields override.
+ * The buffer mode is the plan's own (in place: in-place calls only, as the plan addresses only
+ * the input; otherwise out-of-place calls only); desc may narrow an out-of-place plan to in
+ * place, never widen it. desc may not contradict the plan's collective or rank count; test and
+ * custom plans take their collective from desc. A plan that reaches peers' input or output
+ * serves only calls whose buffers lie in registered windows (req->symmetric). A rooted plan
+ * serves the root of its tag "root=K", else rank 0.
  * The plan must stay alive as long as the algorithm (mscclrt_algo_free first). */
 MSCCLRT_API mscclrt_result mscclrt_algo_from_plan(mscclrt_algo **out, const mscclrt_plan *plan,
                                                   const mscclrt_algo_desc *desc);
@@ -321,7 +327,9 @@ MSCCLRT_API mscclrt_result mscclrt_algo_get_desc(const mscclrt_algo *algo, msccl
 MSCCLRT_API mscclrt_algo_kind mscclrt_algo_kind_of(const mscclrt_algo *algo);
 /* [every rank, no call on its communicators meanwhile] Drops the contexts (scratch, peer tables,
  * kernels) that communicators hold for this algorithm; the next call sets them up again
- * (collectively), so every rank must clean the same algorithms. */
+ * (collectively), so every rank must clean the same algorithms. It advances the algorithm's
+ * generation: each communicator drops the contexts of an older generation at its next use of
+ * the algorithm. */
 MSCCLRT_API mscclrt_result mscclrt_algo_clean_cached_contexts(mscclrt_algo *algo);
 
 /* ---- the collection (process-wide; [any thread]) ---------------------------------------------
@@ -331,7 +339,7 @@ MSCCLRT_API mscclrt_result mscclrt_algo_clean_cached_contexts(mscclrt_algo *algo
 MSCCLRT_API mscclrt_result mscclrt_algo_register(mscclrt_algo *algo);   /* takes a reference */
 MSCCLRT_API mscclrt_result mscclrt_algo_unregister(const char *name);
 /* Up to max registered algorithms (of collective coll, or all when coll is MSCCLRT_COLL_COUNT)
- * into algos (borrowed); *n gets how many there are in all. */
+ * into algos (borrowed: valid while registered); *n gets how many there are in all. */
 MSCCLRT_API mscclrt_result mscclrt_algo_list(mscclrt_coll coll, const mscclrt_algo **algos,
                                              int max, int *n);
 MSCCLRT_API const mscclrt_algo *mscclrt_algo_find(const char *name);
@@ -343,7 +351,7 @@ typedef struct mscclrt_request {
     uint64_t in_bytes, out_bytes; /* this rank's */
     mscclrt_dtype dtype;
     int op;                       /* mscclrt_redop, or a PreMulSum operator from mscclrt_redop_create_premulsum */
-    int world_size, ranks_per_node, rank;
+    int world_size, ranks_per_node, rank; /* ranks_per_node 0: nodes of different sizes */
     int root;                     /* broadcast, reduce, gather, scatter; else -1 */
     int peer;                     /* send/recv with one peer; else -1 */
     const void *sendbuf;

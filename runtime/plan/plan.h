@@ -43,9 +43,14 @@ typedef enum { PLAN_CHAN_MEMORY, PLAN_CHAN_PORT, PLAN_CHAN_SWITCH, PLAN_CHAN_NON
 #define PLAN_CHAN_TYPES 3   /* memory, port, switch */
 #define PLAN_REMOTE_TYPES 2 /* memory, port: the access types of remote buffers */
 
+/* The JSON "collective". reduce, gather and scatter (rooted, for libmscclrt's algorithm layer)
+ * come after the names MSCCL++ writes, so the older values keep their numbers; the .coll
+ * language does not lower them (yet). Sizes: gather counts like allgather (the output is the
+ * message), scatter like reducescatter (the input), reduce like allreduce. */
 typedef enum {
     PLAN_COLL_ALLREDUCE, PLAN_COLL_ALLGATHER, PLAN_COLL_REDUCESCATTER, PLAN_COLL_ALLTOALL,
-    PLAN_COLL_BROADCAST, PLAN_COLL_SENDRECV, PLAN_COLL_TEST, PLAN_COLL_CUSTOM, PLAN_COLL_COUNT
+    PLAN_COLL_BROADCAST, PLAN_COLL_SENDRECV, PLAN_COLL_TEST, PLAN_COLL_CUSTOM,
+    PLAN_COLL_REDUCE, PLAN_COLL_GATHER, PLAN_COLL_SCATTER, PLAN_COLL_COUNT
 } PlanCollective;
 
 /* The plan's "reduce_op" string. MSCCL++ ignores it (every reduction is a sum); libmscclrt
@@ -197,6 +202,10 @@ int plan_tb_flat_ops(const PlanTb *tb);
  * (a path, or "<memory>"). Returns NULL and fills err on any problem; never aborts. */
 Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err);
 Plan *plan_load_file(const char *path, PlanErr *err);
+/* cJSON_ParseWithLengthOpts(buf, len, end, require NUL-terminated) under the lock every cJSON
+ * parse of the process takes: cJSON writes a process-global error position on each parse. */
+struct cJSON;
+struct cJSON *plan_cjson_parse(const char *buf, size_t len, const char **end);
 /* Validate a model built in memory (the compiler calls this before emitting). */
 bool plan_validate(const Plan *p, const char *what, PlanErr *err);
 /* Serialise in MSCCL++ DSL key order (spec §2). compact: no whitespace. Returns malloc'd
@@ -225,7 +234,7 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
  * passes 256, so the second half keeps the device's vector and packet alignment. */
 uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t half_align);
 /* Input/output byte counts of one rank for a message of `bytes` as nccl-tests counts it
- * (allgather: bytes is the output; reducescatter: the input; others: both). */
+ * (allgather, gather: bytes is the output; reducescatter, scatter: the input; others: both). */
 void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t *out_bytes);
 
 /* ---- human view (plan_dump.c) ------------------------------------------------------------ */

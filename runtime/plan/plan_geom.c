@@ -63,8 +63,8 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
         return gfail(err, p, "output of %" PRIu64 " bytes does not split into %" PRIu64
                      " chunks of a multiple of %" PRIu64 " bytes (buffer_alignment)",
                      out_bytes, oc, A);
-    /* §3.2-2: the checked size is the output for allgather, else the input */
-    bool ag = p->collective == PLAN_COLL_ALLGATHER;
+    /* §3.2-2: the checked size is the output for allgather (and gather), else the input */
+    bool ag = p->collective == PLAN_COLL_ALLGATHER || p->collective == PLAN_COLL_GATHER;
     uint64_t checked = ag ? out_bytes : in_bytes;
     if (checked < p->min_size || checked > p->max_size)
         return gfail(err, p, "%s of %" PRIu64 " bytes is outside the plan's message "
@@ -128,14 +128,16 @@ void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t
     uint64_t oc = p->ngpus > 0 ? p->gpus[0].output_chunks : 1;
     switch (p->collective) {
     case PLAN_COLL_ALLGATHER: /* bytes is the output; the input is its share by chunk count */
+    case PLAN_COLL_GATHER:
         *out_bytes = bytes;
         *in_bytes = scale(bytes, ic, oc);
         break;
     case PLAN_COLL_REDUCESCATTER: /* bytes is the input */
+    case PLAN_COLL_SCATTER:
         *in_bytes = bytes;
         *out_bytes = scale(bytes, oc, ic);
         break;
-    default: /* allreduce, alltoall, broadcast, sendrecv, test, custom: both */
+    default: /* allreduce, alltoall, broadcast, sendrecv, reduce, test, custom: both */
         *in_bytes = *out_bytes = bytes;
         break;
     }

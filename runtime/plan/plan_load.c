@@ -34,6 +34,13 @@
  * cJSON_GetErrorPtr reads); parses are serialised so concurrent loads do not race on it. */
 static pthread_mutex_t cjson_lock = PTHREAD_MUTEX_INITIALIZER;
 
+struct cJSON *plan_cjson_parse(const char *buf, size_t len, const char **end) {
+    pthread_mutex_lock(&cjson_lock);
+    cJSON *root = cJSON_ParseWithLengthOpts(buf, len, end, 1);
+    pthread_mutex_unlock(&cjson_lock);
+    return root;
+}
+
 /* A number whose text is needed because double cannot hold it exactly (> 2^53). */
 typedef struct {
     const cJSON *node;
@@ -830,7 +837,8 @@ static Plan *parse_root(Ld *L, const cJSON *root) {
     PlanCollective c;
     if (!plan_coll_from_name(coll, &c)) {
         lfail(L, "collective", "unknown collective '%s' (expected allreduce, allgather, "
-              "reducescatter, alltoall, broadcast, sendrecv, test or custom)", PLAN_ESC(coll));
+              "reducescatter, alltoall, broadcast, sendrecv, reduce, gather, scatter, test or "
+              "custom)", PLAN_ESC(coll));
         return NULL;
     }
     const char *proto = get_str(L, root, "", "protocol", true);
@@ -955,9 +963,7 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
     memcpy(buf, text, len);
     buf[len] = '\0';
     const char *end = NULL;
-    pthread_mutex_lock(&cjson_lock);
-    cJSON *root = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
-    pthread_mutex_unlock(&cjson_lock);
+    cJSON *root = plan_cjson_parse(buf, len + 1, &end);
     if (!root) {
         size_t off = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : len;
         int line, col;

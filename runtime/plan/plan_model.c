@@ -48,6 +48,7 @@ const char *plan_chan_name(PlanChanType t) {
 
 static const char *coll_names[PLAN_COLL_COUNT] = {
     "allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "sendrecv", "test", "custom",
+    "reduce", "gather", "scatter",
 };
 
 const char *plan_coll_name(PlanCollective c) {

@@ -156,7 +156,46 @@ static void t_call_sizes(void) {
     p->collective = PLAN_COLL_ALLREDUCE;
     plan_call_sizes(p, 4096, &in, &out);
     CHECK(in == 4096 && out == 4096);
+    /* the rooted collectives: scatter counts like reducescatter (the input is the message),
+     * gather like allgather (the output), reduce like allreduce (both) */
+    p->collective = PLAN_COLL_SCATTER;
+    plan_call_sizes(p, 4096, &in, &out);
+    CHECK(in == 4096 && out == 2048);
+    p->collective = PLAN_COLL_REDUCE;
+    plan_call_sizes(p, 4096, &in, &out);
+    CHECK(in == 4096 && out == 4096);
+    for (int r = 0; r < 2; r++) {
+        p->gpus[r].input_chunks = 1;
+        p->gpus[r].output_chunks = 2;
+    }
+    p->collective = PLAN_COLL_GATHER;
+    plan_call_sizes(p, 4096, &in, &out);
+    CHECK(in == 2048 && out == 4096);
+    /* and the size range applies to the output of a gather, as of an allgather */
+    PlanGeom g;
+    PlanErr e;
+    p->max_size = 2048;
+    CHECK(!plan_geom(p, 0, 2048, 4096, &g, &e));
+    CHECK_CONTAINS(e.msg, "output of 4096 bytes is outside the plan's message size range");
+    p->collective = PLAN_COLL_SCATTER;
+    CHECK(plan_geom(p, 0, 2048, 4096, &g, &e));
     plan_free(p);
+    /* the names round-trip through the loader and the writer */
+    static const char *names[] = {"reduce", "gather", "scatter"};
+    for (int i = 0; i < 3; i++) {
+        PlanCollective c;
+        CHECK(plan_coll_from_name(names[i], &c));
+        CHECK_STR(names[i], plan_coll_name(c));
+        Plan *q = plan_new("rooted", c, 2);
+        for (int r = 0; q && r < 2; r++) q->gpus[r].input_chunks = q->gpus[r].output_chunks = 1;
+        char *json = q ? plan_to_json(q, true, NULL) : NULL;
+        Plan *back = json ? plan_parse(json, strlen(json), "rooted.json", &e) : NULL;
+        if (!back && json) fprintf(stderr, "%s\n", e.msg);
+        CHECK(back && back->collective == c && !strcmp(back->collective_name, names[i]));
+        plan_free(back);
+        free(json);
+        plan_free(q);
+    }
 }
 
 static void t_api(void) {

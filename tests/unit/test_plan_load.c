@@ -127,7 +127,7 @@ static const Case cases[] = {
         "\"switch\" or \"none\")"},
     {"unknown_collective", {{"collective", "\"allscatter\""}},
      "plan.json: collective: unknown collective 'allscatter' (expected allreduce, allgather, "
-     "reducescatter, alltoall, broadcast, sendrecv, test or custom)"},
+     "reducescatter, alltoall, broadcast, sendrecv, reduce, gather, scatter, test or custom)"},
     {"unknown_protocol", {{"protocol", "\"ll\""}},
      "plan.json: protocol: unknown protocol 'll' (expected \"LL\" or \"Simple\")"},
     {"unknown_reduce_op", {{TB0 "ops/6/reduce_op", "\"xor\""}},
