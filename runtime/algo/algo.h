@@ -40,6 +40,22 @@ struct mscclrt_algo {
     int default_blocks, default_threads;
 };
 
+/* One remembered selection (coll.c): the request's shape (never its pointers or stream), the
+ * registry epoch it was made at, the choice, and for native choices the resolved kernel and
+ * grid, so a repeated call only fills arguments and launches. */
+typedef struct AlgoSel {
+    bool valid;
+    uint64_t epoch;
+    mscclrt_coll coll;
+    uint64_t msg, in, out;
+    int dtype, op, root, inplace, symmetric, capturing;
+    mscclrt_choice choice;
+    const mscclrt_algo *ran;       /* what actually ran (a plan's native stand-in, see coll.c) */
+    void *fn;                      /* native: the CuFunction */
+    int blocks, threads;
+} AlgoSel;
+#define ALGO_SEL_CACHE 8
+
 /* Per-communicator state of the algorithm layer (owned by the comm: mscclrt_comm.algo). */
 typedef struct AlgoSet AlgoSet;
 typedef struct NativeCtx NativeCtx;
@@ -53,6 +69,8 @@ typedef struct AlgoComm {
     AlgoPremul *premul;            /* PreMulSum operators: [npremul] (coll.c) */
     int npremul;
     struct NativeLaunch *p2p_open; /* the send/recv launch the open group is filling (coll.c) */
+    AlgoSel sel[ALGO_SEL_CACHE];   /* recent selections, most recent at sel_next - 1 (coll.c) */
+    int sel_next;
 } AlgoComm;
 /* The comm's algorithm state, created on first use (NULL only on out of memory, with the error
  * set); freed by algo_comm_free from exec_comm_release. */

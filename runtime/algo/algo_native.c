@@ -269,8 +269,9 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     if (extra_bytes > MN_EXTRA_BYTES)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %zu bytes of extra "
                        "arguments, at most %d", algo->desc.name, extra_bytes, MN_EXTRA_BYTES);
+    if (blocks <= 0 && algo->default_blocks > 0) blocks = algo->default_blocks;
+    if (threads <= 0 && algo->default_threads > 0) threads = algo->default_threads;
     native_default_grid(req->message_bytes, &blocks, &threads);
-    if (algo->default_blocks > 0 && blocks <= 0) blocks = algo->default_blocks;
     if (blocks < 1 || blocks > MN_MAX_BLOCKS || threads < 32 || threads > 1024 || threads % 32)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks x %d threads "
                        "(blocks 1..%d, threads a multiple of 32 up to 1024)", algo->desc.name,
@@ -285,9 +286,18 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                                        &l->fn);
     exec_ctx_pop(c, prev);
     TRY(res);
+    l->blocks = blocks;
+    l->threads = threads;
+    l->p2p = p2p;
+    algo_native_fill(c, req, extra, extra_bytes, l);
+    return MSCCLRT_SUCCESS;
+}
+
+void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *extra,
+                      size_t extra_bytes, NativeLaunch *l) {
     MnArgs *m = &l->args;
     memset(m, 0, offsetof(MnArgs, extra));
-    m->ctx = nc->dctx;
+    m->ctx = c->algo->native->dctx;
     m->in = (mk_u64)(uintptr_t)req->sendbuf;
     m->out = (mk_u64)(uintptr_t)req->recvbuf;
     m->in_bytes = req->in_bytes;
@@ -308,11 +318,7 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     m->extra_bytes = extra_bytes;
     if (extra_bytes) memcpy(m->extra, extra, extra_bytes);
     l->comm = c;
-    l->blocks = blocks;
-    l->threads = threads;
     l->stream = req->stream;
-    l->p2p = p2p;
-    return MSCCLRT_SUCCESS;
 }
 
 mscclrt_result algo_native_launch(NativeLaunch *l) {

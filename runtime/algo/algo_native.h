@@ -33,6 +33,10 @@ uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots);
 mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                                    const mscclrt_request *req, int blocks, int threads,
                                    const void *extra, size_t extra_bytes, NativeLaunch *l);
+/* The per-call part of a prepared launch: l's kernel and grid stay, its arguments are req's
+ * (the hot path of a repeated request). */
+void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *extra,
+                      size_t extra_bytes, NativeLaunch *l);
 mscclrt_result algo_native_launch(NativeLaunch *l);
 /* The source the built-in algorithms compile (for CI's NVRTC checks). */
 const char *algo_native_builtin_source(void);

@@ -412,10 +412,7 @@ static struct {
 } R;
 
 uint64_t algo_registry_epoch(void) {
-    pthread_mutex_lock(&reg_mu);
-    uint64_t e = R.epoch;
-    pthread_mutex_unlock(&reg_mu);
-    return e;
+    return __atomic_load_n(&R.epoch, __ATOMIC_ACQUIRE);   /* every call of the hot path reads it */
 }
 
 static int reg_find(const char *name) {
@@ -446,7 +443,7 @@ MSCCLRT_API mscclrt_result mscclrt_algo_register(mscclrt_algo *algo) {
     }
     algo_retain(algo);
     R.v[R.n++] = algo;
-    R.epoch++;
+    __atomic_add_fetch(&R.epoch, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&reg_mu);
     LOG_INFO(LOG_SUB_INIT, "registered algorithm '%s' (%s, %s)", algo->desc.name,
              coll_names[algo->desc.collective],
@@ -466,7 +463,7 @@ MSCCLRT_API mscclrt_result mscclrt_algo_unregister(const char *name) {
     const mscclrt_algo *a = R.v[i];
     memmove(&R.v[i], &R.v[i + 1], (size_t)(R.n - i - 1) * sizeof *R.v);
     R.n--;
-    R.epoch++;
+    __atomic_add_fetch(&R.epoch, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&reg_mu);
     algo_release(a);
     return MSCCLRT_SUCCESS;
@@ -528,7 +525,7 @@ MSCCLRT_API mscclrt_result mscclrt_set_selector(mscclrt_selector_fn fn, void *us
     pthread_mutex_lock(&reg_mu);
     R.sel = fn;
     R.sel_user = fn ? user : NULL;
-    R.epoch++;
+    __atomic_add_fetch(&R.epoch, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&reg_mu);
     LOG_INFO(LOG_SUB_INIT, "%s", fn ? "selector set" : "default selector restored");
     return MSCCLRT_SUCCESS;

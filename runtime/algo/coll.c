@@ -93,23 +93,23 @@ static mscclrt_result deferred_native(void *arg, bool run) {
     return run ? algo_native_launch(arg) : MSCCLRT_SUCCESS;
 }
 
-/* One native launch: now, or at group end in call order. */
+/* Issues a filled launch: now (from the caller's copy), or at group end in call order. */
+static mscclrt_result issue_native(mscclrt_comm *c, NativeLaunch *l, const mscclrt_request *q) {
+    if (q->op >= MSCCLRT_REDOP_COUNT)
+        l->args.scalar = c->algo->premul[q->op - MSCCLRT_REDOP_COUNT].scalar;
+    if (!exec_in_group()) return algo_native_launch(l);
+    NativeLaunch *copy = malloc(sizeof *copy);
+    if (!copy) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+    memcpy(copy, l, offsetof(NativeLaunch, list));   /* collectives carry no p2p list */
+    return exec_group_defer(c, deferred_native, copy, q->message_bytes);
+}
+
+/* One native launch of algo for q: kernel and grid resolved (compiled on first use). */
 static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
                                  const mscclrt_request *q, int blocks, int threads,
-                                 const void *extra, size_t extra_bytes) {
-    NativeLaunch *l = malloc(sizeof *l);
-    if (!l) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
-    mscclrt_result res = algo_native_prepare(c, algo, q, blocks, threads, extra, extra_bytes, l);
-    if (res == MSCCLRT_SUCCESS && q->op >= MSCCLRT_REDOP_COUNT)
-        l->args.scalar = c->algo->premul[q->op - MSCCLRT_REDOP_COUNT].scalar;
-    if (res != MSCCLRT_SUCCESS) {
-        free(l);
-        return res;
-    }
-    if (exec_in_group()) return exec_group_defer(c, deferred_native, l, q->message_bytes);
-    res = algo_native_launch(l);
-    free(l);
-    return res;
+                                 const void *extra, size_t extra_bytes, NativeLaunch *l) {
+    TRY(algo_native_prepare(c, algo, q, blocks, threads, extra, extra_bytes, l));
+    return issue_native(c, l, q);
 }
 
 /* A plan-based algorithm can serve this call now: a standard operator, and, under capture, a
@@ -127,26 +127,54 @@ static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const msccl
     return x && x->ready;
 }
 
+/* What runs for a choice: the chosen algorithm, or the built-in native one of the collective
+ * when a plan cannot take this call (PreMulSum; first use under capture). */
+static mscclrt_result effective(mscclrt_comm *c, const mscclrt_request *q, mscclrt_choice *ch) {
+    if (ch->algo->kind != MSCCLRT_ALGO_PLAN || plan_runs_now(c, ch->algo, q)) return MSCCLRT_SUCCESS;
+    const mscclrt_algo *nat = builtin_for(c, q->collective);
+    if (!nat)
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: plan '%s' cannot serve this %s "
+                       "(PreMulSum operator, or first use under CUDA-graph capture) and no "
+                       "built-in native algorithm is there to take it", c->rank,
+                       ch->algo->desc.name, mscclrt_coll_name(q->collective));
+    LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s: '%s' handed to '%s' (PreMulSum or capture)",
+              c->rank, mscclrt_coll_name(q->collective), ch->algo->desc.name, nat->desc.name);
+    ch->algo = nat;
+    ch->blocks = ch->threads = 0;
+    return MSCCLRT_SUCCESS;
+}
+
 static mscclrt_result run_choice(mscclrt_comm *c, const mscclrt_request *q, mscclrt_choice ch,
-                                 const void *extra, size_t extra_bytes) {
-    const mscclrt_algo *algo = ch.algo;
-    if (algo->kind == MSCCLRT_ALGO_PLAN && !plan_runs_now(c, algo, q)) {
-        const mscclrt_algo *nat = builtin_for(c, q->collective);
-        if (!nat)
-            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: plan '%s' cannot serve this %s "
-                           "(PreMulSum operator, or first use under CUDA-graph capture) and no "
-                           "built-in native algorithm is there to take it", c->rank,
-                           algo->desc.name, mscclrt_coll_name(q->collective));
-        LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s: '%s' handed to '%s' (PreMulSum or capture)",
-                  c->rank, mscclrt_coll_name(q->collective), algo->desc.name, nat->desc.name);
-        algo = nat;
-        ch.blocks = ch.threads = 0;
-    }
-    if (algo->kind == MSCCLRT_ALGO_PLAN)
-        return mscclrt_execute_ex(c, algo->plan, q->sendbuf, q->recvbuf, q->in_bytes,
+                                 const void *extra, size_t extra_bytes, NativeLaunch *l) {
+    TRY(effective(c, q, &ch));
+    if (ch.algo->kind == MSCCLRT_ALGO_PLAN)
+        return mscclrt_execute_ex(c, ch.algo->plan, q->sendbuf, q->recvbuf, q->in_bytes,
                                   q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
                                   q->stream);
-    return run_native(c, algo, q, ch.blocks, ch.threads, extra, extra_bytes);
+    return run_native(c, ch.algo, q, ch.blocks, ch.threads, extra, extra_bytes, l);
+}
+
+/* ---- the selection cache: a request of a shape seen before skips selection ---------------- */
+static bool sel_match(const AlgoSel *e, const mscclrt_request *q, uint64_t epoch) {
+    return e->valid && e->epoch == epoch && e->coll == q->collective && e->msg == q->message_bytes &&
+           e->in == q->in_bytes && e->out == q->out_bytes && e->dtype == (int)q->dtype &&
+           e->op == q->op && e->root == q->root && e->inplace == q->inplace &&
+           e->symmetric == q->symmetric && e->capturing == q->capturing;
+}
+
+static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, mscclrt_choice ch,
+                      const mscclrt_algo *ran, const NativeLaunch *l) {
+    AlgoSel *e = &a->sel[a->sel_next];
+    a->sel_next = (a->sel_next + 1) % ALGO_SEL_CACHE;
+    *e = (AlgoSel){.valid = true, .epoch = epoch, .coll = q->collective, .msg = q->message_bytes,
+                   .in = q->in_bytes, .out = q->out_bytes, .dtype = (int)q->dtype, .op = q->op,
+                   .root = q->root, .inplace = q->inplace, .symmetric = q->symmetric,
+                   .capturing = q->capturing, .choice = ch, .ran = ran};
+    if (ran->kind == MSCCLRT_ALGO_NATIVE) {
+        e->fn = l->fn;
+        e->blocks = l->blocks;
+        e->threads = l->threads;
+    }
 }
 
 static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) {
@@ -155,11 +183,39 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     if (!q->sendbuf || !q->recvbuf)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: %s is NULL", fn, c->rank,
                        !q->sendbuf ? "sendbuf" : "recvbuf");
+    AlgoComm *a = c->algo;
+    const uint64_t epoch = algo_registry_epoch();
+    NativeLaunch l;
+    for (int k = 1; k <= ALGO_SEL_CACHE; k++) {   /* most recent first */
+        const AlgoSel *e = &a->sel[(a->sel_next - k + ALGO_SEL_CACHE) % ALGO_SEL_CACHE];
+        if (!sel_match(e, q, epoch)) continue;
+        if (e->ran->kind == MSCCLRT_ALGO_PLAN)
+            return mscclrt_execute_ex(c, e->ran->plan, q->sendbuf, q->recvbuf, q->in_bytes,
+                                      q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
+                                      q->stream);
+        l.fn = (CuFunction)e->fn;
+        l.blocks = e->blocks;
+        l.threads = e->threads;
+        l.p2p = false;
+        algo_native_fill(c, q, NULL, 0, &l);
+        return issue_native(c, &l, q);
+    }
     mscclrt_choice ch;
     TRY(algo_select(c, q, &ch));
     LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: '%s' (%d x %d)", c->rank, fn,
               (unsigned long long)q->message_bytes, ch.algo->desc.name, ch.blocks, ch.threads);
-    return run_choice(c, q, ch, NULL, 0);
+    mscclrt_choice run = ch;
+    TRY(effective(c, q, &run));
+    if (run.algo->kind == MSCCLRT_ALGO_PLAN) {
+        TRY(mscclrt_execute_ex(c, run.algo->plan, q->sendbuf, q->recvbuf, q->in_bytes,
+                               q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
+                               q->stream));
+    } else {
+        TRY(run_native(c, run.algo, q, run.blocks, run.threads, NULL, 0, &l));
+    }
+    /* a plan under capture may be handed to native only until its context exists: not cached */
+    if (!(q->capturing && run.algo != ch.algo)) sel_store(a, q, epoch, ch, run.algo, &l);
+    return MSCCLRT_SUCCESS;
 }
 
 static mscclrt_request req0(mscclrt_coll k, const void *s, void *r, mscclrt_dtype dt, int op,
@@ -358,8 +414,8 @@ mscclrt_result mscclrt_algo_run(mscclrt_comm *c, const mscclrt_algo *algo,
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_algo_run: extra arguments are for native "
                        "algorithms; '%s' is plan-based", algo->desc.name);
     mscclrt_choice ch = {algo, blocks, threads};
-    if (algo->kind == MSCCLRT_ALGO_PLAN) return run_choice(c, &q, ch, NULL, 0);
-    return run_native(c, algo, &q, blocks, threads, extra, extra_bytes);
+    NativeLaunch l;
+    return run_choice(c, &q, ch, extra, extra_bytes, &l);
 }
 
 mscclrt_result mscclrt_select(mscclrt_comm *c, const mscclrt_request *req, mscclrt_choice *choice) {
