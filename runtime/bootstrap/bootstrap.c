@@ -553,8 +553,11 @@ mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: nranks %d out of range [1, %d]", nranks, BOOT_MAX_RANKS);
     if (rank < 0 || rank >= nranks)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init: rank %d out of range [0, %d)", rank, nranks);
-    if (timeout_ms <= 0) timeout_ms = (int)param_int(PARAM_BOOT_TIMEOUT_MS);
-    if (timeout_ms <= 0) timeout_ms = 30000;
+    if (timeout_ms <= 0) {
+        long long ms;
+        TRY(param_int(PARAM_BOOT_TIMEOUT_MS, &ms));
+        timeout_ms = (int)ms;   /* params.def bounds it */
+    }
 
     Boot *b = calloc(1, sizeof *b);
     if (!b) return rt_fail(MSCCLRT_ERR_SYSTEM, "boot_init: out of memory");
@@ -616,6 +619,8 @@ fail:
 mscclrt_result boot_get_unique_id(BootId *id) {
     if (!id) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_get_unique_id: id is NULL");
     memset(id, 0, sizeof *id);
+    long long wait;
+    TRY(param_int(PARAM_BOOT_TIMEOUT_MS, &wait));
     BootIdWire w;
     memset(&w, 0, sizeof w);
     w.magic = BOOT_MAGIC;
@@ -631,8 +636,7 @@ mscclrt_result boot_get_unique_id(BootId *id) {
     int fd;
     TRY(boot_addr_pick_local(&a));
     TRY(boot_listen(&a, false, &fd, &w.root));
-    int wait = (int)param_int(PARAM_BOOT_TIMEOUT_MS);
-    TRY(boot_root_start(fd, &w.root, w.secret, wait > 0 ? wait : 30000));
+    TRY(boot_root_start(fd, &w.root, w.secret, (int)wait));
     memcpy(id->bytes, &w, sizeof w);
     char where[80];
     boot_addr_str(&w.root, where, sizeof where);
