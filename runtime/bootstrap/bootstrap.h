@@ -15,13 +15,20 @@
  *      (rank, nranks, listening address, host identity, secret). The root refuses and logs a
  *      connection that does not present the secret, and keeps waiting for the real ranks. When
  *      all nranks have arrived it sends everyone the table of addresses and host identities;
- *      on timeout it tells those who came which ranks did not.
+ *      on timeout it tells those who came which ranks did not. A root too busy to read a hello
+ *      (flooded, out of descriptors) answers BK_BUSY and the rank connects again.
  *   3. Afterwards ranks talk directly: a rank connects to a peer the first time it sends to it
  *      (one TCP connection per ordered pair, authenticated with the secret). Messages carry a
  *      magic, a version, the sender, a tag and a length, all checked by the receiver; messages
  *      that arrive before they are asked for wait in a queue, so send/recv match by
  *      (peer, tag) in FIFO order and never deadlock on socket buffers (a blocked send keeps
  *      draining incoming data).
+ *
+ * The ports accept connections from anyone who can reach them. Until a connection has
+ * presented the secret it is bounded in number (BOOT_PENDING_MAX; a newer one evicts the
+ * oldest), in time (BOOT_HELLO_WAIT_MS) and in memory (fixed slots), running out of descriptors
+ * evicts or pauses accepting instead of spinning, and refusals are logged at WARN at most once
+ * a second (boot_internal.h).
  *
  * Every wait is bounded by the Boot's timeout (boot_init's timeout_ms, or MSCCLRT_BOOT_TIMEOUT_MS,
  * default 30000) and fails with MSCCLRT_ERR_TIMEOUT and a message naming the rank(s) that did not
