@@ -19,7 +19,14 @@
 #define BOOT_SECRET_BYTES 32
 #define BOOT_HOSTID_BYTES 128      /* host identity string, NUL-padded */
 #define BOOT_MAX_RANKS 65536
-#define BOOT_MAX_MSG (1ull << 32)  /* a single message larger than this is malformed */
+#define BOOT_MAX_MSG ((size_t)16 << 20)    /* bytes of one message; the largest the runtime sends is a
+                                              few KiB of setup data. Larger is refused by the sender
+                                              (INVALID_ARG) and, announced, by the receiver */
+#define BOOT_MSG_CHUNK ((size_t)64 << 10)  /* receive buffers start this large and double as bytes
+                                              arrive: an announced size reserves nothing */
+#define BOOT_QUEUE_MAX ((size_t)32 << 20)  /* unrequested bytes queued from one peer; beyond it, that
+                                              peer's connection is not read (TCP flow control holds
+                                              the sender) until some are asked for */
 /* Connections that have not yet proven the secret (to the root, or to a rank's listener) come
  * from anyone who can reach the port: */
 #define BOOT_PENDING_MAX 256       /* at most this many wait at once; a newer one evicts the oldest */
@@ -165,8 +172,15 @@ bool boot_accept_exhausted(int err);
 /* Groups larger than nranks use the ring allgather (default BOOT_DIRECT_MAX). Every rank of a
  * group must use the same value. */
 void boot_set_ring_above(Boot *b, int nranks);
+/* This Boot's receive limits instead of BOOT_MAX_MSG and BOOT_QUEUE_MAX (tests use small ones). */
+void boot_set_limits(Boot *b, size_t max_msg, size_t queue_max);
+/* Bytes of unrequested messages from peer now queued (payload and bookkeeping). */
+size_t boot_queued_bytes(const Boot *b, int peer);
 /* Where rank listens for its peers (the root's table). */
 const BootAddr *boot_listen_addr(const Boot *b, int rank);
+/* Writes n raw bytes on this rank's connection to peer (opened and authenticated first if
+ * needed): lets tests forge message headers. */
+mscclrt_result boot_send_raw(Boot *b, int peer, const void *buf, size_t n);
 
 /* ---- boot_root.c --------------------------------------------------------------------------- */
 /* Starts the detached root thread on an already-listening socket (takes ownership of fd).

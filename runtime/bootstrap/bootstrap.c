@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,9 @@
 typedef struct BootMsg {
     struct BootMsg *next;
     int src, kind, tag;
-    size_t len;
-    uint8_t data[];        /* len bytes */
+    size_t len;            /* announced payload bytes */
+    size_t cap;            /* bytes of data[] allocated: grows as bytes arrive, up to len */
+    uint8_t data[];        /* cap bytes */
 } BootMsg;
 
 /* An accepted connection: first a BootConnect, then messages from one peer. Until the
@@ -54,7 +56,11 @@ struct Boot {
     int64_t pause_until;   /* not accepting before this time (descriptors ran out) */
     BootRate rate;         /* WARNs about unauthenticated connections */
     bool *gone;            /* owned, [nranks]: the peer's connection to us has closed */
+    char **why;            /* owned, [nranks]: why we dropped the peer's connection, or NULL */
     BootMsg *q_head, *q_tail;   /* owned: unexpected messages, in arrival order */
+    size_t *queued;        /* owned, [nranks]: bytes (payload + BootMsg) queued per source */
+    size_t max_msg;        /* BOOT_MAX_MSG unless a test changed it */
+    size_t queue_max;      /* BOOT_QUEUE_MAX unless a test changed it */
     int32_t coll_seq;      /* sequence number of the next collective */
     int ring_above;        /* allgather goes round a ring when nranks exceeds this */
     int *node_of;          /* owned, [nranks] */
@@ -73,11 +79,29 @@ static void in_close(Boot *b, BootIn *in) {
     in->msg = NULL;
 }
 
+/* Drops an authenticated peer's connection for a protocol error: the first reason is kept, and
+ * every later wait on that peer fails with it. */
+static void in_drop_peer(Boot *b, BootIn *in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void in_drop_peer(Boot *b, BootIn *in, const char *fmt, ...) {
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    LOG_WARN("boot: rank %d: %s", b->rank, text);
+    if (!b->why[in->peer]) b->why[in->peer] = strdup(text);
+    b->gone[in->peer] = true;
+    in_close(b, in);
+}
+
+static size_t msg_charge(const BootMsg *m) { return sizeof *m + m->len; }
+
 static void q_push(Boot *b, BootMsg *m) {
     m->next = NULL;
     if (b->q_tail) b->q_tail->next = m;
     else b->q_head = m;
     b->q_tail = m;
+    b->queued[m->src] += msg_charge(m);
 }
 
 static BootMsg *q_take(Boot *b, int src, int kind, int tag) {
@@ -86,9 +110,16 @@ static BootMsg *q_take(Boot *b, int src, int kind, int tag) {
         if (m->src != src || m->kind != kind || m->tag != tag) continue;
         *pp = m->next;
         if (b->q_tail == m) b->q_tail = prev;
+        b->queued[src] -= msg_charge(m);
         return m;
     }
     return NULL;
+}
+
+/* Whether to leave this connection unread for now: its peer has BOOT_QUEUE_MAX bytes queued that
+ * nobody asked for. Only between messages, so a message once started always completes. */
+static bool in_held(const Boot *b, const BootIn *in) {
+    return in->peer >= 0 && !in->msg && in->hgot == 0 && b->queued[in->peer] >= b->queue_max;
 }
 
 /* Checks a complete BootConnect; false closes the connection (after a WARN). */
@@ -124,35 +155,53 @@ static bool in_check_connect(Boot *b, BootIn *in) {
     return true;
 }
 
-/* Checks a complete message header and starts its payload; false closes the connection. */
+/* Checks a complete message header and starts its payload (a first chunk only: the buffer grows
+ * as bytes arrive); false means the connection was dropped. */
 static bool in_check_hdr(Boot *b, BootIn *in) {
     const BootMsgHdr *h = &in->h.hdr;
     if (h->magic != BOOT_MAGIC || h->version != BOOT_VERSION || (h->kind != BK_USER && h->kind != BK_COLL) ||
-        h->src != in->peer || h->len > BOOT_MAX_MSG) {
-        LOG_WARN("boot: rank %d: malformed message from rank %d (magic 0x%08x version %u kind %u "
-                 "src %d len %llu); dropping the connection", b->rank, in->peer, h->magic, h->version,
-                 h->kind, (int)h->src, (unsigned long long)h->len);
+        h->src != in->peer) {
+        in_drop_peer(b, in, "malformed message from rank %d (magic 0x%08x version %u kind %u src %d); "
+                     "dropped its connection", in->peer, h->magic, h->version, h->kind, (int)h->src);
         return false;
     }
-    BootMsg *m = malloc(sizeof *m + (size_t)h->len);
+    if (h->len > b->max_msg) {
+        in_drop_peer(b, in, "rank %d announced a %llu-byte message (%s %d), more than the %zu bytes a "
+                     "bootstrap message may carry; dropped its connection", in->peer,
+                     (unsigned long long)h->len, h->kind == BK_USER ? "tag" : "collective",
+                     (int)h->tag, b->max_msg);
+        return false;
+    }
+    size_t cap = (size_t)h->len < BOOT_MSG_CHUNK ? (size_t)h->len : BOOT_MSG_CHUNK;
+    BootMsg *m = malloc(sizeof *m + cap);
     if (!m) {
-        LOG_WARN("boot: rank %d: out of memory for a %llu-byte message from rank %d", b->rank,
-                 (unsigned long long)h->len, in->peer);
+        in_drop_peer(b, in, "out of memory for a message from rank %d; dropped its connection", in->peer);
         return false;
     }
-    m->src = h->src, m->kind = h->kind, m->tag = h->tag, m->len = (size_t)h->len;
+    m->src = h->src, m->kind = h->kind, m->tag = h->tag, m->len = (size_t)h->len, m->cap = cap;
     in->msg = m;
     in->mgot = 0;
     return true;
 }
 
-/* Reads everything available on one connection (non-blocking). */
+/* Reads everything available on one connection (non-blocking), up to the queue limit. */
 static void in_read(Boot *b, BootIn *in) {
-    while (in->fd >= 0) {
+    while (in->fd >= 0 && !in_held(b, in)) {
         char *dst;
         size_t want;
         if (in->msg) {
-            dst = (char *)in->msg->data + in->mgot, want = in->msg->len - in->mgot;
+            if (in->mgot == in->msg->cap) {   /* the part that arrived fills the buffer: grow it */
+                size_t cap = in->msg->cap * 2 < in->msg->len ? in->msg->cap * 2 : in->msg->len;
+                BootMsg *m = realloc(in->msg, sizeof *m + cap);
+                if (!m) {
+                    in_drop_peer(b, in, "out of memory for a %zu-byte message from rank %d; dropped "
+                                 "its connection", in->msg->len, in->peer);
+                    return;
+                }
+                m->cap = cap;
+                in->msg = m;
+            }
+            dst = (char *)in->msg->data + in->mgot, want = in->msg->cap - in->mgot;
         } else {
             size_t hsize = in->peer < 0 ? sizeof(BootConnect) : sizeof(BootMsgHdr);
             dst = (char *)&in->h + in->hgot, want = hsize - in->hgot;
@@ -187,10 +236,7 @@ static void in_read(Boot *b, BootIn *in) {
             if (!in_check_connect(b, in)) in_close(b, in);
         } else {
             if (in->hgot < sizeof(BootMsgHdr)) continue;
-            if (!in_check_hdr(b, in)) {
-                b->gone[in->peer] = true;
-                in_close(b, in);
-            } else if (in->msg->len == 0) {
+            if (in_check_hdr(b, in) && in->msg->len == 0) {
                 q_push(b, in->msg);
                 in->msg = NULL;
                 in->hgot = 0;
@@ -296,12 +342,12 @@ static void boot_progress(Boot *b, int64_t deadline, int out_fd) {
     struct pollfd stack[64], *pfd = stack;
     int n = 0, cap = b->nins + 2;
     if (cap > 64 && !(pfd = malloc(sizeof *pfd * (size_t)cap))) { pfd = stack; cap = 64; }
-    /* fd -1 is ignored by poll: closed slots, a paused listener */
+    /* fd -1 is ignored by poll: closed slots, a paused listener, connections held back */
     pfd[n++] = (struct pollfd){.fd = accepting ? b->listen_fd : -1, .events = POLLIN};
     if (out_fd >= 0) pfd[n++] = (struct pollfd){.fd = out_fd, .events = POLLOUT};
     int first_in = n;
     for (int i = 0; i < b->nins && n < cap; i++)
-        pfd[n++] = (struct pollfd){.fd = b->ins[i].fd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = in_held(b, &b->ins[i]) ? -1 : b->ins[i].fd, .events = POLLIN};
     int64_t left = wake - now;
     if (left < 0) left = 0;
     if (poll(pfd, (nfds_t)n, left > 1000 ? 1000 : (int)left) > 0) {
@@ -310,6 +356,15 @@ static void boot_progress(Boot *b, int64_t deadline, int out_fd) {
         if (pfd[0].revents) boot_accept(b);
     }
     if (pfd != stack) free(pfd);
+}
+
+/* The failure of a wait on peer, which is gone. doing: what we waited for; closed: the message
+ * when the peer closed its connection. When we dropped it for a protocol error, the reason
+ * recorded then is the message instead. */
+static mscclrt_result peer_gone(const Boot *b, int peer, const char *doing, const char *closed) {
+    if (b->why[peer])
+        return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: %s: %s", b->rank, doing, b->why[peer]);
+    return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: %s", b->rank, closed);
 }
 
 /* ---- outgoing side --------------------------------------------------------------------------- */
@@ -392,6 +447,9 @@ mscclrt_result boot_send(Boot *b, int peer, int tag, const void *buf, size_t len
     TRY(boot_check(b, "boot_send"));
     TRY(check_peer(b, peer, "boot_send"));
     if (len && !buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_send: buf is NULL for %zu bytes", len);
+    if (len > BOOT_MAX_MSG)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_send: %zu bytes is more than a bootstrap message "
+                       "may carry (%zu)", len, BOOT_MAX_MSG);
     return send_msg(b, peer, BK_USER, tag, buf, len, boot_now_ms() + b->timeout_ms);
 }
 
@@ -403,9 +461,12 @@ mscclrt_result boot_recv(Boot *b, int peer, int tag, void *buf, size_t len) {
     for (;;) {
         BootMsg *m = q_take(b, peer, BK_USER, tag);
         if (m) return take_msg(b, m, buf, len);
-        if (b->gone[peer])
-            return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d closed its connection before "
-                           "sending tag %d", b->rank, peer, tag);
+        if (b->gone[peer]) {
+            char doing[64], closed[128];
+            snprintf(doing, sizeof doing, "waiting for tag %d from rank %d", tag, peer);
+            snprintf(closed, sizeof closed, "rank %d closed its connection before sending tag %d", peer, tag);
+            return peer_gone(b, peer, doing, closed);
+        }
         if (boot_now_ms() >= deadline)
             return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: rank %d: rank %d did not send tag %d within %d ms",
                            b->rank, peer, tag, b->timeout_ms);
@@ -427,9 +488,13 @@ static mscclrt_result allgather_ring(Boot *b, char *base, size_t per_rank, int32
                 TRY(take_msg(b, m, per_rank ? base + (size_t)in * per_rank : NULL, per_rank));
                 break;
             }
-            if (b->gone[prev])
-                return rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d left the group during collective "
-                               "#%d (ring step %d of %d)", b->rank, prev, (int)seq, step + 1, n - 1);
+            if (b->gone[prev]) {
+                char doing[96], closed[160];
+                snprintf(doing, sizeof doing, "collective #%d, ring step %d of %d", (int)seq, step + 1, n - 1);
+                snprintf(closed, sizeof closed, "rank %d left the group during collective #%d (ring step "
+                         "%d of %d)", prev, (int)seq, step + 1, n - 1);
+                return peer_gone(b, prev, doing, closed);
+            }
             if (boot_now_ms() >= deadline)
                 return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: rank %d: collective #%d timed out after %d ms at ring "
                                "step %d of %d: no answer from rank %d (it may itself wait for a rank before it)",
@@ -442,11 +507,27 @@ static mscclrt_result allgather_ring(Boot *b, char *base, size_t per_rank, int32
 
 void boot_set_ring_above(Boot *b, int nranks) { b->ring_above = nranks; }
 
+void boot_set_limits(Boot *b, size_t max_msg, size_t queue_max) {
+    b->max_msg = max_msg;
+    b->queue_max = queue_max;
+}
+
+size_t boot_queued_bytes(const Boot *b, int peer) { return b->queued[peer]; }
+
 const BootAddr *boot_listen_addr(const Boot *b, int rank) { return &b->peers[rank].listen; }
+
+mscclrt_result boot_send_raw(Boot *b, int peer, const void *buf, size_t n) {
+    int64_t deadline = boot_now_ms() + b->timeout_ms;
+    if (b->out_fd[peer] < 0) TRY(out_open(b, peer, deadline));
+    return out_write(b, peer, buf, n, deadline);
+}
 
 mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank) {
     TRY(boot_check(b, "boot_allgather"));
     if (per_rank && !buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_allgather: buf is NULL");
+    if (per_rank > BOOT_MAX_MSG)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_allgather: %zu bytes per rank is more than a "
+                       "bootstrap message may carry (%zu)", per_rank, BOOT_MAX_MSG);
     int32_t seq = b->coll_seq++;
     int64_t deadline = boot_now_ms() + b->timeout_ms;
     char *base = buf;
@@ -472,8 +553,10 @@ mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank) {
                 got[p] = true;
                 have++;
             } else if (b->gone[p]) {
-                res = rt_fail(MSCCLRT_ERR_REMOTE, "boot: rank %d: rank %d left the group during a "
-                              "collective (#%d)", b->rank, p, (int)seq);
+                char doing[64], closed[128];
+                snprintf(doing, sizeof doing, "collective #%d", (int)seq);
+                snprintf(closed, sizeof closed, "rank %d left the group during a collective (#%d)", p, (int)seq);
+                res = peer_gone(b, p, doing, closed);
                 goto out;
             }
         }
@@ -578,6 +661,9 @@ void boot_close(Boot *b) {
     free(b->ins);
     free(b->out_fd);
     free(b->gone);
+    for (int i = 0; b->why && i < b->nranks; i++) free(b->why[i]);
+    free(b->why);
+    free(b->queued);
     free(b->peers);
     free(b->node_of);
     free(b);
@@ -672,8 +758,12 @@ mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int
     b->peers = calloc((size_t)nranks, sizeof *b->peers);
     b->out_fd = malloc(sizeof(int) * (size_t)nranks);
     b->gone = calloc((size_t)nranks, sizeof *b->gone);
+    b->why = calloc((size_t)nranks, sizeof *b->why);
+    b->queued = calloc((size_t)nranks, sizeof *b->queued);
     b->node_of = calloc((size_t)nranks, sizeof *b->node_of);
-    if (!b->peers || !b->out_fd || !b->gone || !b->node_of) {
+    b->max_msg = BOOT_MAX_MSG;
+    b->queue_max = BOOT_QUEUE_MAX;
+    if (!b->peers || !b->out_fd || !b->gone || !b->why || !b->queued || !b->node_of) {
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "boot_init: out of memory for %d ranks", nranks);
         goto fail;
     }

@@ -28,7 +28,11 @@
  * presented the secret it is bounded in number (BOOT_PENDING_MAX; a newer one evicts the
  * oldest), in time (BOOT_HELLO_WAIT_MS) and in memory (fixed slots), running out of descriptors
  * evicts or pauses accepting instead of spinning, and refusals are logged at WARN at most once
- * a second (boot_internal.h).
+ * a second (boot_internal.h). Authenticated peers are bounded too: a message carries at most
+ * BOOT_MAX_MSG (16 MiB) bytes, its buffer grows only as bytes arrive, and at most BOOT_QUEUE_MAX
+ * (32 MiB) of a peer's unrequested messages are queued; beyond that its connection is not read
+ * until the caller asks for some of them (so a wait for a message that the peer sent after 32
+ * MiB of others nobody asks for times out).
  *
  * Every wait is bounded by the Boot's timeout (boot_init's timeout_ms, or MSCCLRT_BOOT_TIMEOUT_MS,
  * default 30000) and fails with MSCCLRT_ERR_TIMEOUT and a message naming the rank(s) that did not
@@ -85,7 +89,8 @@ mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank);
 mscclrt_result boot_barrier(Boot *b);
 /* Tagged point-to-point messages. Messages from one peer with one tag are received in the
  * order sent; different tags do not block each other. recv fails with MSCCLRT_ERR_REMOTE if the
- * peer sends a different length than len. peer may be the caller's own rank. */
+ * peer sends a different length than len. peer may be the caller's own rank. len (and
+ * allgather's per_rank) above 16 MiB is MSCCLRT_ERR_INVALID_ARG. */
 mscclrt_result boot_send(Boot *b, int peer, int tag, const void *buf, size_t len);
 mscclrt_result boot_recv(Boot *b, int peer, int tag, void *buf, size_t len);
 

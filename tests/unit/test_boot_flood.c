@@ -6,7 +6,9 @@
  * genuine ranks complete init while hundreds of idle connections are open; with a descriptor
  * limit of 32 the root neither spins nor stays silent, and still serves the ranks; a rank the
  * root tells BK_BUSY connects again. The same for a rank's own listener, between two forked
- * ranks.
+ * ranks; and what an authenticated peer may make a rank hold: an announced 4 GiB message is
+ * refused with a clear error, an announced 16 MiB one costs only the bytes that arrived, and
+ * unrequested messages queue only up to the limit.
  */
 #include "bootstrap/boot_internal.h"
 #include "core/err.h"
@@ -392,6 +394,16 @@ static long cpu_ms_self(void) {
            (long)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
 }
 
+static long vm_kb_self(void) {
+    long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &pages) != 1) pages = 0;
+        fclose(f);
+    }
+    return pages * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
 /* Runs fn[r] as rank r of a forked pair (boot timeouts[r]); returns how many ranks failed. */
 static int run_pair(PairFn f0, PairFn f1, int t0, int t1) {
     BootId id;
@@ -493,6 +505,96 @@ static int peer_emfile_attacker(Boot *b) {
     return 0;
 }
 
+/* An authenticated peer announces sizes it does not send. */
+static int huge_receiver(Boot *b) {
+    int x = 0;
+    int64_t t0 = boot_now_ms();
+    CHECK_EQ_INT(MSCCLRT_ERR_REMOTE, boot_recv(b, 1, 7, &x, sizeof x));
+    CHECK(boot_now_ms() - t0 < 2000);
+    CHECK_CONTAINS(mscclrt_last_error(), "rank 1 announced a 4294967296-byte message (tag 7), more "
+                   "than the 16777216 bytes a bootstrap message may carry; dropped its connection");
+    return 0;
+}
+
+static int huge_sender(Boot *b) {
+    BootMsgHdr h = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = BK_USER, .src = 1, .tag = 7,
+                    .len = 1ull << 32};
+    static char junk[4096];
+    CHECK_OK(boot_send_raw(b, 0, &h, sizeof h));
+    CHECK_OK(boot_send_raw(b, 0, junk, sizeof junk));
+    sleep_ms(2500);   /* and say nothing more */
+    /* the sender is refused at once */
+    static char big[BOOT_MAX_MSG + 1];
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, boot_send(b, 0, 8, big, sizeof big));
+    CHECK_CONTAINS(mscclrt_last_error(), "boot_send: 16777217 bytes is more than a bootstrap message "
+                   "may carry (16777216)");
+    return 0;
+}
+
+/* A legal size (the maximum) of which 1 MiB arrives: the receiver holds about that much. */
+static int partial_receiver(Boot *b) {
+    long vm0 = vm_kb_self();
+    int x;
+    CHECK_EQ_INT(MSCCLRT_ERR_TIMEOUT, boot_recv(b, 1, 9, &x, sizeof x));   /* never completes */
+    long vm1 = vm_kb_self();
+    fprintf(stderr, "receiver of 1 MiB of an announced 16 MiB message: virtual size %ld -> %ld KiB\n",
+            vm0, vm1);
+    CHECK(vm1 - vm0 < 8 * 1024);
+    return 0;
+}
+
+static int partial_sender(Boot *b) {
+    BootMsgHdr h = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = BK_USER, .src = 1, .tag = 9,
+                    .len = BOOT_MAX_MSG};
+    static char part[1 << 20];
+    CHECK_OK(boot_send_raw(b, 0, &h, sizeof h));
+    CHECK_OK(boot_send_raw(b, 0, part, sizeof part));
+    sleep_ms(3000);   /* past the receiver's timeout */
+    return 0;
+}
+
+/* Unrequested messages: rank 1 sends 64 x 256 KiB (16 MiB) that rank 0 does not ask for yet; rank 0
+ * (queue limit 1 MiB) holds at most the limit plus one message, then asks for them all. */
+#define Q_MSG ((size_t)256 << 10)
+#define Q_N 64
+#define Q_LIMIT ((size_t)1 << 20)
+
+static int queue_receiver(Boot *b) {
+    boot_set_limits(b, Q_MSG, Q_LIMIT);
+    int x = 1;
+    CHECK_OK(boot_send(b, 1, 3, &x, sizeof x));   /* the sender starts once the limit is set */
+    CHECK_EQ_INT(MSCCLRT_ERR_TIMEOUT, boot_recv(b, 1, 5, &x, sizeof x));   /* 1.5 s: nobody asks */
+    size_t held = boot_queued_bytes(b, 1), bound = Q_LIMIT + Q_MSG + 256;
+    fprintf(stderr, "receiver with a 1 MiB queue limit, 16 MiB sent unasked: %zu bytes queued\n", held);
+    CHECK(held >= Q_LIMIT);
+    CHECK(held <= bound);
+    static unsigned char buf[Q_MSG];
+    size_t most = held;
+    for (int i = 0; i < Q_N; i++) {   /* asked for, they flow again, in order */
+        CHECK_OK(boot_recv(b, 1, 99, buf, sizeof buf));
+        CHECK_EQ_INT(i & 0xff, buf[0]);
+        CHECK_EQ_INT(i & 0xff, buf[Q_MSG - 1]);
+        if (boot_queued_bytes(b, 1) > most) most = boot_queued_bytes(b, 1);
+    }
+    CHECK(most <= bound);
+    CHECK_OK(boot_recv(b, 1, 5, &x, sizeof x));
+    CHECK_EQ_INT(5, x);
+    return 0;
+}
+
+static int queue_sender(Boot *b) {
+    static unsigned char buf[Q_MSG];
+    int go = 0;
+    CHECK_OK(boot_recv(b, 0, 3, &go, sizeof go));
+    for (int i = 0; i < Q_N; i++) {
+        memset(buf, i & 0xff, sizeof buf);
+        CHECK_OK(boot_send(b, 0, 99, buf, sizeof buf));
+    }
+    int v = 5;
+    CHECK_OK(boot_send(b, 0, 5, &v, sizeof v));
+    return 0;
+}
+
 static void test_peer_emfile(char *log) {
     CHECK_EQ_INT(0, run_pair(peer_emfile_victim, peer_emfile_attacker, 15000, 15000));
     FILE *f = fopen(log, "r");
@@ -525,6 +627,9 @@ int main(int argc, char **argv) {
     TEST("boot/busy-root-retry", test_busy_retry());
     TEST("boot/flood-peer", CHECK_EQ_INT(0, run_pair(peer_flood_victim, peer_flood_attacker, 15000, 15000)));
     TEST("boot/flood-peer-emfile", test_peer_emfile(log));
+    TEST("boot/msg-huge-announce", CHECK_EQ_INT(0, run_pair(huge_receiver, huge_sender, 10000, 10000)));
+    TEST("boot/msg-grows-as-bytes-arrive", CHECK_EQ_INT(0, run_pair(partial_receiver, partial_sender, 1500, 10000)));
+    TEST("boot/msg-queue-bound", CHECK_EQ_INT(0, run_pair(queue_receiver, queue_sender, 1500, 10000)));
     if (!h_failed) unlink(log);
     return harness_report();
 }
