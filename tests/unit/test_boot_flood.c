@@ -276,13 +276,22 @@ static void test_root_flood(void) {
     host_stats(&h, &rss2, &cpu1);
     fprintf(stderr, "root: RSS after %d idle connections %ld KiB\n", n, rss2);
 
-    /* genuine ranks among idle connections opened before and while they join */
+    /* genuine ranks among idle connections opened before and while they join, and a flooder
+     * cycling connections meanwhile */
     n = idle_open(root, fds, IDLE);
+    fflush(stderr);
+    pid_t cycler = fork();
+    if (cycler == 0) {
+        alarm(CHILD_ALARM_S);
+        cycles(root, 3000);   /* some refused once the ranks are done: the root is gone */
+        _exit(0);
+    }
     pid_t pids[3];
     ranks_start(pids, 3, &h.id);
-    n += idle_open(root, fds + n, IDLE);   /* refused once the ranks are done: the root is gone */
+    n += idle_open(root, fds + n, IDLE);   /* likewise */
     CHECK(n >= IDLE);
     CHECK_EQ_INT(0, ranks_wait(pids, 3));
+    CHECK_EQ_INT(0, ranks_wait(&cycler, 1));
     idle_close(fds, n);
     CHECK_EQ_INT(0, host_stop(&h));
 }
