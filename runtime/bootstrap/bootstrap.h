@@ -75,7 +75,8 @@ mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int
  *   local:   LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID (checked against the
  *            host-identity grouping; a mismatch is a warning, boot_local_rank stays host-based)
  * Rank 0 runs the root, listening on every address at the port. MSCCLRT_ERR_INVALID_USAGE names
- * the variables that are missing. */
+ * the variables that are missing; a number that is not decimal or out of range (ranks 0..65535,
+ * sizes 1..65536, ports 1..65535) is MSCCLRT_ERR_INVALID_ARG naming the variable (param_parse_int). */
 mscclrt_result boot_init_env(Boot **out);
 
 /* Leaves the group and frees everything. NULL is a no-op. No collective step: peers that still
