@@ -625,6 +625,11 @@ int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--host") == 0) return host_main(atoi(argv[2]));
     alarm(240);
     setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);   /* roots on 127.0.0.1, whatever the host's network */
+    struct rlimit lim;   /* the flooders hold up to 600 connections at once */
+    if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 2048 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max < 2048 ? lim.rlim_max : 2048;
+        setrlimit(RLIMIT_NOFILE, &lim);
+    }
     /* this process and its forked ranks log WARNs to one file (hosts set their own) */
     static char log[64];
     snprintf(log, sizeof log, "/tmp/mscclrt-test-flood.%d.ranks.log", (int)getpid());
