@@ -127,7 +127,8 @@ void algo_native_free(mscclrt_comm *c) {
 }
 
 mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
-    const long long scratch = param_int(PARAM_NATIVE_SCRATCH_BYTES);
+    long long scratch;
+    TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;   /* native algorithms switched off */
     const double t0 = rt_now_s();
     NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
@@ -360,7 +361,9 @@ static mscclrt_algo *builtin(mscclrt_coll coll) {
 
 mscclrt_result algo_native_builtins(AlgoSet *set, int world) {
     (void)world;   /* every rank count: the built-ins take any layout */
-    if (param_int(PARAM_NATIVE_SCRATCH_BYTES) == 0) return MSCCLRT_SUCCESS;
+    long long scratch;
+    TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
+    if (scratch == 0) return MSCCLRT_SUCCESS;
     for (int k = 0; k < MSCCLRT_COLL_COUNT; k++) {
         mscclrt_algo *a = builtin((mscclrt_coll)k);
         if (!a) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");

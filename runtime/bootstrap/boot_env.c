@@ -1,14 +1,14 @@
 /*
  * boot_env.c - joining a group described by launcher environment variables (ours, torchrun's,
  * Open MPI's, Slurm's) instead of a BootId: rank 0 runs the root on the master port, the
- * secret comes from MSCCLRT_BOOT_SECRET or, weaker, from the port itself.
+ * secret comes from MSCCLRT_BOOT_SECRET or, weaker, from the port itself. Every number goes
+ * through param_parse_int: decimal, range-checked, a bad one an error naming the variable.
  */
 #include "bootstrap/boot_internal.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +23,14 @@ static const char *env_first(const char *const *names, const char **which) {
     return NULL;
 }
 
-static mscclrt_result env_int(const char *const *names, const char *what, int *out, bool *found) {
+/* The first of names[] that is set, parsed strictly into [lo, hi]; *found says whether any was. */
+static mscclrt_result env_int(const char *const *names, long long lo, long long hi, int *out,
+                              bool *found) {
     const char *which, *v = env_first(names, &which);
     *found = v != NULL;
     if (!v) return MSCCLRT_SUCCESS;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || x < 0 || x > 1 << 30)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init_env: %s=%s is not a valid %s", which, v, what);
+    long long x;
+    TRY(param_parse_int(which, v, lo, hi, &x));
     *out = (int)x;
     return MSCCLRT_SUCCESS;
 }
@@ -46,13 +45,15 @@ mscclrt_result boot_init_env(Boot **out) {
 
     const char *host = param_str(PARAM_MASTER_ADDR);
     if (!*host) host = getenv("MASTER_ADDR");
-    int port = (int)param_int(PARAM_MASTER_PORT);
-    int rank = -1, size = -1, local = -1;
+    long long port_param, wait_ms;
+    TRY(param_int(PARAM_MASTER_PORT, &port_param));   /* 0: unset */
+    TRY(param_int(PARAM_BOOT_TIMEOUT_MS, &wait_ms));
+    int port = (int)port_param, rank = -1, size = -1, local = -1;
     bool have_port = port > 0, have_rank, have_size, have_local;
-    if (!have_port) TRY(env_int(port_vars, "port", &port, &have_port));
-    TRY(env_int(rank_vars, "rank", &rank, &have_rank));
-    TRY(env_int(size_vars, "rank count", &size, &have_size));
-    TRY(env_int(local_vars, "local rank", &local, &have_local));
+    if (!have_port) TRY(env_int(port_vars, PARAM_MIN_MASTER_PORT, PARAM_MAX_MASTER_PORT, &port, &have_port));
+    TRY(env_int(rank_vars, 0, BOOT_MAX_RANKS - 1, &rank, &have_rank));
+    TRY(env_int(size_vars, 1, BOOT_MAX_RANKS, &size, &have_size));
+    TRY(env_int(local_vars, 0, BOOT_MAX_RANKS - 1, &local, &have_local));
     char missing[256] = "";
     if (!host || !*host) strcat(missing, " MSCCLRT_MASTER_ADDR/MASTER_ADDR");
     if (!have_port) strcat(missing, " MSCCLRT_MASTER_PORT/MASTER_PORT");
@@ -61,9 +62,9 @@ mscclrt_result boot_init_env(Boot **out) {
     if (missing[0])
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "boot_init_env: the environment does not describe a "
                        "group; missing:%s", missing);
-    if (size <= 0 || size > BOOT_MAX_RANKS || rank >= size)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init_env: rank %d of %d: out of range (size in [1, %d])",
-                       rank, size, BOOT_MAX_RANKS);
+    if (rank >= size)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "boot_init_env: rank %d out of range [0, %d) (the "
+                       "group size)", rank, size);
 
     BootIdWire w;
     memset(&w, 0, sizeof w);
@@ -94,8 +95,7 @@ mscclrt_result boot_init_env(Boot **out) {
             return rt_fail(MSCCLRT_ERR_SYSTEM, "boot_init_env: rank 0 cannot run the root on port %d (%s); "
                            "set MSCCLRT_MASTER_PORT to a free port", port, why);
         }
-        TRY(boot_root_start(fd, &bound, w.secret, (int)param_int(PARAM_BOOT_TIMEOUT_MS) > 0
-                                                      ? (int)param_int(PARAM_BOOT_TIMEOUT_MS) : 30000));
+        TRY(boot_root_start(fd, &bound, w.secret, (int)wait_ms));
     }
     BootId id;
     memcpy(id.bytes, &w, sizeof w);

@@ -15,11 +15,25 @@
 #include "bootstrap/bootstrap.h"
 
 #define BOOT_MAGIC   0x4d534254u  /* "MSBT" */
-#define BOOT_VERSION 1
+#define BOOT_VERSION 2             /* 2: the root may answer BK_BUSY */
 #define BOOT_SECRET_BYTES 32
 #define BOOT_HOSTID_BYTES 128      /* host identity string, NUL-padded */
 #define BOOT_MAX_RANKS 65536
-#define BOOT_MAX_MSG (1ull << 32)  /* a single message larger than this is malformed */
+#define BOOT_MAX_MSG ((size_t)16 << 20)    /* bytes of one message; the largest the runtime sends is a
+                                              few KiB of setup data. Larger is refused by the sender
+                                              (INVALID_ARG) and, announced, by the receiver */
+#define BOOT_MSG_CHUNK ((size_t)64 << 10)  /* receive buffers start this large and double as bytes
+                                              arrive: an announced size reserves nothing */
+#define BOOT_QUEUE_MAX ((size_t)32 << 20)  /* unrequested bytes queued from one peer; beyond it, that
+                                              peer's connection is not read (TCP flow control holds
+                                              the sender) until some are asked for */
+/* Connections that have not yet proven the secret (to the root, or to a rank's listener) come
+ * from anyone who can reach the port: */
+#define BOOT_PENDING_MAX 256       /* at most this many wait at once; a newer one evicts the oldest */
+#define BOOT_HELLO_WAIT_MS 3000    /* time a connection has to present its hello / BootConnect */
+#define BOOT_ACCEPT_PAUSE_MS 100   /* descriptors ran out and nothing can be evicted: stop accepting
+                                      this long (instead of spinning on a listener that stays readable) */
+#define BOOT_WARN_EVERY_MS 1000    /* refusals are logged at WARN at most once per this period */
 #define BOOT_DIRECT_MAX 64         /* allgather all-to-all up to this many ranks, else a ring
                                       (keeps a rank's sockets O(1) in large groups) */
 
@@ -31,6 +45,8 @@ enum {
     BK_CONNECT,    /* rank -> rank, once per connection: BootConnect */
     BK_USER,       /* rank -> rank: BootMsgHdr + payload, tag = user tag */
     BK_COLL,       /* rank -> rank: BootMsgHdr + payload, tag = collective sequence number */
+    BK_BUSY,       /* root -> rank: BootReply alone: the root closed this connection before it could
+                      read the hello (too many waiting, out of descriptors); connect again */
 };
 
 /* An IPv4/IPv6 address and port on the wire: family 4 or 6, port in host order of nobody,
@@ -72,7 +88,7 @@ static_assert(sizeof(BootHello) == 8 + 32 + 16 + 20 + BOOT_HOSTID_BYTES, "BootHe
 typedef struct BootReply {
     uint32_t magic;
     uint16_t version;
-    uint16_t kind;         /* BK_TABLE or BK_ABORT */
+    uint16_t kind;         /* BK_TABLE, BK_ABORT or BK_BUSY */
     int32_t arg;           /* BK_TABLE: entries that follow; BK_ABORT: the mscclrt_result */
     uint32_t len;          /* bytes that follow (BK_ABORT: text including its NUL) */
 } BootReply;
@@ -132,19 +148,39 @@ mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who
  * is MSCCLRT_ERR_REMOTE. */
 mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadline, const char *who);
 mscclrt_result boot_read_all(int fd, void *buf, size_t n, int64_t deadline, const char *who);
-/* Same without a message: the caller explains (SUCCESS, TIMEOUT or REMOTE with errno set). */
+/* Same without a message: the caller explains (SUCCESS, TIMEOUT or REMOTE with errno set);
+ * boot_write_raw's *left (may be NULL) gets the bytes it did not write. */
 mscclrt_result boot_read_raw(int fd, void *buf, size_t n, int64_t deadline);
+mscclrt_result boot_write_raw(int fd, const void *buf, size_t n, int64_t deadline, size_t *left);
 int boot_set_nonblock(int fd, bool on);
 /* Secret of an environment rendezvous: from text (MSCCLRT_BOOT_SECRET) or the port. */
 void boot_derive_secret(uint8_t out[BOOT_SECRET_BYTES], const char *text);
 bool boot_secret_equal(const uint8_t *a, const uint8_t *b);  /* constant time */
 /* "3, 5-7, 9" into buf (truncated with "..."), from ascending ranks. */
 void boot_rank_list(char *buf, size_t n, const int *ranks, int count);
+/* Refusals of unauthenticated connections, logged at WARN at most once per BOOT_WARN_EVERY_MS;
+ * the line after a quiet spell says how many were not logged. */
+typedef struct BootRate { int64_t next_ms; unsigned skipped; } BootRate;
+#define BOOT_WARN_LIMITED(rate, ...) boot_warn_limited(rate, __FILE__, __LINE__, __VA_ARGS__)
+void boot_warn_limited(BootRate *r, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Whether accept(2) failed because descriptors or kernel memory ran out (retrying at once
+ * would fail again: the caller must free one or back off). */
+bool boot_accept_exhausted(int err);
 
 /* ---- bootstrap.c (for tests) ---------------------------------------------------------------- */
 /* Groups larger than nranks use the ring allgather (default BOOT_DIRECT_MAX). Every rank of a
  * group must use the same value. */
 void boot_set_ring_above(Boot *b, int nranks);
+/* This Boot's receive limits instead of BOOT_MAX_MSG and BOOT_QUEUE_MAX (tests use small ones). */
+void boot_set_limits(Boot *b, size_t max_msg, size_t queue_max);
+/* Bytes of unrequested messages from peer now queued (payload and bookkeeping). */
+size_t boot_queued_bytes(const Boot *b, int peer);
+/* Where rank listens for its peers (the root's table). */
+const BootAddr *boot_listen_addr(const Boot *b, int rank);
+/* Writes n raw bytes on this rank's connection to peer (opened and authenticated first if
+ * needed): lets tests forge message headers. */
+mscclrt_result boot_send_raw(Boot *b, int peer, const void *buf, size_t n);
 
 /* ---- boot_root.c --------------------------------------------------------------------------- */
 /* Starts the detached root thread on an already-listening socket (takes ownership of fd).

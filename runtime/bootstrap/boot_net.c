@@ -16,6 +16,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -215,20 +216,31 @@ mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who
     return rt_fail_errno(MSCCLRT_ERR_REMOTE, "boot: cannot connect to %s at %s", who, where);
 }
 
-mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadline, const char *who) {
+/* Writes exactly n bytes; the result code only (errno kept for the caller), *left the bytes not
+ * written. */
+mscclrt_result boot_write_raw(int fd, const void *buf, size_t n, int64_t deadline, size_t *left_out) {
     const char *p = buf;
+    mscclrt_result r = MSCCLRT_SUCCESS;
     while (n) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) { p += w; n -= (size_t)w; continue; }
         if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            return rt_fail_errno(MSCCLRT_ERR_REMOTE, "boot: send to %s", who);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { r = MSCCLRT_ERR_REMOTE; break; }
         int64_t left = deadline - boot_now_ms();
         struct pollfd pf = {.fd = fd, .events = POLLOUT};
-        if (left <= 0 || poll(&pf, 1, (int)left) == 0)
-            return rt_fail(MSCCLRT_ERR_TIMEOUT, "boot: %s did not take %zu more bytes in time", who, n);
+        if (left <= 0 || poll(&pf, 1, (int)left) == 0) { r = MSCCLRT_ERR_TIMEOUT; break; }
     }
-    return MSCCLRT_SUCCESS;
+    if (left_out) *left_out = n;
+    return r;
+}
+
+mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadline, const char *who) {
+    size_t left;
+    mscclrt_result r = boot_write_raw(fd, buf, n, deadline, &left);
+    if (r == MSCCLRT_ERR_TIMEOUT)
+        return rt_fail(r, "boot: %s did not take %zu more bytes in time", who, left);
+    if (r != MSCCLRT_SUCCESS) return rt_fail_errno(r, "boot: send to %s", who);
+    return r;
 }
 
 /* Reads exactly n bytes; the result code only, no message (errno kept for the caller). */
@@ -285,4 +297,28 @@ void boot_rank_list(char *buf, size_t n, const int *ranks, int count) {
         o += (size_t)w;
         i = j;
     }
+}
+
+void boot_warn_limited(BootRate *r, const char *file, int line, const char *fmt, ...) {
+    int64_t now = boot_now_ms();
+    if (now < r->next_ms) {
+        r->skipped++;
+        return;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (r->skipped)
+        log_msg(LOG_LEVEL_WARN, 0, file, line, "%s (and %u similar refusals not logged since the "
+                "last message; at most one is logged per %d ms)", msg, r->skipped, BOOT_WARN_EVERY_MS);
+    else
+        log_msg(LOG_LEVEL_WARN, 0, file, line, "%s", msg);
+    r->skipped = 0;
+    r->next_ms = now + BOOT_WARN_EVERY_MS;
+}
+
+bool boot_accept_exhausted(int err) {
+    return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
 }

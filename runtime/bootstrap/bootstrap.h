@@ -15,13 +15,24 @@
  *      (rank, nranks, listening address, host identity, secret). The root refuses and logs a
  *      connection that does not present the secret, and keeps waiting for the real ranks. When
  *      all nranks have arrived it sends everyone the table of addresses and host identities;
- *      on timeout it tells those who came which ranks did not.
+ *      on timeout it tells those who came which ranks did not. A root too busy to read a hello
+ *      (flooded, out of descriptors) answers BK_BUSY and the rank connects again.
  *   3. Afterwards ranks talk directly: a rank connects to a peer the first time it sends to it
  *      (one TCP connection per ordered pair, authenticated with the secret). Messages carry a
  *      magic, a version, the sender, a tag and a length, all checked by the receiver; messages
  *      that arrive before they are asked for wait in a queue, so send/recv match by
  *      (peer, tag) in FIFO order and never deadlock on socket buffers (a blocked send keeps
  *      draining incoming data).
+ *
+ * The ports accept connections from anyone who can reach them. Until a connection has
+ * presented the secret it is bounded in number (BOOT_PENDING_MAX; a newer one evicts the
+ * oldest), in time (BOOT_HELLO_WAIT_MS) and in memory (fixed slots), running out of descriptors
+ * evicts or pauses accepting instead of spinning, and refusals are logged at WARN at most once
+ * a second (boot_internal.h). Authenticated peers are bounded too: a message carries at most
+ * BOOT_MAX_MSG (16 MiB) bytes, its buffer grows only as bytes arrive, and at most BOOT_QUEUE_MAX
+ * (32 MiB) of a peer's unrequested messages are queued; beyond that its connection is not read
+ * until the caller asks for some of them (so a wait for a message that the peer sent after 32
+ * MiB of others nobody asks for times out).
  *
  * Every wait is bounded by the Boot's timeout (boot_init's timeout_ms, or MSCCLRT_BOOT_TIMEOUT_MS,
  * default 30000) and fails with MSCCLRT_ERR_TIMEOUT and a message naming the rank(s) that did not
@@ -64,7 +75,8 @@ mscclrt_result boot_init(Boot **out, const BootId *id, int rank, int nranks, int
  *   local:   LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID (checked against the
  *            host-identity grouping; a mismatch is a warning, boot_local_rank stays host-based)
  * Rank 0 runs the root, listening on every address at the port. MSCCLRT_ERR_INVALID_USAGE names
- * the variables that are missing. */
+ * the variables that are missing; a number that is not decimal or out of range (ranks 0..65535,
+ * sizes 1..65536, ports 1..65535) is MSCCLRT_ERR_INVALID_ARG naming the variable (param_parse_int). */
 mscclrt_result boot_init_env(Boot **out);
 
 /* Leaves the group and frees everything. NULL is a no-op. No collective step: peers that still
@@ -78,7 +90,8 @@ mscclrt_result boot_allgather(Boot *b, void *buf, size_t per_rank);
 mscclrt_result boot_barrier(Boot *b);
 /* Tagged point-to-point messages. Messages from one peer with one tag are received in the
  * order sent; different tags do not block each other. recv fails with MSCCLRT_ERR_REMOTE if the
- * peer sends a different length than len. peer may be the caller's own rank. */
+ * peer sends a different length than len. peer may be the caller's own rank. len (and
+ * allgather's per_rank) above 16 MiB is MSCCLRT_ERR_INVALID_ARG. */
 mscclrt_result boot_send(Boot *b, int peer, int tag, const void *buf, size_t len);
 mscclrt_result boot_recv(Boot *b, int peer, int tag, void *buf, size_t len);
 

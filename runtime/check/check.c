@@ -4,6 +4,7 @@
  * postcondition checker against float64 / exact-integer references (see check.h).
  */
 #include "check/check.h"
+#include "core/err.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -373,10 +374,13 @@ static void fill_job(void *arg, int i) {
                          f->rank);
 }
 
-void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank) {
-    int nt = check_threads(n);
+mscclrt_result check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed,
+                          int rank) {
+    int nt;
+    TRY(check_threads(n, &nt));
     FillJobs f = {t, op, buf, n, (n + (size_t)nt - 1) / (size_t)nt, seed, rank};
     check_run_threads(nt, fill_job, &f);
+    return MSCCLRT_SUCCESS;
 }
 
 /* ---- postconditions ------------------------------------------------------------------------ */
@@ -664,7 +668,15 @@ bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_
     for (int r = 0; r < nranks; r++) {
         /* a bad dtype (es 0) is reported by check_rank_threads */
         size_t span = es ? check_map(coll, nranks, r, in_bytes / es, out_bytes / es).span : 0;
-        int nt = check_threads(span);
+        int nt;
+        if (check_threads(span, &nt) != MSCCLRT_SUCCESS) {
+            if (mm) {
+                memset(mm, 0, sizeof *mm);
+                mm->rank = -1;
+                snprintf(mm->msg, sizeof mm->msg, "%s", mscclrt_last_error());
+            }
+            return false;
+        }
         for (int i = 0; i < nt; i++) ctxs[i] = &m;
         if (!check_rank_threads(coll, nranks, r, t, op, mem_input, ctxs, nt, CHECK_BLOCK_BYTES,
                                 in_bytes, outputs[r], out_bytes, mm))

@@ -47,8 +47,9 @@ void check_reduce(mscclrt_dtype t, mscclrt_redop op, void *acc, const void *src,
 void check_avg_finish(mscclrt_dtype t, void *buf, size_t n, int nranks);
 
 /* Deterministic input of rank `rank` for `seed`: never all zeros, values chosen so that the
- * collective of `op` over at most 64 ranks stays finite in every type. */
-void check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank);
+ * collective of `op` over at most 64 ranks stays finite in every type. Fails (filling nothing)
+ * only when MSCCLRT_CHECK_THREADS is bad. */
+mscclrt_result check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n, uint64_t seed, int rank);
 /* Elements [first, first + n) of that same input into buf[0, n): element i depends only on
  * (seed, rank, i), so any slice can be regenerated without the rest. */
 void check_fill_range(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t first, size_t n,
@@ -59,7 +60,8 @@ void check_fill_range(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t first
  * buffer after the call (out_bytes). Reductions are checked against float64 (floats) or exact
  * modular (integers) references with a tolerance that fits the type and operator; everything
  * else must match bit for bit. broadcast: root 0; sendrecv: rank r receives the input of rank
- * (r-1+n)%n. On a mismatch returns false and fills *mm with the first one (by rank, element). */
+ * (r-1+n)%n. On a mismatch returns false and fills *mm with the first one (by rank, element);
+ * when it cannot check (a bad MSCCLRT_CHECK_THREADS, no memory) returns false with mm->rank -1. */
 typedef struct {
     int rank;
     size_t elem;
@@ -96,11 +98,12 @@ bool check_rank_threads(PlanCollective coll, int nranks, int rank, mscclrt_dtype
                         size_t out_bytes, CheckMismatch *mm);
 
 /* check_threads.c: how many threads a check or fill of `elems` elements uses (one per online
- * CPU or MSCCLRT_CHECK_THREADS, at most MAX_CHECK_THREADS, and none idle for want of work),
- * and job(arg, i) for every i in [0, n) on n threads, the caller's included; a thread that
- * cannot start has its job run by the caller, so every job always runs. */
+ * CPU or MSCCLRT_CHECK_THREADS, at most MAX_CHECK_THREADS, and none idle for want of work;
+ * *nt is 1 when MSCCLRT_CHECK_THREADS is bad, which is MSCCLRT_ERR_INVALID_ARG), and job(arg, i)
+ * for every i in [0, n) on n threads, the caller's included; a thread that cannot start has its
+ * job run by the caller, so every job always runs. */
 #define MAX_CHECK_THREADS 32
-int check_threads(size_t elems);
+mscclrt_result check_threads(size_t elems, int *nt);
 void check_run_threads(int n, void (*job)(void *arg, int i), void *arg);
 
 /* check_rank.c: rank `rank`'s output after a call whose every input was check_fill(t, op, ...,

@@ -5,6 +5,7 @@
  * several threads with a set of slots each.
  */
 #include "check/check.h"
+#include "core/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +45,15 @@ bool check_collective_rank(PlanCollective coll, int nranks, int rank, mscclrt_dt
     if (block < 4096) block = 4096;
     block -= block % es;
     /* one set of slots per thread; all threads' slots together stay under 512 MiB */
-    int nt = check_threads(out_bytes / es > in_bytes / es ? out_bytes / es : in_bytes / es);
+    int nt;
+    if (check_threads(out_bytes / es > in_bytes / es ? out_bytes / es : in_bytes / es, &nt) !=
+        MSCCLRT_SUCCESS) {
+        if (mm) {
+            mm->rank = -1;
+            snprintf(mm->msg, sizeof mm->msg, "%s", mscclrt_last_error());
+        }
+        return false;
+    }
     size_t per_thread = (size_t)nranks * block;
     while (nt > 1 && (size_t)nt * per_thread > ((size_t)512 << 20)) nt--;
     RegenInputs g[MAX_CHECK_THREADS];

@@ -4,8 +4,10 @@
  * checked in seconds. Each range's work is independent; results are merged in range order.
  */
 #include "check/check.h"
+#include "core/err.h"
 #include "core/param.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,13 +15,20 @@
 /* below this many elements per thread, starting threads costs more than it saves */
 #define MIN_ELEMS_PER_THREAD ((size_t)1 << 18)
 
-int check_threads(size_t elems) {
-    long n = (long)param_int(PARAM_CHECK_THREADS);
+static_assert(PARAM_MAX_CHECK_THREADS == MAX_CHECK_THREADS,
+              "params.def's range of MSCCLRT_CHECK_THREADS must end at MAX_CHECK_THREADS");
+
+mscclrt_result check_threads(size_t elems, int *nt) {
+    *nt = 1;
+    long long want;
+    TRY(param_int(PARAM_CHECK_THREADS, &want));
+    long n = (long)want;
     if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n > MAX_CHECK_THREADS) n = MAX_CHECK_THREADS;
     size_t by_work = elems / MIN_ELEMS_PER_THREAD;
     if ((size_t)n > by_work) n = (long)by_work;
-    return n < 1 ? 1 : (int)n;
+    *nt = n < 1 ? 1 : (int)n;
+    return MSCCLRT_SUCCESS;
 }
 
 typedef struct {

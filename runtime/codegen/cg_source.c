@@ -94,7 +94,9 @@ mscclrt_result cg_layout(const Plan *p, int rank, CgLayout *l) {
     l->tab_switch = l->tab_chan[1] + l->nchan[1];
     l->ntab = l->tab_switch + l->nswitch;
     /* port channels through the host proxy (the default) need the FIFO descriptor */
-    l->uses_proxy = (l->nchan[1] > 0 || l->nremote[1] > 0) && param_int(PARAM_PORT_PROXY) != 0;
+    long long port_proxy;
+    TRY(param_int(PARAM_PORT_PROXY, &port_proxy));
+    l->uses_proxy = (l->nchan[1] > 0 || l->nremote[1] > 0) && port_proxy != 0;
     l->tab_proxy = l->uses_proxy ? l->ntab++ : -1;
     if (l->ntab > MK_TAB_MAX)
         return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d needs %d remote/channel table "

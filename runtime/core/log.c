@@ -1,10 +1,16 @@
 /*
  * log.c - the logger behind log.h. Configuration is read once from the environment (through
- * params.def) on first use; output is line-buffered and serialised with a mutex.
+ * params.def) on first use. Each line, prefix included, is formatted into one buffer and
+ * handed to the kernel in a single write(2), bypassing stdio: lines of several threads or
+ * processes sharing a terminal, pipe or file never mix mid-line (stdio may split a line into
+ * several writes: glibc 2.37+ stages unbuffered stderr 128 bytes at a time). MSCCLRT_DEBUG_FILE
+ * is opened O_APPEND, so processes that open it each on their own append whole lines too.
  */
 #include "core/log.h"
 #include "core/param.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,11 +20,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* The longest line written, newline included; longer ones are cut and end with "...". */
+#define LOG_LINE_MAX 4096
+
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int log_level = LOG_LEVEL_NONE;
 static int log_mask = LOG_SUB_ALL;
-static FILE *log_file;
+static int log_fd = 2;          /* standard error, or the MSCCLRT_DEBUG_FILE (never closed) */
 static char log_host[64];
 
 static const char *sub_names[] = {"INIT", "PLAN", "BOOT", "XPORT", "PROXY", "CG", "EXEC", "SHIM", "CPU"};
@@ -42,7 +50,6 @@ static void log_setup(void) {
         log_mask = invert ? (LOG_SUB_ALL & ~mask) : mask;
     }
     gethostname(log_host, sizeof log_host - 1);
-    log_file = stderr;
     const char *path = param_str(PARAM_DEBUG_FILE);
     if (*path) {
         char name[512];
@@ -53,8 +60,8 @@ static void log_setup(void) {
             else name[o++] = *p;
         }
         name[o] = '\0';
-        FILE *f = fopen(name, "a");
-        if (f) log_file = f;
+        int fd = open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) log_fd = fd;
     }
 }
 
@@ -65,22 +72,38 @@ int log_enabled(int level, int subsys) {
 
 void log_msg(int level, int subsys, const char *file, int line, const char *fmt, ...) {
     if (!log_enabled(level, subsys)) return;
+    int saved = errno;   /* callers log between a failing call and their use of errno */
     const char *lvname = level == LOG_LEVEL_WARN ? "WARN" : level == LOG_LEVEL_INFO ? "INFO" : "TRACE";
     const char *sname = "";
     for (unsigned i = 0; i < sizeof sub_names / sizeof *sub_names; i++)
         if (subsys & (1 << i)) { sname = sub_names[i]; break; }
-    char msg[2048];
+    char buf[LOG_LINE_MAX];
+    const size_t room = sizeof buf - 1;   /* the newline always fits */
+    int n = level == LOG_LEVEL_WARN
+                ? snprintf(buf, room, "%s:%d:%ld mscclrt WARN %s:%d ", log_host, (int)getpid(),
+                           (long)syscall(SYS_gettid), file, line)
+                : snprintf(buf, room, "%s:%d:%ld mscclrt %s %s ", log_host, (int)getpid(),
+                           (long)syscall(SYS_gettid), lvname, sname);
+    size_t len = n < 0 ? 0 : (size_t)n < room ? (size_t)n : room - 1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    n = vsnprintf(buf + len, room - len, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&log_lock);
-    if (level == LOG_LEVEL_WARN)
-        fprintf(log_file, "%s:%d:%ld mscclrt WARN %s:%d %s\n", log_host, (int)getpid(),
-                (long)syscall(SYS_gettid), file, line, msg);
-    else
-        fprintf(log_file, "%s:%d:%ld mscclrt %s %s %s\n", log_host, (int)getpid(),
-                (long)syscall(SYS_gettid), lvname, sname, msg);
-    fflush(log_file);
-    pthread_mutex_unlock(&log_lock);
+    if (n >= 0 && (size_t)n < room - len) {
+        len += (size_t)n;
+    } else if (n >= 0) {   /* cut: mark it */
+        len = room;
+        memcpy(buf + len - 3, "...", 3);
+    }
+    buf[len++] = '\n';
+    /* one write: atomic for O_APPEND files and for pipes up to PIPE_BUF; a short write (a
+     * signal, a full pipe) is finished as well as possible */
+    for (const char *p = buf; len;) {
+        ssize_t w = write(log_fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        p += w;
+        len -= (size_t)w;
+    }
+    errno = saved;
 }

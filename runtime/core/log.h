@@ -1,7 +1,8 @@
 /*
  * log.h - NCCL-style logging: MSCCLRT_DEBUG=NONE|WARN|INFO|TRACE gates the level,
  * MSCCLRT_DEBUG_SUBSYS=INIT,PLAN,... the subsystems, MSCCLRT_DEBUG_FILE the destination
- * (%h host, %p pid). Lines: "host:pid:tid mscclrt INFO PLAN message".
+ * (%h host, %p pid; appended to). Lines: "host:pid:tid mscclrt INFO PLAN message", each written
+ * with one write(2), cut at 4095 bytes ("..." marks the cut).
  */
 #ifndef MSCCLRT_LOG_H
 #define MSCCLRT_LOG_H

@@ -1047,6 +1047,8 @@ mscclrt_result cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
     if (nranks < 1 || nranks > CPU_MAX_RANKS)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_cpu_comm_create: nranks %d out of range "
                        "[1, %d]", nranks, CPU_MAX_RANKS);
+    long long timeout_ms;
+    TRY(param_int(PARAM_CPU_TIMEOUT_MS, &timeout_ms));
     mscclrt_cpu_comm *c = calloc(1, sizeof *c);
     if (c) c->barriers = calloc((size_t)nranks, sizeof *c->barriers);
     if (!c || !c->barriers) {
@@ -1060,8 +1062,7 @@ mscclrt_result cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
         }
     c->magic = CPU_MAGIC;
     c->nranks = nranks;
-    c->timeout_ms = param_int(PARAM_CPU_TIMEOUT_MS);
-    if (c->timeout_ms <= 0) c->timeout_ms = 10000;
+    c->timeout_ms = timeout_ms;
     *out = c;
     return MSCCLRT_SUCCESS;
 }

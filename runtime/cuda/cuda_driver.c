@@ -49,8 +49,15 @@ static void cu_open(void) {
     }
     CU_DRIVER_FUNCTIONS(CU_RESOLVE)
 #undef CU_RESOLVE
-    /* multicast: only when explicitly enabled (see cuda_driver.h) */
-    if (param_int(PARAM_ENABLE_NVLS) == 1) {
+    /* multicast: only when explicitly enabled (see cuda_driver.h); a bad value fails every
+     * cu_load with its message, as any other reason the driver cannot be used */
+    long long nvls;
+    if (param_int(PARAM_ENABLE_NVLS, &nvls) != MSCCLRT_SUCCESS) {
+        snprintf(cu_why, sizeof cu_why, "%s", mscclrt_last_error());
+        cu_status = MSCCLRT_ERR_INVALID_ARG;
+        return;
+    }
+    if (nvls == 1) {
         int ok = 1;
 #define CU_RESOLVE_MC(field, name, ret, params) \
         if (!(*(void **)&cu.field = sym(lib, name))) ok = 0;

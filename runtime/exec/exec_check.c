@@ -61,7 +61,7 @@ mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r, int devi
     b->host_in = malloc(in ? in : 1);
     b->host_out = malloc(out ? out : 1);
     if (!b->host_in || !b->host_out) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    check_fill(chk->dtype, chk->op, b->host_in, in / esz, chk->seed, r);
+    TRY(check_fill(chk->dtype, chk->op, b->host_in, in / esz, chk->seed, r));
     size_t big = in > out ? in : out;
     if (!chk->inplace) {
         TRY(check_buf(&b->sbuf, &b->sbuf_size, in ? in : 16, b->cumem, device, "send"));

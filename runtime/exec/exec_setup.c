@@ -164,7 +164,8 @@ SetupRound * exec_round_deposit(mscclrt_comm *c, const Plan *p, ExecCtx *x) {
 /* Waits for rank c's round; consumes it (the last consumer frees it). */
 mscclrt_result exec_round_wait(mscclrt_comm *c, SetupRound *rd) {
     ExecClique *q = c->clique;
-    long long ms = param_int(PARAM_SETUP_TIMEOUT_MS);
+    long long ms;
+    TRY(param_int(PARAM_SETUP_TIMEOUT_MS, &ms));
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += ms / 1000;

@@ -38,6 +38,7 @@ struct Proxy {
     HostBlock *host;               /* cuMemHostAlloc'd */
     CuDevPtr dev;                  /* DevBlock */
     int rank;
+    double spin_us;                /* MSCCLRT_PROXY_SPIN_US, read by proxy_create */
     pthread_t thread;
     bool running;
     _Atomic int stop;
@@ -73,7 +74,7 @@ static void *proxy_main(void *arg) {
         atomic_store(&p->fifo.failed, 1);
         return NULL;
     }
-    const double spin = (double)param_int(PARAM_PROXY_SPIN_US);
+    const double spin = p->spin_us;
     double idle_since = rt_now_s() * 1e6;
     while (!atomic_load_explicit(&p->stop, memory_order_acquire)) {
         int n = proxy_fifo_poll(&p->fifo, &p->ops, 64);
@@ -94,8 +95,11 @@ static void *proxy_main(void *arg) {
 
 mscclrt_result proxy_create(Proxy **out, void *ctx, int rank) {
     *out = NULL;
+    long long spin_us;   /* read here: the thread cannot report a bad value */
+    TRY(param_int(PARAM_PROXY_SPIN_US, &spin_us));
     Proxy *p = calloc(1, sizeof *p);
     if (!p) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the port proxy", rank);
+    p->spin_us = (double)spin_us;
     p->ctx = (CuContext)ctx;
     p->rank = rank;
     atomic_init(&p->stop, 0);

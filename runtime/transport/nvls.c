@@ -147,7 +147,9 @@ mscclrt_result nvls_check_range(int rank, int sw, const char *what, CuDevPtr bas
 /* ---- the gate ------------------------------------------------------------------------------------- */
 
 mscclrt_result nvls_check_enabled(const Plan *p, int rank, CuDevice dev) {
-    if (param_int(PARAM_ENABLE_NVLS) != 1)
+    long long on;
+    TRY(param_int(PARAM_ENABLE_NVLS, &on));
+    if (on != 1)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "plan '%s' uses switch (NVLS multicast) channels, "
                        "which are off unless MSCCLRT_ENABLE_NVLS=1", PLAN_ESC(p->name));
     TRY(cu_load());
@@ -170,10 +172,12 @@ mscclrt_result nvls_check_enabled(const Plan *p, int rank, CuDevice dev) {
 
 /* Every function below that calls a multicast entry passes here first. */
 static mscclrt_result nvls_gate(const char *where) {
-    if (param_int(PARAM_ENABLE_NVLS) != 1 || !cu.multicast || !cu.cuMulticastCreate)
+    long long on;
+    TRY(param_int(PARAM_ENABLE_NVLS, &on));
+    if (on != 1 || !cu.multicast || !cu.cuMulticastCreate)
         return rt_fail(MSCCLRT_ERR_INTERNAL, "%s: multicast setup reached while NVLS is off "
                        "(MSCCLRT_ENABLE_NVLS=%lld, driver multicast API %s)", where,
-                       param_int(PARAM_ENABLE_NVLS), cu.multicast ? "resolved" : "not resolved");
+                       on, cu.multicast ? "resolved" : "not resolved");
     return MSCCLRT_SUCCESS;
 }
 
