@@ -639,7 +639,7 @@ static void t_selector_chain(void) {
     /* the communicator entry points refuse what is not a communicator */
     r = request(MSCCLRT_COLL_ALLREDUCE, 4096, 4);
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select(NULL, &r, &c));
-    CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_select: comm argument is NULL");
+    CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_select: comm is NULL");
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_select(NULL, &r, &c));
     mscclrt_algo_free(x);
     mscclrt_algo_free(y);

@@ -105,7 +105,7 @@ static void t_messages(void) {
                            "\"LL\", \"inplace\": false, \"gpus\": []}";
     CHECK(plan_parse(bad_coll, strlen(bad_coll), "p.json", &e) == NULL);
     CHECK_STR("p.json: collective: unknown collective '\\x1b[31mred' (expected allreduce, "
-              "allgather, reducescatter, alltoall, broadcast, sendrecv, test or custom)", e.msg);
+              "allgather, reducescatter, alltoall, broadcast, sendrecv, reduce, gather, scatter, test or custom)", e.msg);
     const char *bad_json = "{\"name\": \x7f\x9b" "2J}";   /* cJSON skips bytes <= 32 as spaces */
     CHECK(plan_parse(bad_json, strlen(bad_json), "p.json", &e) == NULL);
     CHECK_CONTAINS(e.msg, "JSON syntax error near '\\x7f\\x9b2J}'");
