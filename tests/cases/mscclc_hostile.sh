@@ -1,0 +1,52 @@
+#!/bin/sh
+# mscclc_hostile.sh - mscclc against inputs built to make it slow or big (issue 13): costs must
+# grow with the program, not faster. Each case prints its time as a benchmark figure
+# ("benchmark: NAME: 0.04 s") and fails only far above it (LIMIT_S, default 10 s, so a loaded
+# CI machine never flakes; the figures are expected well under a second).
+BUILD=${BUILD:-build}
+MSCCLC=${MSCCLC:-$BUILD/bin/mscclc}
+LIMIT_S=${LIMIT_S:-10}
+if [ ! -x "$MSCCLC" ]; then
+    echo "mscclc_hostile: $MSCCLC not built" >&2
+    exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mscclc_hostile.XXXXXX") || exit 2
+trap 'rm -rf "$tmp"' EXIT INT TERM
+status=0
+
+result() { # name, ok?(0/1)
+    if [ "$1" = 0 ]; then echo "testing $2 ... passed"; else echo "testing $2 ... failed"; status=1; fi
+}
+now() { date +%s.%N; }
+elapsed() { echo "$1 $(now)" | awk '{printf "%.2f", $2 - $1}'; }
+header() {
+    printf 'program p {\n    collective allreduce\n    ranks 2\n}\n'
+}
+
+# timed NAME WANT_RC FILE [flags...]: compiles FILE (output to $tmp/out.json, stderr to
+# $tmp/err), prints the time, checks the exit status and the time limit
+timed() {
+    name=$1 want=$2 src=$3
+    shift 3
+    t0=$(now)
+    timeout $((LIMIT_S * 3)) "$MSCCLC" "$src" "$@" -o "$tmp/out.json" 2>"$tmp/err" >/dev/null
+    rc=$?
+    t=$(elapsed "$t0")
+    echo "benchmark: $name: $t s (exit $rc)"
+    ok=0
+    [ "$rc" = "$want" ] || { echo "exit status $rc, expected $want"; head -c 2000 "$tmp/err"; ok=1; }
+    awk -v t="$t" -v l="$LIMIT_S" 'BEGIN { exit !(t <= l) }' || { echo "took $t s (limit $LIMIT_S s)"; ok=1; }
+    result $ok "mscclc/$name"
+}
+
+# ---- linear scanning: 100,000 lines of each kind -----------------------------
+{ awk 'BEGIN { for (i = 0; i < 100000; i++) print "# comment line " i }'; header; } >"$tmp/comments.coll"
+timed scale-100000-comment-lines 0 "$tmp/comments.coll"
+{ awk 'BEGIN { for (i = 0; i < 100000; i++) print "" }'; header; } >"$tmp/blanks.coll"
+timed scale-100000-blank-lines 0 "$tmp/blanks.coll"
+# blank and comment lines between `}` and `else` (the scanner looks across them for `else`)
+{ header; echo 'if 1 {'; echo '}'; awk 'BEGIN { for (i = 0; i < 100000; i++) print "  # c" }'
+  echo 'else {'; echo '}'; } >"$tmp/else.coll"
+timed scale-100000-lines-before-else 0 "$tmp/else.coll"
+
+exit $status
