@@ -32,6 +32,7 @@ struct Symbol {
     int scratch;
     int ndims;              /* arrays: subscripts per element */
     bool loop_var;          /* SYM_VALUE bound by a for/comprehension iterator */
+    Symbol *next_free;      /* in Sema.free_syms once its scope ended */
 };
 
 /* ---- array elements: open addressing over (symbol, subscripts) ----------------------- */
@@ -90,16 +91,7 @@ static Elem *elem_find(Sema *s, const Symbol *sym, const int64_t *idx, int n, bo
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
-    for (int i = 0; i < s->nreported; i++)
-        if (s->reported[i].line == loc.at.line && s->reported[i].col == loc.at.col) return false;
-    if (s->nreported == s->capreported) {
-        int cap = s->capreported ? s->capreported * 2 : 16;
-        PlanLoc *r = arena_must(s->arena, (size_t)cap * sizeof *r);
-        if (s->nreported) memcpy(r, s->reported, (size_t)s->nreported * sizeof *r);
-        s->reported = r;
-        s->capreported = cap;
-    }
-    s->reported[s->nreported++] = loc.at;
+    if (!pos_add(s->reported, loc.at)) return false;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -109,9 +101,8 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     /* inside loops, say which iteration failed first (later ones are not reported again) */
     int len = 0;
     const Symbol *inner = NULL;
-    for (int i = 0; i < s->nscope && len < (int)sizeof msg - 40; i++) {
-        const Symbol *v = s->scopes[i];
-        if (!v->loop_var) continue;
+    for (int i = 0; i < s->nloops && len < (int)sizeof msg - 40; i++) {
+        const Symbol *v = s->loops[i];
         len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s = %" PRId64, len ? ", " : "", v->name, v->v.i);
         inner = v;
     }
@@ -124,16 +115,8 @@ static void sema_note(Sema *s, SrcLoc loc, const char *what) {
 }
 
 /* ---- scopes -------------------------------------------------------------------------------- */
-static bool same_name(const char *a, const char *b) {
-    return a == b || (a[0] == b[0] && strcmp(a, b) == 0);
-}
-
 static Symbol *lookup(Sema *s, const char *name) {
-    for (int i = s->nscope - 1; i >= 0; i--)
-        if (same_name(s->scopes[i]->name, name)) return s->scopes[i];
-    for (int i = 0; i < s->nglobals; i++)
-        if (same_name(s->globals[i]->name, name)) return s->globals[i];
-    return NULL;
+    return names_get(s->names, name);
 }
 
 static void push_sym(Sema *s, Symbol ***v, int *n, int *cap, Symbol *sym) {
@@ -147,6 +130,16 @@ static void push_sym(Sema *s, Symbol ***v, int *n, int *cap, Symbol *sym) {
     (*v)[(*n)++] = sym;
 }
 
+/* Ends the bindings above `mark`: their names leave the table and the symbols are reused. */
+static void pop_scope(Sema *s, int mark) {
+    while (s->nscope > mark) {
+        Symbol *sym = s->scopes[--s->nscope];
+        names_remove(s->names, sym->name);
+        sym->next_free = s->free_syms;
+        s->free_syms = sym;
+    }
+}
+
 /* Declares `name`; a name may not be redeclared while the earlier one is visible. Globals (params,
  * scratch, arrays) stay visible after the block that declared them ends. */
 static Symbol *declare_in(Sema *s, SymKind k, const char *name, SrcLoc loc, bool global) {
@@ -156,13 +149,19 @@ static Symbol *declare_in(Sema *s, SymKind k, const char *name, SrcLoc loc, bool
             sema_note(s, old->loc, "previous declaration is here");
         return NULL;
     }
-    Symbol *sym = arena_must(s->arena, sizeof *sym);
+    Symbol *sym = global ? NULL : s->free_syms;
+    if (sym) {
+        s->free_syms = sym->next_free;
+        memset(sym, 0, sizeof *sym);
+    } else {
+        sym = arena_must(s->arena, sizeof *sym);
+    }
     sym->kind = k;
     sym->name = name;
     sym->loc = loc;
     sym->ndims = -1;
-    if (global) push_sym(s, &s->globals, &s->nglobals, &s->capglobals, sym);
-    else push_sym(s, &s->scopes, &s->nscope, &s->capscope, sym);
+    names_put(s->names, name, sym);
+    if (!global) push_sym(s, &s->scopes, &s->nscope, &s->capscope, sym);
     return sym;
 }
 
@@ -416,13 +415,15 @@ static bool iterate(Sema *s, const AstList *iters, int k, const Expr *cond, Iter
     Symbol *sym = declare(s, SYM_VALUE, it->name, it->loc);
     if (!sym) return false;
     sym->loop_var = true;
+    push_sym(s, &s->loops, &s->nloops, &s->caploops, sym);
     bool ok = true;
     for (int64_t j = 0; j < n && ok; j++) {
         sym->v = (Value){.kind = V_INT, .i = r.lo + j * r.step};
         ok = iterate(s, iters, k + 1, cond, fn, ctx);
-        s->nscope = mark + 1;  /* drop anything the body declared */
+        pop_scope(s, mark + 1);  /* drop anything the body declared */
     }
-    s->nscope = mark;
+    s->nloops--;
+    pop_scope(s, mark);
     return ok;
 }
 
@@ -1357,7 +1358,7 @@ static void exec_list(Sema *s, const AstList *body, int depth) {
     }
     int mark = s->nscope;
     for (int i = 0; i < body->n; i++) exec_stmt(s, body->v[i], depth);
-    if (depth > 0) s->nscope = mark;
+    if (depth > 0) pop_scope(s, mark);
 }
 
 void sema_exec_block(Sema *s, const AstList *body) {
@@ -1368,8 +1369,9 @@ bool sema_run(Sema *s, const AstProgram *prog) {
     s->elems = arena_must(s->arena, sizeof *s->elems);
     s->define_used = arena_must(s->arena, (size_t)(s->opt->ndefines + 1) * sizeof(bool));
     /* a bad token already has its error: do not add a second one at the same place */
-    s->reported = prog->lex_errors;
-    s->nreported = s->capreported = prog->nlex_errors;
+    s->names = names_new(s->arena);
+    s->reported = pos_new(s->arena);
+    for (int i = 0; i < prog->nlex_errors; i++) pos_add(s->reported, prog->lex_errors[i]);
     for (int i = 0; i < prog->stmts.n; i++) exec_stmt(s, prog->stmts.v[i], 0);
     for (int i = 0; i < s->opt->ndefines && !s->stopped; i++)
         if (!s->define_used[i])

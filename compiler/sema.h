@@ -9,6 +9,7 @@
 
 #include "ast.h"
 #include "diag.h"
+#include "hash.h"
 #include "mscclc.h"
 #include "plan.h"
 
@@ -99,11 +100,15 @@ typedef struct {
     bool auto_sync;             /* header `auto_sync` (default on): run pass_auto_sync */
     int instances;
     int64_t in_chunks, out_chunks;   /* per rank, before replication */
-    /* names */
-    Symbol **scopes;            /* let/loop bindings (innermost last) */
+    /* names: a name may not be redeclared while visible, so one table maps every visible name
+     * to its declaration; globals (params, scratch, channel and semaphore arrays) stay in it */
+    NameMap *names;
+    Symbol **scopes;            /* let/loop bindings (innermost last); leaving a scope pops them */
     int nscope, capscope;
-    Symbol **globals;           /* params, scratch, channel and semaphore arrays */
-    int nglobals, capglobals;
+    Symbol *free_syms;          /* popped bindings, reused (a loop body's lets cost no memory per
+                                   iteration) */
+    Symbol **loops;             /* the loop variables being iterated (innermost last), for notes */
+    int nloops, caploops;
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */
@@ -124,8 +129,7 @@ typedef struct {
     PipeSlot *pipes;            /* open pipeline ops of the current pipeline block */
     int npipes, cappipes;
     /* diagnostics */
-    PlanLoc *reported;          /* positions that already have an error (one error per position) */
-    int nreported, capreported;
+    PosSet *reported;           /* positions that already have an error (one error per position) */
 } Sema;
 
 /* sema.c */

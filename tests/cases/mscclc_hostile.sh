@@ -39,11 +39,15 @@ timed() {
     result $ok "mscclc/$name"
 }
 
-# ---- linear scanning: 100,000 lines of each kind -----------------------------
+# ---- linear scanning and hashed scopes: 100,000 lines of each kind -----------------------------
 { awk 'BEGIN { for (i = 0; i < 100000; i++) print "# comment line " i }'; header; } >"$tmp/comments.coll"
 timed scale-100000-comment-lines 0 "$tmp/comments.coll"
 { awk 'BEGIN { for (i = 0; i < 100000; i++) print "" }'; header; } >"$tmp/blanks.coll"
 timed scale-100000-blank-lines 0 "$tmp/blanks.coll"
+{ header; awk 'BEGIN { for (i = 0; i < 100000; i++) print "let x" i " = " i }'; } >"$tmp/lets.coll"
+timed scale-100000-lets 0 "$tmp/lets.coll"
+{ awk 'BEGIN { for (i = 0; i < 100000; i++) print "param p" i " = " i }'; header; } >"$tmp/params.coll"
+timed scale-100000-params 0 "$tmp/params.coll"
 # blank and comment lines between `}` and `else` (the scanner looks across them for `else`)
 { header; echo 'if 1 {'; echo '}'; awk 'BEGIN { for (i = 0; i < 100000; i++) print "  # c" }'
   echo 'else {'; echo '}'; } >"$tmp/else.coll"
