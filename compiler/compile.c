@@ -119,7 +119,13 @@ MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *op
     s->diag = d;
     s->opt = opt;
     Job job = {s, src, len, res, false};
-    job_guarded(&job);
+    if (len > MSCCLC_MAX_INPUT) {
+        diag_error(d, (PlanLoc){0, 0}, "the program is %zu bytes, more than the limit of %zu bytes (64 MiB)", len,
+                   MSCCLC_MAX_INPUT);
+        res->status = MSCCLC_ERR_INPUT;
+    } else {
+        job_guarded(&job);
+    }
     arena_on_oom(arena, NULL);
     if (job.oom) {
         diag_error(d, (PlanLoc){0, 0}, "internal error: out of memory");

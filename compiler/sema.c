@@ -110,6 +110,11 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     return true;
 }
 
+bool sema_halted(Sema *s) {
+    if (!s->stopped && diag_stopped(s->diag)) s->stopped = true;
+    return s->stopped;
+}
+
 static void sema_note(Sema *s, SrcLoc loc, const char *what) {
     if (loc.at.line > 0) diag_note(s->diag, loc.at, "%s", what);
 }
@@ -417,7 +422,7 @@ static bool iterate(Sema *s, const AstList *iters, int k, const Expr *cond, Iter
     sym->loop_var = true;
     push_sym(s, &s->loops, &s->nloops, &s->caploops, sym);
     bool ok = true;
-    for (int64_t j = 0; j < n && ok; j++) {
+    for (int64_t j = 0; j < n && ok && !sema_halted(s); j++) {
         sym->v = (Value){.kind = V_INT, .i = r.lo + j * r.step};
         ok = iterate(s, iters, k + 1, cond, fn, ctx);
         pop_scope(s, mark + 1);  /* drop anything the body declared */
@@ -1285,7 +1290,7 @@ static bool for_body(Sema *s, void *ctx) {
 }
 
 static void exec_stmt(Sema *s, const Stmt *st, int depth) {
-    if (s->stopped) return;
+    if (sema_halted(s)) return;
     switch (st->kind) {
     case ST_PARAM:
         exec_param(s, st, depth);

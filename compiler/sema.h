@@ -112,7 +112,9 @@ typedef struct {
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */
-    bool stopped;               /* a `require` failed: the rest would only report follow-on errors */
+    bool stopped;               /* stop executing: a `require` failed or a limit was crossed (the
+                                   rest would only report follow-on errors), or the error limit
+                                   was reached (sema_halted) */
     ElemTable *elems;           /* array elements of channel/semaphore arrays */
     Channel **chans;            /* memory and port channels in declaration order */
     int nchans, capchans;
@@ -136,6 +138,8 @@ typedef struct {
 /* Reports an error at `loc` unless one was already reported there (loops repeat statements);
  * true if it was reported (so a note may follow). */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* True once execution must stop (Sema.stopped, or the Diag's error limit was reached). */
+bool sema_halted(Sema *s);
 bool sema_eval(Sema *s, const Expr *e, Value *out);
 /* Number of values of a V_RANGE (0 when empty; saturates instead of overflowing). */
 int64_t sema_range_len(const Value *r);

@@ -28,6 +28,7 @@ header() {
 timed() {
     name=$1 want=$2 src=$3
     shift 3
+    rm -f "$tmp/out.json"
     t0=$(now)
     timeout $((LIMIT_S * 3)) "$MSCCLC" "$src" "$@" -o "$tmp/out.json" 2>"$tmp/err" >/dev/null
     rc=$?
@@ -52,5 +53,32 @@ timed scale-100000-params 0 "$tmp/params.coll"
 { header; echo 'if 1 {'; echo '}'; awk 'BEGIN { for (i = 0; i < 100000; i++) print "  # c" }'
   echo 'else {'; echo '}'; } >"$tmp/else.coll"
 timed scale-100000-lines-before-else 0 "$tmp/else.coll"
+
+# ---- bounded output and input -------------------------------------------------------------------
+# past the error limit the compile stops (one program gave 137,856 errors and took 1 GB)
+{ header; awk 'BEGIN { for (i = 0; i < 200000; i++) print "let v" i " = u" i " +" }'; } >"$tmp/flood.coll"
+timed error-flood-stops 1 "$tmp/flood.coll"
+grep -q 'fatal error: too many errors emitted, stopping now \[-ferror-limit=20\]' "$tmp/err" &&
+    [ "$(tail -1 "$tmp/err")" = "21 errors generated." ] && [ "$(wc -c <"$tmp/err")" -lt 20000 ]
+result $? "mscclc/error-flood-output"
+# errors on an 8 MB line show 200 columns around the caret, not the line (it gave 344 MB)
+{ header; awk 'BEGIN { s = "1, "; for (i = 0; i < 20; i++) s = s s; print "let x = [" s "$ " s "$ " s "1]" }'; } \
+    >"$tmp/longline.coll"
+timed long-line-errors 1 "$tmp/longline.coll"
+bytes=$(wc -c <"$tmp/err")
+echo "stderr of the long line: $bytes bytes"
+[ "$bytes" -lt 20000 ] && grep -q '^\.\.\..*\.\.\.$' "$tmp/err"; result $? "mscclc/long-line-snippet"
+# input past 64 MiB is refused while reading: /dev/zero and an endless pipe end at once
+timed input-dev-zero 2 /dev/zero
+grep -q "larger than the input limit of 67108864 bytes (64 MiB)" "$tmp/err"; result $? "mscclc/input-dev-zero-message"
+rm -f "$tmp/out.json"
+t0=$(now)
+yes 'let x = 1' | timeout $((LIMIT_S * 3)) "$MSCCLC" - -o "$tmp/out.json" 2>"$tmp/err"
+rc=$?
+t=$(elapsed "$t0")
+echo "benchmark: input-endless-stdin: $t s (exit $rc)"
+[ "$rc" = 2 ] && grep -q "'-': larger than the input limit" "$tmp/err" && [ ! -e "$tmp/out.json" ] &&
+    awk -v t="$t" -v l="$LIMIT_S" 'BEGIN { exit !(t <= l) }'
+result $? "mscclc/input-endless-stdin"
 
 exit $status
