@@ -905,10 +905,12 @@ static bool header_item(Sema *s, const HeaderItem *h, Header *hd) {
         return true;
     }
     if (strcmp(k, "alignment") == 0) {
-        if (!header_int(s, h, 1, 1 << 20, &hd->align)) return false;
-        if (hd->align & (hd->align - 1)) {
-            sema_error(s, ((Expr *)h->args.v[0])->loc, "'alignment %" PRId64 "' is not a power of two",
-                       hd->align);
+        /* one rule, coll(5)'s: the plan loader needs a power of two of at least 4 bytes */
+        if (!header_int(s, h, INT64_MIN, INT64_MAX, &hd->align)) return false;
+        if (hd->align < SEMA_MIN_ALIGN || hd->align > SEMA_MAX_ALIGN || (hd->align & (hd->align - 1))) {
+            sema_error(s, ((Expr *)h->args.v[0])->loc,
+                       "'alignment %" PRId64 "' is not a power of two from %d to %d bytes", hd->align,
+                       SEMA_MIN_ALIGN, SEMA_MAX_ALIGN);
             return false;
         }
         hd->have_align = true;

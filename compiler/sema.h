@@ -19,6 +19,8 @@
 #define SEMA_MAX_TB_OPS 4096   /* ops lowered into one TB: far past the executor's 64 (whose
                                   located error comes from pass_check_limits), bounds memory */
 #define SEMA_MAX_OPS (1 << 20) /* ops lowered in all; a plan the executor can run has far fewer */
+#define SEMA_MIN_ALIGN 4       /* `alignment`: the plan loader's least buffer_alignment */
+#define SEMA_MAX_ALIGN (1 << 20)
 
 typedef struct Channel Channel;
 typedef struct Semaphore Semaphore;
