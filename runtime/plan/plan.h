@@ -202,7 +202,12 @@ bool plan_validate(const Plan *p, const char *what, PlanErr *err);
 /* Serialise in MSCCL++ DSL key order (spec §2). compact: no whitespace. Returns malloc'd
  * text (free with free()), NULL on OOM. `producer` (may be NULL) becomes a "producer" key. */
 char *plan_to_json(const Plan *p, bool compact, const char *producer);
-/* Write atomically: temp file + rename, so a failure never leaves a partial file. */
+/* Write the plan text (plus a newline) to `path`. A new path or a regular file is written
+ * atomically: a temporary file in the same directory, renamed over it (a failure never leaves a
+ * partial file; an existing file keeps its permission bits). A symbolic link is followed: a
+ * regular target is replaced the same way in the target's directory, and the link stays. A
+ * character device or FIFO (/dev/null, a named pipe), and /dev/stdout, /dev/stderr, /dev/fd/N,
+ * are written straight, never replaced. Anything else (a directory, a dangling link) fails. */
 bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
                      PlanErr *err);
 

@@ -7,6 +7,7 @@
 #include "plan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -346,32 +347,33 @@ static bool write_all(int fd, const char *s, size_t n) {
     return true;
 }
 
-bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
-                     PlanErr *err) {
-    char *text = plan_to_json(p, compact, producer);
-    if (!text) {
-        werr(err, "%s: out of memory while serialising the plan", path);
-        return false;
-    }
+/* Writes the text into a new temporary file next to `path` (same directory, so rename is atomic)
+ * with permission bits `mode`, then renames it over `path`. */
+static bool write_replace(const char *path, const char *shown, const char *text, size_t n,
+                          mode_t mode, PlanErr *err) {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
-        free(text);
-        werr(err, "%s: out of memory", path);
+        werr(err, "%s: out of memory", shown);
         return false;
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        werr(err, "%s: cannot create temporary file: %s", path, strerror(errno));
+        int e = errno;
+        const char *slash = strrchr(path, '/');
+        if (slash)
+            werr(err, "%s: cannot create temporary file in '%.*s': %s", shown, (int)(slash - path),
+                 path, strerror(e));
+        else
+            werr(err, "%s: cannot create temporary file in the current directory: %s", shown, strerror(e));
         free(tmp);
-        free(text);
         return false;
     }
-    (void)fchmod(fd, 0644);  /* mkstemp makes 0600; a plan is an ordinary readable file */
+    (void)fchmod(fd, mode);  /* mkstemp makes 0600; a plan is an ordinary readable file */
     const char *what = "write";
-    bool ok = write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1);
+    bool ok = write_all(fd, text, n) && write_all(fd, "\n", 1);
     int saved = errno;
     if (ok && fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
         ok = false;
@@ -389,10 +391,79 @@ bool plan_write_file(const Plan *p, const char *path, bool compact, const char *
         saved = errno;
     }
     if (!ok) {
-        werr(err, "%s: %s failed: %s", path, what, saved ? strerror(saved) : "short write");
+        werr(err, "%s: %s failed: %s", shown, what, saved ? strerror(saved) : "short write");
         unlink(tmp);
     }
     free(tmp);
+    return ok;
+}
+
+/* Writes the text straight into an existing character device or FIFO (or an open descriptor's
+ * file), without creating, truncating or renaming anything. */
+static bool write_straight(const char *path, const char *text, size_t n, PlanErr *err) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        werr(err, "%s: cannot open: %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = write_all(fd, text, n) && write_all(fd, "\n", 1);
+    int saved = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) werr(err, "%s: write failed: %s", path, saved ? strerror(saved) : "short write");
+    return ok;
+}
+
+/* Names of an already open descriptor: written straight whatever file they lead to (replacing
+ * the file behind `-o /dev/stdout` would also drop what the shell appended to it). */
+static bool names_descriptor(const char *path) {
+    return strcmp(path, "/dev/stdout") == 0 || strcmp(path, "/dev/stderr") == 0 ||
+           strncmp(path, "/dev/fd/", 8) == 0 || strncmp(path, "/proc/self/fd/", 14) == 0;
+}
+
+bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
+                     PlanErr *err) {
+    char *text = plan_to_json(p, compact, producer);
+    if (!text) {
+        werr(err, "%s: out of memory while serialising the plan", path);
+        return false;
+    }
+    size_t n = strlen(text);
+    bool ok = false;
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) {
+        if (errno == ENOENT) ok = write_replace(path, path, text, n, 0644, err);
+        else werr(err, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (names_descriptor(path)) {
+        ok = write_straight(path, text, n, err);
+    } else if (S_ISREG(lst.st_mode)) {
+        ok = write_replace(path, path, text, n, lst.st_mode & 07777, err);
+    } else if (S_ISLNK(lst.st_mode)) {
+        /* through the link to its target: a regular target is replaced in its own directory,
+         * so the link stays a link to the new plan */
+        if (stat(path, &st) != 0) {
+            werr(err, "%s: a symbolic link to a file that cannot be reached: %s", path, strerror(errno));
+        } else if (S_ISREG(st.st_mode)) {
+            char *real = realpath(path, NULL);
+            if (!real) werr(err, "%s: cannot resolve the symbolic link: %s", path, strerror(errno));
+            else ok = write_replace(real, path, text, n, st.st_mode & 07777, err);
+            free(real);
+        } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+            ok = write_straight(path, text, n, err);
+        } else {
+            werr(err, "%s: a symbolic link to something that is not a regular file, character "
+                 "device or FIFO", path);
+        }
+    } else if (S_ISCHR(lst.st_mode) || S_ISFIFO(lst.st_mode)) {
+        /* never rename over a device node or a FIFO: as root, `-o /dev/null` would turn
+         * /dev/null into a regular file */
+        ok = write_straight(path, text, n, err);
+    } else {
+        werr(err, "%s: not a regular file, character device or FIFO (%s)", path,
+             S_ISDIR(lst.st_mode) ? "a directory" : "cannot write a plan there");
+    }
     free(text);
     return ok;
 }
