@@ -41,6 +41,17 @@ static bool run_passes(Sema *s, Diag *d) {
     return diag_errors(d) == 0;
 }
 
+/* The final plan, as it will be written, must fit the loader's file size limit. Lowering kept
+ * a running count (ops before fusion); this is the exact figure after every pass. */
+static bool check_size(Sema *s, Diag *d) {
+    size_t n = plan_json_size(s->plan, s->opt->compact, MSCCLC_PRODUCER) + 1;   /* + newline */
+    if (n <= PLAN_MAX_FILE_BYTES) return true;
+    diag_error(d, s->program_loc.at, "the plan is %zu bytes of JSON%s, more than %zu bytes (256 MiB), the plan "
+               "loader's limit", n, s->opt->compact ? "" : " (indented; --compact writes less)",
+               PLAN_MAX_FILE_BYTES);
+    return false;
+}
+
 typedef struct {
     Sema *s;
     const char *src;
@@ -67,7 +78,7 @@ static void job_run(Job *j) {
         res->status = MSCCLC_ERR_INPUT;
         return;
     }
-    ok = run_passes(s, d);
+    ok = run_passes(s, d) && check_size(s, d);
     double t3 = now();
     res->seconds[2] = t3 - t2;
     if (!ok) {

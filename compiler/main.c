@@ -183,6 +183,7 @@ int main(int argc, char **argv) {
     }
     if (!input) return usage_error("%s", "no input file");
     opt.defines = defs;
+    opt.compact = compact;
     opt.filename = strcmp(input, "-") == 0 ? "<stdin>" : input;
     opt.diag_out = stderr;
     size_t len;

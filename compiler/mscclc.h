@@ -32,6 +32,8 @@ typedef struct {
     bool no_fusion;                /* --no-fusion: skip fusion whatever the program says */
     int error_limit;               /* stop reporting after this many errors; 0 = 20, < 0 = none */
     FILE *diag_out;                /* diagnostics stream; NULL = collect into the result */
+    bool compact;                  /* the plan will be written compact (plan_to_json): the
+                                      loader's size limit is checked against that form */
 } MscclcOptions;
 
 typedef enum {

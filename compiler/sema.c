@@ -55,6 +55,11 @@ static uint64_t elem_hash(const Symbol *sym, const int64_t *idx, int n) {
         h *= 1099511628211ull;
         h ^= h >> 29;
     }
+    /* murmur3's finaliser: the slot is taken from the low bits, which the loop mixes poorly
+     * (dense subscripts clustered into long probe runs) */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
     return h;
 }
 
@@ -108,6 +113,20 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     }
     if (inner) diag_note(s->diag, inner->loc.at, "in the iteration with %s", msg);
     return true;
+}
+
+bool sema_charge(Sema *s, SrcLoc loc, int64_t *count, int64_t n, int64_t limit, const char *what,
+                 const char *whose) {
+    int64_t k = s->instances > 1 ? s->instances : 1;
+    if (n <= (limit - *count) / k) {
+        *count += n * k;
+        return true;
+    }
+    char inst[64] = "";
+    if (k > 1) snprintf(inst, sizeof inst, " (%d instances of the program)", (int)k);
+    sema_error(s, loc, "the plan would have more than %" PRId64 " %s%s, %s", limit, what, inst, whose);
+    s->stopped = true;
+    return false;
 }
 
 bool sema_halted(Sema *s) {
@@ -367,6 +386,7 @@ static bool count_iterations(Sema *s, SrcLoc loc, int64_t n) {
     if (n > SEMA_MAX_ITERATIONS - s->iterations) {
         sema_error(s, loc, "the program runs more than %d loop iterations", SEMA_MAX_ITERATIONS);
         s->iterations = SEMA_MAX_ITERATIONS;
+        s->stopped = true;
         return false;
     }
     s->iterations += n;
@@ -1145,6 +1165,7 @@ static void exec_channel(Sema *s, const Stmt *st) {
             sema_error(s, x->loc, "%s channel from rank %" PRId64 " to itself", kind, a);
             return;
         }
+        if (!sema_charge(s, st->loc, &s->nchannels, 1, SEMA_MAX_CHANNELS, "channels", SEMA_OWN_LIMIT)) return;
         Elem *el = declare_element(s, st, SYM_CHANARR);
         if (!el) return;
         c->src = (int)a;
@@ -1211,6 +1232,15 @@ static void exec_channel(Sema *s, const Stmt *st) {
         sema_error(s, e->loc, "a switch channel needs at least 2 ranks");
         return;
     }
+    /* every member's plan lists all members: at least 2 bytes (a number and a comma) each */
+    int64_t list_bytes = 2 * (int64_t)ranks.n * ranks.n;
+    if (!sema_charge(s, st->loc, &s->nswitches, 1, SEMA_MAX_SWITCHES, "switch channels",
+                     "the compiler's limit (no rank can name more: 1024 thread blocks x 16)") ||
+        !sema_charge(s, st->loc, &s->nchannels, ranks.n, SEMA_MAX_CHANNELS,
+                     "channels (a switch channel counts once per member)", SEMA_OWN_LIMIT) ||
+        !sema_charge(s, st->loc, &s->nbytes, list_bytes, (int64_t)SEMA_MAX_BYTES, SEMA_BYTES_WHAT,
+                     SEMA_LOADER_LIMIT))
+        return;
     c->nranks = ranks.n;
     c->ranks = arena_must(s->arena, (size_t)ranks.n * sizeof *c->ranks);
     c->index_of = arena_must(s->arena, (size_t)s->nranks * sizeof *c->index_of);
@@ -1268,6 +1298,7 @@ static void exec_semaphore(Sema *s, const Stmt *st) {
         sema_error(s, e->loc, "semaphore initial value %" PRId64 " is outside 0..%d", init, INT32_MAX);
         return;
     }
+    if (!sema_charge(s, st->loc, &s->nsems, 1, SEMA_MAX_SEMAPHORES, "semaphores", SEMA_OWN_LIMIT)) return;
     Elem *el = declare_element(s, st, SYM_SEMARR);
     if (!el) return;
     Semaphore *sem = arena_must(s->arena, sizeof *sem);

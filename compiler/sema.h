@@ -18,7 +18,18 @@
 #define SEMA_MAX_TB 1024       /* thread block indices 0..1023 */
 #define SEMA_MAX_TB_OPS 4096   /* ops lowered into one TB: far past the executor's 64 (whose
                                   located error comes from pass_check_limits), bounds memory */
-#define SEMA_MAX_OPS (1 << 20) /* ops lowered in all; a plan the executor can run has far fewer */
+/* Limits checked while the plan is built, so a hostile program stops as soon as it crosses one
+ * (coll(5) LIMITS). Those of the plan loader (plan.h) make sure no accepted program produces a
+ * plan the runtime refuses; the others bound what the compiler itself holds in memory. */
+#define SEMA_MAX_OPS PLAN_MAX_TOTAL_OPS   /* ops lowered x instances (the loader's limit) */
+#define SEMA_MAX_BYTES PLAN_MAX_FILE_BYTES /* JSON size of the lowered ops x instances */
+#define SEMA_MAX_CHANNELS (1 << 20)       /* GPU-level channels: memory/port 1, switch 1 per member */
+#define SEMA_MAX_SWITCHES (PLAN_MAX_TBS * PLAN_MAX_TB_CHANNELS)   /* switch channels in all */
+#define SEMA_MAX_SEMAPHORES (1 << 20)
+/* how the messages name the limits */
+#define SEMA_LOADER_LIMIT "the plan loader's limit"
+#define SEMA_OWN_LIMIT "the compiler's limit"
+#define SEMA_BYTES_WHAT "bytes of JSON (256 MiB, counted as the plan is built, before fusion)"
 #define SEMA_MIN_ALIGN 4       /* `alignment`: the plan loader's least buffer_alignment */
 #define SEMA_MAX_ALIGN (1 << 20)
 
@@ -114,6 +125,10 @@ typedef struct {
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */
+    int64_t nbytes;             /* their JSON size in the output form (bounded by SEMA_MAX_BYTES) */
+    int64_t nchannels;          /* GPU-level channels declared (bounded by SEMA_MAX_CHANNELS) */
+    int64_t nswitches;          /* switch channels declared (SEMA_MAX_SWITCHES) */
+    int64_t nsems;              /* semaphores declared (SEMA_MAX_SEMAPHORES) */
     bool stopped;               /* stop executing: a `require` failed or a limit was crossed (the
                                    rest would only report follow-on errors), or the error limit
                                    was reached (sema_halted) */
@@ -140,6 +155,10 @@ typedef struct {
 /* Reports an error at `loc` unless one was already reported there (loops repeat statements);
  * true if it was reported (so a note may follow). */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Counts `n` more of what `limit` bounds into *count (x instances); past the limit, reports
+ * "more than LIMIT WHAT, WHOSE" at `loc`, stops the evaluation and returns false. */
+bool sema_charge(Sema *s, SrcLoc loc, int64_t *count, int64_t n, int64_t limit, const char *what,
+                 const char *whose);
 /* True once execution must stop (Sema.stopped, or the Diag's error limit was reached). */
 bool sema_halted(Sema *s);
 bool sema_eval(Sema *s, const Expr *e, Value *out);

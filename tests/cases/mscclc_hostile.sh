@@ -6,6 +6,7 @@
 BUILD=${BUILD:-build}
 MSCCLC=${MSCCLC:-$BUILD/bin/mscclc}
 LIMIT_S=${LIMIT_S:-10}
+VMEM_KB=${VMEM_KB:-2000000}   # address space of each compile: memory must stay bounded too
 if [ ! -x "$MSCCLC" ]; then
     echo "mscclc_hostile: $MSCCLC not built" >&2
     exit 1
@@ -24,13 +25,14 @@ header() {
 }
 
 # timed NAME WANT_RC FILE [flags...]: compiles FILE (output to $tmp/out.json, stderr to
-# $tmp/err), prints the time, checks the exit status and the time limit
+# $tmp/err) in VMEM_KB of address space, prints the time, checks the exit status and time limit
 timed() {
     name=$1 want=$2 src=$3
     shift 3
     rm -f "$tmp/out.json"
     t0=$(now)
-    timeout $((LIMIT_S * 3)) "$MSCCLC" "$src" "$@" -o "$tmp/out.json" 2>"$tmp/err" >/dev/null
+    (ulimit -v "$VMEM_KB"; exec timeout $((LIMIT_S * 3)) "$MSCCLC" "$src" "$@" -o "$tmp/out.json") \
+        2>"$tmp/err" >/dev/null
     rc=$?
     t=$(elapsed "$t0")
     echo "benchmark: $name: $t s (exit $rc)"
@@ -54,6 +56,25 @@ timed scale-100000-params 0 "$tmp/params.coll"
   echo 'else {'; echo '}'; } >"$tmp/else.coll"
 timed scale-100000-lines-before-else 0 "$tmp/else.coll"
 
+# ---- limits are checked while the plan is built ---------------------------------------------------
+# 4096 ranks of all-pairs channels: 16.7M channels (it took 65 s and 7 GB, then wrote a 299 MB plan
+# the runtime refuses); stops at the compiler's limit of 2^20 channels
+{ printf 'program p {\n    collective allreduce\n    ranks 4096\n}\n'
+  printf 'for r in 0..4096, p in 0..4096 if p != r {\n    channel c[r][p] = memory(r -> p)\n}\n'; } >"$tmp/allpairs.coll"
+timed limit-4096-rank-all-pairs 1 "$tmp/allpairs.coll"
+grep -q "6:13: error: the plan would have more than 1048576 channels, the compiler's limit" "$tmp/err"
+result $? "mscclc/limit-4096-rank-all-pairs-message"
+# a loop of 20 million ops: stops at the loader's 256 MiB plan size (indented JSON, 2 GB before),
+# or at its 2^20 operations (compact)
+{ header; printf 'for i in 0..20000000 {\n    copy(rank(0).output[0:1], rank(0).input[1:2]) @ tb(i %% 1024)\n}\n'; } \
+    >"$tmp/ops.coll"
+timed limit-20M-ops 1 "$tmp/ops.coll"
+grep -q "6:5: error: the plan would have more than 268435456 bytes of JSON (256 MiB, counted as the plan is built, before fusion), the plan loader's limit" "$tmp/err"
+result $? "mscclc/limit-20M-ops-message"
+timed limit-20M-ops-compact 1 "$tmp/ops.coll" --compact
+grep -q "6:5: error: the plan would have more than 1048576 operations, the plan loader's limit" "$tmp/err"
+result $? "mscclc/limit-20M-ops-compact-message"
+
 # ---- bounded output and input -------------------------------------------------------------------
 # past the error limit the compile stops (one program gave 137,856 errors and took 1 GB)
 { header; awk 'BEGIN { for (i = 0; i < 200000; i++) print "let v" i " = u" i " +" }'; } >"$tmp/flood.coll"
@@ -73,7 +94,7 @@ timed input-dev-zero 2 /dev/zero
 grep -q "larger than the input limit of 67108864 bytes (64 MiB)" "$tmp/err"; result $? "mscclc/input-dev-zero-message"
 rm -f "$tmp/out.json"
 t0=$(now)
-yes 'let x = 1' | timeout $((LIMIT_S * 3)) "$MSCCLC" - -o "$tmp/out.json" 2>"$tmp/err"
+yes 'let x = 1' | (ulimit -v "$VMEM_KB"; exec timeout $((LIMIT_S * 3)) "$MSCCLC" - -o "$tmp/out.json") 2>"$tmp/err"
 rc=$?
 t=$(elapsed "$t0")
 echo "benchmark: input-endless-stdin: $t s (exit $rc)"

@@ -265,6 +265,45 @@ static void t_atomic_file(void) {
     plan_free(p);
 }
 
+/* plan_json_size counts exactly what plan_to_json writes; plan_json_op_size is what one more
+ * op adds to a thread block (the compiler's running size of the plan it builds). */
+static void t_json_size(void) {
+    Plan *p = build_full_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    char **tags = realloc(p->tags, (size_t)(p->ntags + 1) * sizeof *tags);   /* escapes count too */
+    CHECK(tags != NULL);
+    if (tags) {
+        p->tags = tags;
+        p->tags[p->ntags++] = strdup("q\"b\\n\nt\tc\x01\x1f\xc3\xa9");
+    }
+    for (int compact = 0; compact < 2; compact++) {
+        char *t = plan_to_json(p, compact, "producer");
+        CHECK(t && plan_json_size(p, compact, "producer") == strlen(t));
+        free(t);
+        t = plan_to_json(p, compact, NULL);
+        CHECK(t && plan_json_size(p, compact, NULL) == strlen(t));
+        /* the growth of a thread block that already has ops, by each op it has */
+        PlanTb *tb = NULL;
+        for (int r = 0; r < p->ngpus && !tb; r++)
+            for (int k = 0; k < p->gpus[r].ntbs && !tb; k++)
+                if (p->gpus[r].tbs[k].nops > 0) tb = &p->gpus[r].tbs[k];
+        CHECK(tb != NULL);
+        int n = tb ? tb->nops : 0;
+        for (int i = 0; i < n; i++) {
+            bool ok = true;
+            PlanOp op = plan_op_clone(&tb->ops[i], &ok);   /* appending may move tb->ops */
+            size_t before = plan_json_size(p, compact, NULL);
+            CHECK(ok && plan_tb_append(tb, &op));
+            CHECK_EQ_INT((long long)plan_json_op_size(&op, compact),
+                         (long long)(plan_json_size(p, compact, NULL) - before));
+            plan_op_release(&op);
+        }
+        free(t);
+    }
+    plan_free(p);
+}
+
 /* Only regular files (and new paths) are replaced by rename: links are followed, character
  * devices and FIFOs are written straight (renaming over /dev/null as root made it a file). */
 static void t_write_targets(void) {
@@ -339,5 +378,6 @@ int main(void) {
     TEST("plan_write/op_keys_and_extensions", t_op_keys_and_extensions());
     TEST("plan_write/atomic_file", t_atomic_file());
     TEST("plan_write/write_targets", t_write_targets());
+    TEST("plan_write/json_size", t_json_size());
     return harness_report();
 }
