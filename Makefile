@@ -159,7 +159,7 @@ test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 # the plan loader, the compiler, the CPU backend and the threaded checks under ASan+UBSan, then the
 # CPU backend, the proxy FIFO and the threaded checks under TSan; each in its own build directory.
 # `make test` runs it too (tests/cases/sanitize.sh).
-SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_mscclc cpu_compat cpu_run compat_coll
+SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_hash test_mscclc cpu_compat cpu_run compat_coll
 SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan
 test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
