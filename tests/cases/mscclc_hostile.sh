@@ -74,6 +74,15 @@ result $? "mscclc/limit-20M-ops-message"
 timed limit-20M-ops-compact 1 "$tmp/ops.coll" --compact
 grep -q "6:5: error: the plan would have more than 1048576 operations, the plan loader's limit" "$tmp/err"
 result $? "mscclc/limit-20M-ops-compact-message"
+# 557,056 copies lower under the op limit, but the nops auto_sync adds take the final plan past
+# it: the loader would refuse what the compiler used to write (68 MB, compact)
+{ printf 'program p {\n    collective allreduce\n    ranks 17\n}\n'
+  printf 'for r in 0..17, t in 0..1024, k in 0..32 {\n    copy(rank(r).output[0:1], rank(r).input[0:1]) @ tb(t)\n}\n'; } \
+    >"$tmp/final_ops.coll"
+timed limit-final-ops 1 "$tmp/final_ops.coll" --compact
+grep -q "1:9: error: the plan has 1096704 operations (pipelines flattened, synchronisation included), more than 1048576, the plan loader's limit" "$tmp/err" &&
+    [ ! -e "$tmp/out.json" ]
+result $? "mscclc/limit-final-ops-message"
 
 # ---- bounded output and input -------------------------------------------------------------------
 # past the error limit the compile stops (one program gave 137,856 errors and took 1 GB)
