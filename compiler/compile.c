@@ -41,6 +41,28 @@ static bool run_passes(Sema *s, Diag *d) {
     return diag_errors(d) == 0;
 }
 
+/* The final plan, as it will be written, must fit the plan loader's limits that plan_validate
+ * does not check: its size and its flattened op count. Lowering kept running counts (ops as
+ * lowered, before fusion and the synchronisation nops); these are the exact figures after every
+ * pass. */
+static bool check_loader_limits(Sema *s, Diag *d) {
+    const Plan *p = s->plan;
+    long ops = 0;
+    for (int r = 0; r < p->ngpus; r++)
+        for (int t = 0; t < p->gpus[r].ntbs; t++) ops += plan_tb_flat_ops(&p->gpus[r].tbs[t]);
+    if (ops > PLAN_MAX_TOTAL_OPS) {
+        diag_error(d, s->program_loc.at, "the plan has %ld operations (pipelines flattened, synchronisation "
+                   "included), more than %ld, the plan loader's limit", ops, PLAN_MAX_TOTAL_OPS);
+        return false;
+    }
+    size_t n = plan_json_size(p, s->opt->compact, MSCCLC_PRODUCER) + 1;   /* + newline */
+    if (n <= PLAN_MAX_FILE_BYTES) return true;
+    diag_error(d, s->program_loc.at, "the plan is %zu bytes of JSON%s, more than %zu bytes (256 MiB), the plan "
+               "loader's limit", n, s->opt->compact ? "" : " (indented; --compact writes less)",
+               PLAN_MAX_FILE_BYTES);
+    return false;
+}
+
 typedef struct {
     Sema *s;
     const char *src;
@@ -67,7 +89,7 @@ static void job_run(Job *j) {
         res->status = MSCCLC_ERR_INPUT;
         return;
     }
-    ok = run_passes(s, d);
+    ok = run_passes(s, d) && check_loader_limits(s, d);
     double t3 = now();
     res->seconds[2] = t3 - t2;
     if (!ok) {
@@ -119,7 +141,13 @@ MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *op
     s->diag = d;
     s->opt = opt;
     Job job = {s, src, len, res, false};
-    job_guarded(&job);
+    if (len > MSCCLC_MAX_INPUT) {
+        diag_error(d, (PlanLoc){0, 0}, "the program is %zu bytes, more than the limit of %zu bytes (64 MiB)", len,
+                   MSCCLC_MAX_INPUT);
+        res->status = MSCCLC_ERR_INPUT;
+    } else {
+        job_guarded(&job);
+    }
     arena_on_oom(arena, NULL);
     if (job.oom) {
         diag_error(d, (PlanLoc){0, 0}, "internal error: out of memory");

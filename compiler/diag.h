@@ -1,7 +1,7 @@
 /*
  * diag.h - compiler diagnostics in GCC/Clang form: "file:line:col: error: message", the source
  * line and a caret. Every stage (parser, sema, lowering, passes) reports through one Diag, which
- * counts errors and stops reporting past the error limit. The driver prints "N errors generated."
+ * counts errors and stops everything past the error limit. The driver prints "N errors generated."
  */
 #ifndef MSCCLC_DIAG_H
 #define MSCCLC_DIAG_H
@@ -24,6 +24,9 @@ void diag_note(Diag *d, PlanLoc loc, const char *fmt, ...) __attribute__((format
 /* An error with a caret range of `width` bytes (~ under the range). */
 void diag_error_range(Diag *d, PlanLoc loc, int width, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The error limit was reached: nothing more is reported or counted, and every stage should
+ * stop (the scanner ends the input, the evaluator stops executing statements). */
+bool diag_stopped(const Diag *d);
 int diag_errors(const Diag *d);
 int diag_warnings(const Diag *d);
 const char *diag_text(const Diag *d);   /* collected text when out == NULL; "" otherwise */

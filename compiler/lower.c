@@ -104,11 +104,6 @@ static bool check_partners(Sema *s) {
 
 bool lower_finish(Sema *s) {
     if (!check_partners(s)) return false;
-    if (s->nops * s->instances > SEMA_MAX_OPS) {
-        sema_error(s, s->program_loc, "%" PRId64 " operations x %d instances is more than %d operations", s->nops,
-                   s->instances, SEMA_MAX_OPS);
-        return false;
-    }
     for (int r = 0; r < s->plan->ngpus; r++) {
         PlanGpu *g = &s->plan->gpus[r];
         g->input_chunks = (uint32_t)s->in_chunks;
@@ -136,15 +131,17 @@ static PlanTb *get_tb(Sema *s, const Stmt *st, int rank, int tb) {
 }
 
 static bool emit(Sema *s, const Stmt *st, int rank, int tb, const PlanOp *op) {
-    if (++s->nops > SEMA_MAX_OPS) {
-        sema_error(s, st->loc, "the program lowers to more than %d operations", SEMA_MAX_OPS);
+    /* the loader's limits, counted as the ops are made, so a runaway loop stops right here */
+    if (!sema_charge(s, st->loc, &s->nops, 1, SEMA_MAX_OPS, "operations", SEMA_LOADER_LIMIT) ||
+        !sema_charge(s, st->loc, &s->nbytes, (int64_t)plan_json_op_size(op, s->opt->compact),
+                     (int64_t)SEMA_MAX_BYTES, SEMA_BYTES_WHAT, SEMA_LOADER_LIMIT))
         return false;
-    }
     PlanTb *cur = get_tb(s, st, rank, tb);
     if (!cur) return false;
     if (cur->nops >= SEMA_MAX_TB_OPS) {
         sema_error(s, st->loc, "thread block %d of rank %d gets more than %d operations (the executor runs 64)",
                    tb, rank, SEMA_MAX_TB_OPS);
+        s->stopped = true;
         return false;
     }
     if (!s->in_pipeline) {
@@ -182,6 +179,7 @@ static bool emit(Sema *s, const Stmt *st, int rank, int tb, const PlanOp *op) {
     if (slot->op.ninner >= SEMA_MAX_TB_OPS) {
         sema_error(s, st->loc, "a pipeline in thread block %d of rank %d gets more than %d operations", tb, rank,
                    SEMA_MAX_TB_OPS);
+        s->stopped = true;
         return false;
     }
     if (slot->op.ninner == slot->cap) {

@@ -30,33 +30,41 @@ static int usage_error(const char *fmt, const char *arg) {
     return 2;
 }
 
-/* Reads a whole file ("-" is standard input); NULL with errno set on failure. */
+/* Reads a whole file ("-" is standard input) of at most MSCCLC_MAX_INPUT bytes; NULL with errno
+ * set on failure (EFBIG when the file is larger: reading stops there, so `mscclc /dev/zero` ends
+ * at once instead of growing without bound). */
 static char *read_file(const char *path, size_t *len) {
     bool in = strcmp(path, "-") == 0;
     FILE *f = in ? stdin : fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
+    int err = buf ? 0 : ENOMEM;
     while (buf) {
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
+        if (n > MSCCLC_MAX_INPUT) {
+            err = EFBIG;
+            break;
+        }
         if (n < cap) break;
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
+        /* one byte past the limit is enough to know the input is too large */
+        size_t ncap = cap * 2 > MSCCLC_MAX_INPUT + 1 ? MSCCLC_MAX_INPUT + 1 : cap * 2;
+        char *nb = realloc(buf, ncap);
         if (!nb) {
-            free(buf);
-            buf = NULL;
-            errno = ENOMEM;
+            err = ENOMEM;
             break;
         }
         buf = nb;
-        cap *= 2;
+        cap = ncap;
     }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-        errno = EIO;
-    }
+    if (!err && ferror(f)) err = EIO;
     if (!in) fclose(f);
+    if (err) {
+        free(buf);
+        errno = err;
+        return NULL;
+    }
     *len = n;
     return buf;
 }
@@ -175,12 +183,17 @@ int main(int argc, char **argv) {
     }
     if (!input) return usage_error("%s", "no input file");
     opt.defines = defs;
+    opt.compact = compact;
     opt.filename = strcmp(input, "-") == 0 ? "<stdin>" : input;
     opt.diag_out = stderr;
     size_t len;
     char *src = read_file(input, &len);
     if (!src) {
-        fprintf(stderr, "mscclc: cannot read '%s': %s\n", input, strerror(errno));
+        if (errno == EFBIG)
+            fprintf(stderr, "mscclc: cannot read '%s': larger than the input limit of %zu bytes (64 MiB)\n",
+                    input, MSCCLC_MAX_INPUT);
+        else
+            fprintf(stderr, "mscclc: cannot read '%s': %s\n", input, strerror(errno));
         goto out;
     }
     MscclcResult res;

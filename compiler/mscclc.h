@@ -15,6 +15,9 @@
 
 #define MSCCLC_VERSION "0.1.0"
 #define MSCCLC_PRODUCER "mscclc " MSCCLC_VERSION   /* the plan's "producer" field */
+/* The largest source text mscclc_compile accepts (64 MiB; the mscclc command stops reading
+ * there). Far beyond any real program; it bounds the time and memory hostile input can take. */
+#define MSCCLC_MAX_INPUT ((size_t)64 << 20)
 
 /* A `-D NAME=VALUE` override of a `param` declaration. */
 typedef struct {
@@ -29,6 +32,8 @@ typedef struct {
     bool no_fusion;                /* --no-fusion: skip fusion whatever the program says */
     int error_limit;               /* stop reporting after this many errors; 0 = 20, < 0 = none */
     FILE *diag_out;                /* diagnostics stream; NULL = collect into the result */
+    bool compact;                  /* the plan will be written compact (plan_to_json): the
+                                      loader's size limit is checked against that form */
 } MscclcOptions;
 
 typedef enum {
@@ -45,7 +50,8 @@ typedef struct {
     double seconds[4];             /* time spent in parse, sema+lower, passes, validate */
 } MscclcResult;
 
-/* Compiles `src` (len bytes; need not be NUL-terminated). Always fills *res; returns res->status. */
+/* Compiles `src` (len bytes, at most MSCCLC_MAX_INPUT; need not be NUL-terminated). Always fills
+ * *res; returns res->status. */
 MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *opt, MscclcResult *res);
 /* Frees the plan and text of a result (safe on a zeroed or already freed result). */
 void mscclc_result_free(MscclcResult *res);

@@ -32,6 +32,7 @@ struct Symbol {
     int scratch;
     int ndims;              /* arrays: subscripts per element */
     bool loop_var;          /* SYM_VALUE bound by a for/comprehension iterator */
+    Symbol *next_free;      /* in Sema.free_syms once its scope ended */
 };
 
 /* ---- array elements: open addressing over (symbol, subscripts) ----------------------- */
@@ -54,6 +55,11 @@ static uint64_t elem_hash(const Symbol *sym, const int64_t *idx, int n) {
         h *= 1099511628211ull;
         h ^= h >> 29;
     }
+    /* murmur3's finaliser: the slot is taken from the low bits, which the loop mixes poorly
+     * (dense subscripts clustered into long probe runs) */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
     return h;
 }
 
@@ -90,16 +96,7 @@ static Elem *elem_find(Sema *s, const Symbol *sym, const int64_t *idx, int n, bo
 
 /* ---- diagnostics ------------------------------------------------------------------------ */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
-    for (int i = 0; i < s->nreported; i++)
-        if (s->reported[i].line == loc.at.line && s->reported[i].col == loc.at.col) return false;
-    if (s->nreported == s->capreported) {
-        int cap = s->capreported ? s->capreported * 2 : 16;
-        PlanLoc *r = arena_must(s->arena, (size_t)cap * sizeof *r);
-        if (s->nreported) memcpy(r, s->reported, (size_t)s->nreported * sizeof *r);
-        s->reported = r;
-        s->capreported = cap;
-    }
-    s->reported[s->nreported++] = loc.at;
+    if (!pos_add(s->reported, loc.at)) return false;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -109,9 +106,8 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     /* inside loops, say which iteration failed first (later ones are not reported again) */
     int len = 0;
     const Symbol *inner = NULL;
-    for (int i = 0; i < s->nscope && len < (int)sizeof msg - 40; i++) {
-        const Symbol *v = s->scopes[i];
-        if (!v->loop_var) continue;
+    for (int i = 0; i < s->nloops && len < (int)sizeof msg - 40; i++) {
+        const Symbol *v = s->loops[i];
         len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s = %" PRId64, len ? ", " : "", v->name, v->v.i);
         inner = v;
     }
@@ -119,21 +115,32 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     return true;
 }
 
+bool sema_charge(Sema *s, SrcLoc loc, int64_t *count, int64_t n, int64_t limit, const char *what,
+                 const char *whose) {
+    int64_t k = s->instances > 1 ? s->instances : 1;
+    if (n <= (limit - *count) / k) {
+        *count += n * k;
+        return true;
+    }
+    char inst[64] = "";
+    if (k > 1) snprintf(inst, sizeof inst, " (%d instances of the program)", (int)k);
+    sema_error(s, loc, "the plan would have more than %" PRId64 " %s%s, %s", limit, what, inst, whose);
+    s->stopped = true;
+    return false;
+}
+
+bool sema_halted(Sema *s) {
+    if (!s->stopped && diag_stopped(s->diag)) s->stopped = true;
+    return s->stopped;
+}
+
 static void sema_note(Sema *s, SrcLoc loc, const char *what) {
     if (loc.at.line > 0) diag_note(s->diag, loc.at, "%s", what);
 }
 
 /* ---- scopes -------------------------------------------------------------------------------- */
-static bool same_name(const char *a, const char *b) {
-    return a == b || (a[0] == b[0] && strcmp(a, b) == 0);
-}
-
 static Symbol *lookup(Sema *s, const char *name) {
-    for (int i = s->nscope - 1; i >= 0; i--)
-        if (same_name(s->scopes[i]->name, name)) return s->scopes[i];
-    for (int i = 0; i < s->nglobals; i++)
-        if (same_name(s->globals[i]->name, name)) return s->globals[i];
-    return NULL;
+    return names_get(s->names, name);
 }
 
 static void push_sym(Sema *s, Symbol ***v, int *n, int *cap, Symbol *sym) {
@@ -147,6 +154,16 @@ static void push_sym(Sema *s, Symbol ***v, int *n, int *cap, Symbol *sym) {
     (*v)[(*n)++] = sym;
 }
 
+/* Ends the bindings above `mark`: their names leave the table and the symbols are reused. */
+static void pop_scope(Sema *s, int mark) {
+    while (s->nscope > mark) {
+        Symbol *sym = s->scopes[--s->nscope];
+        names_remove(s->names, sym->name);
+        sym->next_free = s->free_syms;
+        s->free_syms = sym;
+    }
+}
+
 /* Declares `name`; a name may not be redeclared while the earlier one is visible. Globals (params,
  * scratch, arrays) stay visible after the block that declared them ends. */
 static Symbol *declare_in(Sema *s, SymKind k, const char *name, SrcLoc loc, bool global) {
@@ -156,13 +173,19 @@ static Symbol *declare_in(Sema *s, SymKind k, const char *name, SrcLoc loc, bool
             sema_note(s, old->loc, "previous declaration is here");
         return NULL;
     }
-    Symbol *sym = arena_must(s->arena, sizeof *sym);
+    Symbol *sym = global ? NULL : s->free_syms;
+    if (sym) {
+        s->free_syms = sym->next_free;
+        memset(sym, 0, sizeof *sym);
+    } else {
+        sym = arena_must(s->arena, sizeof *sym);
+    }
     sym->kind = k;
     sym->name = name;
     sym->loc = loc;
     sym->ndims = -1;
-    if (global) push_sym(s, &s->globals, &s->nglobals, &s->capglobals, sym);
-    else push_sym(s, &s->scopes, &s->nscope, &s->capscope, sym);
+    names_put(s->names, name, sym);
+    if (!global) push_sym(s, &s->scopes, &s->nscope, &s->capscope, sym);
     return sym;
 }
 
@@ -363,6 +386,7 @@ static bool count_iterations(Sema *s, SrcLoc loc, int64_t n) {
     if (n > SEMA_MAX_ITERATIONS - s->iterations) {
         sema_error(s, loc, "the program runs more than %d loop iterations", SEMA_MAX_ITERATIONS);
         s->iterations = SEMA_MAX_ITERATIONS;
+        s->stopped = true;
         return false;
     }
     s->iterations += n;
@@ -416,13 +440,15 @@ static bool iterate(Sema *s, const AstList *iters, int k, const Expr *cond, Iter
     Symbol *sym = declare(s, SYM_VALUE, it->name, it->loc);
     if (!sym) return false;
     sym->loop_var = true;
+    push_sym(s, &s->loops, &s->nloops, &s->caploops, sym);
     bool ok = true;
-    for (int64_t j = 0; j < n && ok; j++) {
+    for (int64_t j = 0; j < n && ok && !sema_halted(s); j++) {
         sym->v = (Value){.kind = V_INT, .i = r.lo + j * r.step};
         ok = iterate(s, iters, k + 1, cond, fn, ctx);
-        s->nscope = mark + 1;  /* drop anything the body declared */
+        pop_scope(s, mark + 1);  /* drop anything the body declared */
     }
-    s->nscope = mark;
+    s->nloops--;
+    pop_scope(s, mark);
     return ok;
 }
 
@@ -907,10 +933,12 @@ static bool header_item(Sema *s, const HeaderItem *h, Header *hd) {
         return true;
     }
     if (strcmp(k, "alignment") == 0) {
-        if (!header_int(s, h, 1, 1 << 20, &hd->align)) return false;
-        if (hd->align & (hd->align - 1)) {
-            sema_error(s, ((Expr *)h->args.v[0])->loc, "'alignment %" PRId64 "' is not a power of two",
-                       hd->align);
+        /* one rule, coll(5)'s: the plan loader needs a power of two of at least 4 bytes */
+        if (!header_int(s, h, INT64_MIN, INT64_MAX, &hd->align)) return false;
+        if (hd->align < SEMA_MIN_ALIGN || hd->align > SEMA_MAX_ALIGN || (hd->align & (hd->align - 1))) {
+            sema_error(s, ((Expr *)h->args.v[0])->loc,
+                       "'alignment %" PRId64 "' is not a power of two from %d to %d bytes", hd->align,
+                       SEMA_MIN_ALIGN, SEMA_MAX_ALIGN);
             return false;
         }
         hd->have_align = true;
@@ -1145,6 +1173,7 @@ static void exec_channel(Sema *s, const Stmt *st) {
             sema_error(s, x->loc, "%s channel from rank %" PRId64 " to itself", kind, a);
             return;
         }
+        if (!sema_charge(s, st->loc, &s->nchannels, 1, SEMA_MAX_CHANNELS, "channels", SEMA_OWN_LIMIT)) return;
         Elem *el = declare_element(s, st, SYM_CHANARR);
         if (!el) return;
         c->src = (int)a;
@@ -1211,6 +1240,15 @@ static void exec_channel(Sema *s, const Stmt *st) {
         sema_error(s, e->loc, "a switch channel needs at least 2 ranks");
         return;
     }
+    /* every member's plan lists all members: at least 2 bytes (a number and a comma) each */
+    int64_t list_bytes = 2 * (int64_t)ranks.n * ranks.n;
+    if (!sema_charge(s, st->loc, &s->nswitches, 1, SEMA_MAX_SWITCHES, "switch channels",
+                     "the compiler's limit (no rank can name more: 1024 thread blocks x 16)") ||
+        !sema_charge(s, st->loc, &s->nchannels, ranks.n, SEMA_MAX_CHANNELS,
+                     "channels (a switch channel counts once per member)", SEMA_OWN_LIMIT) ||
+        !sema_charge(s, st->loc, &s->nbytes, list_bytes, (int64_t)SEMA_MAX_BYTES, SEMA_BYTES_WHAT,
+                     SEMA_LOADER_LIMIT))
+        return;
     c->nranks = ranks.n;
     c->ranks = arena_must(s->arena, (size_t)ranks.n * sizeof *c->ranks);
     c->index_of = arena_must(s->arena, (size_t)s->nranks * sizeof *c->index_of);
@@ -1268,6 +1306,7 @@ static void exec_semaphore(Sema *s, const Stmt *st) {
         sema_error(s, e->loc, "semaphore initial value %" PRId64 " is outside 0..%d", init, INT32_MAX);
         return;
     }
+    if (!sema_charge(s, st->loc, &s->nsems, 1, SEMA_MAX_SEMAPHORES, "semaphores", SEMA_OWN_LIMIT)) return;
     Elem *el = declare_element(s, st, SYM_SEMARR);
     if (!el) return;
     Semaphore *sem = arena_must(s->arena, sizeof *sem);
@@ -1292,7 +1331,7 @@ static bool for_body(Sema *s, void *ctx) {
 }
 
 static void exec_stmt(Sema *s, const Stmt *st, int depth) {
-    if (s->stopped) return;
+    if (sema_halted(s)) return;
     switch (st->kind) {
     case ST_PARAM:
         exec_param(s, st, depth);
@@ -1365,7 +1404,7 @@ static void exec_list(Sema *s, const AstList *body, int depth) {
     }
     int mark = s->nscope;
     for (int i = 0; i < body->n; i++) exec_stmt(s, body->v[i], depth);
-    if (depth > 0) s->nscope = mark;
+    if (depth > 0) pop_scope(s, mark);
 }
 
 void sema_exec_block(Sema *s, const AstList *body) {
@@ -1376,8 +1415,9 @@ bool sema_run(Sema *s, const AstProgram *prog) {
     s->elems = arena_must(s->arena, sizeof *s->elems);
     s->define_used = arena_must(s->arena, (size_t)(s->opt->ndefines + 1) * sizeof(bool));
     /* a bad token already has its error: do not add a second one at the same place */
-    s->reported = prog->lex_errors;
-    s->nreported = s->capreported = prog->nlex_errors;
+    s->names = names_new(s->arena);
+    s->reported = pos_new(s->arena);
+    for (int i = 0; i < prog->nlex_errors; i++) pos_add(s->reported, prog->lex_errors[i]);
     for (int i = 0; i < prog->stmts.n; i++) exec_stmt(s, prog->stmts.v[i], 0);
     for (int i = 0; i < s->opt->ndefines && !s->stopped; i++)
         if (!s->define_used[i])

@@ -9,6 +9,7 @@
 
 #include "ast.h"
 #include "diag.h"
+#include "hash.h"
 #include "mscclc.h"
 #include "plan.h"
 
@@ -17,7 +18,20 @@
 #define SEMA_MAX_TB 1024       /* thread block indices 0..1023 */
 #define SEMA_MAX_TB_OPS 4096   /* ops lowered into one TB: far past the executor's 64 (whose
                                   located error comes from pass_check_limits), bounds memory */
-#define SEMA_MAX_OPS (1 << 20) /* ops lowered in all; a plan the executor can run has far fewer */
+/* Limits checked while the plan is built, so a hostile program stops as soon as it crosses one
+ * (coll(5) LIMITS). Those of the plan loader (plan.h) make sure no accepted program produces a
+ * plan the runtime refuses; the others bound what the compiler itself holds in memory. */
+#define SEMA_MAX_OPS PLAN_MAX_TOTAL_OPS   /* ops lowered x instances (the loader's limit) */
+#define SEMA_MAX_BYTES PLAN_MAX_FILE_BYTES /* JSON size of the lowered ops x instances */
+#define SEMA_MAX_CHANNELS (1 << 20)       /* GPU-level channels: memory/port 1, switch 1 per member */
+#define SEMA_MAX_SWITCHES (PLAN_MAX_TBS * PLAN_MAX_TB_CHANNELS)   /* switch channels in all */
+#define SEMA_MAX_SEMAPHORES (1 << 20)
+/* how the messages name the limits */
+#define SEMA_LOADER_LIMIT "the plan loader's limit"
+#define SEMA_OWN_LIMIT "the compiler's limit"
+#define SEMA_BYTES_WHAT "bytes of JSON (256 MiB, counted as the plan is built, before fusion)"
+#define SEMA_MIN_ALIGN 4       /* `alignment`: the plan loader's least buffer_alignment */
+#define SEMA_MAX_ALIGN (1 << 20)
 
 typedef struct Channel Channel;
 typedef struct Semaphore Semaphore;
@@ -99,15 +113,25 @@ typedef struct {
     bool auto_sync;             /* header `auto_sync` (default on): run pass_auto_sync */
     int instances;
     int64_t in_chunks, out_chunks;   /* per rank, before replication */
-    /* names */
-    Symbol **scopes;            /* let/loop bindings (innermost last) */
+    /* names: a name may not be redeclared while visible, so one table maps every visible name
+     * to its declaration; globals (params, scratch, channel and semaphore arrays) stay in it */
+    NameMap *names;
+    Symbol **scopes;            /* let/loop bindings (innermost last); leaving a scope pops them */
     int nscope, capscope;
-    Symbol **globals;           /* params, scratch, channel and semaphore arrays */
-    int nglobals, capglobals;
+    Symbol *free_syms;          /* popped bindings, reused (a loop body's lets cost no memory per
+                                   iteration) */
+    Symbol **loops;             /* the loop variables being iterated (innermost last), for notes */
+    int nloops, caploops;
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */
-    bool stopped;               /* a `require` failed: the rest would only report follow-on errors */
+    int64_t nbytes;             /* their JSON size in the output form (bounded by SEMA_MAX_BYTES) */
+    int64_t nchannels;          /* GPU-level channels declared (bounded by SEMA_MAX_CHANNELS) */
+    int64_t nswitches;          /* switch channels declared (SEMA_MAX_SWITCHES) */
+    int64_t nsems;              /* semaphores declared (SEMA_MAX_SEMAPHORES) */
+    bool stopped;               /* stop executing: a `require` failed or a limit was crossed (the
+                                   rest would only report follow-on errors), or the error limit
+                                   was reached (sema_halted) */
     ElemTable *elems;           /* array elements of channel/semaphore arrays */
     Channel **chans;            /* memory and port channels in declaration order */
     int nchans, capchans;
@@ -124,14 +148,19 @@ typedef struct {
     PipeSlot *pipes;            /* open pipeline ops of the current pipeline block */
     int npipes, cappipes;
     /* diagnostics */
-    PlanLoc *reported;          /* positions that already have an error (one error per position) */
-    int nreported, capreported;
+    PosSet *reported;           /* positions that already have an error (one error per position) */
 } Sema;
 
 /* sema.c */
 /* Reports an error at `loc` unless one was already reported there (loops repeat statements);
  * true if it was reported (so a note may follow). */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Counts `n` more of what `limit` bounds into *count (x instances); past the limit, reports
+ * "more than LIMIT WHAT, WHOSE" at `loc`, stops the evaluation and returns false. */
+bool sema_charge(Sema *s, SrcLoc loc, int64_t *count, int64_t n, int64_t limit, const char *what,
+                 const char *whose);
+/* True once execution must stop (Sema.stopped, or the Diag's error limit was reached). */
+bool sema_halted(Sema *s);
 bool sema_eval(Sema *s, const Expr *e, Value *out);
 /* Number of values of a V_RANGE (0 when empty; saturates instead of overflowing). */
 int64_t sema_range_len(const Value *r);

@@ -24,6 +24,13 @@
 #define PLAN_MAX_THREADS       1024
 #define PLAN_MAX_PIPELINE_ITER 65535 /* the device reads the iteration count as uint16 */
 
+/* Plan loader limits beyond the executor's: they bound the memory hostile input can take, and
+ * the compiler refuses programs whose plans would cross them. */
+#define PLAN_MAX_FILE_BYTES    ((size_t)256 << 20)  /* the JSON text */
+#define PLAN_MAX_RANKS         16384
+#define PLAN_MAX_TBS           1024                 /* per rank: blocks of one kernel launch */
+#define PLAN_MAX_TOTAL_OPS     (1L << 20)           /* all ranks, pipelines flattened */
+
 typedef enum {
 #define OP(e, name, flags) PLAN_OP_##e,
 #include "ops.def"
@@ -211,7 +218,18 @@ bool plan_validate(const Plan *p, const char *what, PlanErr *err);
 /* Serialise in MSCCL++ DSL key order (spec §2). compact: no whitespace. Returns malloc'd
  * text (free with free()), NULL on OOM. `producer` (may be NULL) becomes a "producer" key. */
 char *plan_to_json(const Plan *p, bool compact, const char *producer);
-/* Write atomically: temp file + rename, so a failure never leaves a partial file. */
+/* The exact length of plan_to_json's text (without the newline plan_write_file adds), counted
+ * without building it. */
+size_t plan_json_size(const Plan *p, bool compact, const char *producer);
+/* The bytes one top-level op adds to its thread block's "ops" list in that text (separator and
+ * indentation included): what a plan grows by as the compiler lowers an op. */
+size_t plan_json_op_size(const PlanOp *op, bool compact);
+/* Write the plan text (plus a newline) to `path`. A new path or a regular file is written
+ * atomically: a temporary file in the same directory, renamed over it (a failure never leaves a
+ * partial file; an existing file keeps its permission bits). A symbolic link is followed: a
+ * regular target is replaced the same way in the target's directory, and the link stays. A
+ * character device or FIFO (/dev/null, a named pipe), and /dev/stdout, /dev/stderr, /dev/fd/N,
+ * are written straight, never replaced. Anything else (a directory, a dangling link) fails. */
 bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
                      PlanErr *err);
 

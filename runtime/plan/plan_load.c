@@ -22,11 +22,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Loader limits beyond the executor's (plan.h): they bound memory for hostile input. */
-#define LOAD_MAX_FILE_BYTES ((size_t)256 << 20)
-#define LOAD_MAX_RANKS      16384
-#define LOAD_MAX_TBS        1024        /* per rank: blocks of one kernel launch */
-#define LOAD_MAX_TOTAL_OPS  (1L << 20)  /* all ranks, flattened */
+/* Loader limits beyond the executor's (plan.h, shared with the compiler): they bound memory
+ * for hostile input. */
+#define LOAD_MAX_FILE_BYTES PLAN_MAX_FILE_BYTES
+#define LOAD_MAX_RANKS      PLAN_MAX_RANKS
+#define LOAD_MAX_TBS        PLAN_MAX_TBS
+#define LOAD_MAX_TOTAL_OPS  PLAN_MAX_TOTAL_OPS
 
 #define PATH_MAX_LEN 256
 

@@ -7,6 +7,7 @@
 #include "plan.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ typedef struct {
     char *buf;                  /* owned until handed to the caller */
     size_t len, cap;
     bool oom;                   /* an allocation failed: the result is discarded */
+    bool count;                 /* only count the bytes into len (buf stays NULL) */
     bool compact;               /* "," and ":" without spaces or newlines */
     int depth;                  /* open containers */
     bool first[OUT_MAX_DEPTH];  /* no member written yet in the container at this depth */
@@ -30,6 +32,10 @@ typedef struct {
 
 static void out_bytes(Out *o, const char *s, size_t n) {
     if (o->oom) return;
+    if (o->count) {
+        o->len += n;
+        return;
+    }
     if (o->len + n + 1 > o->cap) {
         size_t cap = o->cap ? o->cap : 4096;
         while (o->len + n + 1 > cap) cap *= 2;
@@ -61,6 +67,10 @@ static void out_fmt(Out *o, const char *fmt, ...) {
 /* Newline + indentation (2 spaces per level) unless compact. */
 static void out_newline(Out *o, int depth) {
     if (o->compact) return;
+    if (o->count) {
+        o->len += 1 + 2 * (size_t)depth;
+        return;
+    }
     out_bytes(o, "\n", 1);
     for (int i = 0; i < depth; i++) out_bytes(o, "  ", 2);
 }
@@ -96,6 +106,14 @@ static void out_close(Out *o, char c) {
 }
 
 static void out_string_lit(Out *o, const char *s) {
+    if (o->count) {   /* the quotes, and 2 bytes per escape (\" \\ \n ...) or 6 (\u00XX) */
+        size_t n = 2;
+        for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++)
+            n += *p == '"' || *p == '\\' || *p == '\n' || *p == '\r' || *p == '\t' || *p == '\b' ||
+                         *p == '\f' ? 2 : *p < 0x20 ? 6 : 1;
+        o->len += n;
+        return;
+    }
     out_bytes(o, "\"", 1);
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
         switch (*p) {
@@ -123,8 +141,24 @@ static void out_key(Out *o, const char *k) {
 
 static void val_str(Out *o, const char *s) { out_sep(o); out_string_lit(o, s); }
 static void val_bool(Out *o, bool b) { out_sep(o); out_str(o, b ? "true" : "false"); }
-static void val_int(Out *o, long long v) { out_sep(o); out_fmt(o, "%lld", v); }
-static void val_u64(Out *o, uint64_t v) { out_sep(o); out_fmt(o, "%" PRIu64, v); }
+static size_t digits(uint64_t v) {
+    size_t n = 1;
+    while (v >= 10) v /= 10, n++;
+    return n;
+}
+
+/* Numbers: counting them needs no formatting (the size of a whole plan is counted often). */
+static void val_int(Out *o, long long v) {
+    out_sep(o);
+    if (o->count) o->len += v < 0 ? 1 + digits(0 - (uint64_t)v) : digits((uint64_t)v);
+    else out_fmt(o, "%lld", v);
+}
+
+static void val_u64(Out *o, uint64_t v) {
+    out_sep(o);
+    if (o->count) o->len += digits(v);
+    else out_fmt(o, "%" PRIu64, v);
+}
 
 static void kv_str(Out *o, const char *k, const char *s) { out_key(o, k); val_str(o, s); }
 static void kv_bool(Out *o, const char *k, bool b) { out_key(o, k); val_bool(o, b); }
@@ -289,37 +323,59 @@ static void write_gpu(Out *o, const PlanGpu *g) {
     out_close(o, '}');
 }
 
+static void write_plan(Out *o, const Plan *p, const char *producer);
+
 char *plan_to_json(const Plan *p, bool compact, const char *producer) {
     Out o = {.compact = compact};
-    out_open(&o, '{');
-    kv_str(&o, "name", p->name);
-    kv_str(&o, "collective", p->collective_name ? p->collective_name
-                                                : plan_coll_name(p->collective));
-    kv_str(&o, "protocol", p->protocol_ll ? "LL" : "Simple");
-    kv_bool(&o, "inplace", p->inplace);
-    kv_bool(&o, "reuse_resources", p->reuse_resources);
-    out_key(&o, "gpus");
-    out_open(&o, '[');
-    for (int r = 0; r < p->ngpus; r++) write_gpu(&o, &p->gpus[r]);
-    out_close(&o, ']');
-    kv_int(&o, "num_threads_per_block", p->threads);
-    kv_bool(&o, "use_double_scratch_buffer", p->double_scratch);
-    kv_u64(&o, "buffer_alignment", p->alignment);
-    kv_u64(&o, "min_message_size", p->min_size);
-    kv_u64(&o, "max_message_size", p->max_size);
-    if (p->ntags > 0) {
-        out_key(&o, "tags");
-        out_open(&o, '[');
-        for (int i = 0; i < p->ntags; i++) val_str(&o, p->tags[i]);
-        out_close(&o, ']');
-    }
-    if (producer) kv_str(&o, "producer", producer);
-    out_close(&o, '}');
+    write_plan(&o, p, producer);
     if (o.oom) {
         free(o.buf);
         return NULL;
     }
     return o.buf;
+}
+
+size_t plan_json_size(const Plan *p, bool compact, const char *producer) {
+    Out o = {.compact = compact, .count = true};
+    write_plan(&o, p, producer);
+    return o.len;
+}
+
+/* Depth of a thread block's top-level ops in the document: {gpus[{threadblocks[{ops[ */
+#define OP_DEPTH 6
+
+size_t plan_json_op_size(const PlanOp *op, bool compact) {
+    Out o = {.compact = compact, .count = true, .depth = OP_DEPTH};
+    o.first[OP_DEPTH] = false;   /* as a later op of the list: separator and indentation */
+    write_op(&o, op);
+    return o.len;
+}
+
+static void write_plan(Out *o, const Plan *p, const char *producer) {
+    out_open(o, '{');
+    kv_str(o, "name", p->name);
+    kv_str(o, "collective", p->collective_name ? p->collective_name
+                                                : plan_coll_name(p->collective));
+    kv_str(o, "protocol", p->protocol_ll ? "LL" : "Simple");
+    kv_bool(o, "inplace", p->inplace);
+    kv_bool(o, "reuse_resources", p->reuse_resources);
+    out_key(o, "gpus");
+    out_open(o, '[');
+    for (int r = 0; r < p->ngpus; r++) write_gpu(o, &p->gpus[r]);
+    out_close(o, ']');
+    kv_int(o, "num_threads_per_block", p->threads);
+    kv_bool(o, "use_double_scratch_buffer", p->double_scratch);
+    kv_u64(o, "buffer_alignment", p->alignment);
+    kv_u64(o, "min_message_size", p->min_size);
+    kv_u64(o, "max_message_size", p->max_size);
+    if (p->ntags > 0) {
+        out_key(o, "tags");
+        out_open(o, '[');
+        for (int i = 0; i < p->ntags; i++) val_str(o, p->tags[i]);
+        out_close(o, ']');
+    }
+    if (producer) kv_str(o, "producer", producer);
+    out_close(o, '}');
 }
 
 static void werr(PlanErr *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -346,32 +402,33 @@ static bool write_all(int fd, const char *s, size_t n) {
     return true;
 }
 
-bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
-                     PlanErr *err) {
-    char *text = plan_to_json(p, compact, producer);
-    if (!text) {
-        werr(err, "%s: out of memory while serialising the plan", path);
-        return false;
-    }
+/* Writes the text into a new temporary file next to `path` (same directory, so rename is atomic)
+ * with permission bits `mode`, then renames it over `path`. */
+static bool write_replace(const char *path, const char *shown, const char *text, size_t n,
+                          mode_t mode, PlanErr *err) {
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp) {
-        free(text);
-        werr(err, "%s: out of memory", path);
+        werr(err, "%s: out of memory", shown);
         return false;
     }
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        werr(err, "%s: cannot create temporary file: %s", path, strerror(errno));
+        int e = errno;
+        const char *slash = strrchr(path, '/');
+        if (slash)
+            werr(err, "%s: cannot create temporary file in '%.*s': %s", shown, (int)(slash - path),
+                 path, strerror(e));
+        else
+            werr(err, "%s: cannot create temporary file in the current directory: %s", shown, strerror(e));
         free(tmp);
-        free(text);
         return false;
     }
-    (void)fchmod(fd, 0644);  /* mkstemp makes 0600; a plan is an ordinary readable file */
+    (void)fchmod(fd, mode);  /* mkstemp makes 0600; a plan is an ordinary readable file */
     const char *what = "write";
-    bool ok = write_all(fd, text, strlen(text)) && write_all(fd, "\n", 1);
+    bool ok = write_all(fd, text, n) && write_all(fd, "\n", 1);
     int saved = errno;
     if (ok && fsync(fd) != 0 && errno != EINVAL && errno != EROFS) {
         ok = false;
@@ -389,10 +446,79 @@ bool plan_write_file(const Plan *p, const char *path, bool compact, const char *
         saved = errno;
     }
     if (!ok) {
-        werr(err, "%s: %s failed: %s", path, what, saved ? strerror(saved) : "short write");
+        werr(err, "%s: %s failed: %s", shown, what, saved ? strerror(saved) : "short write");
         unlink(tmp);
     }
     free(tmp);
+    return ok;
+}
+
+/* Writes the text straight into an existing character device or FIFO (or an open descriptor's
+ * file), without creating, truncating or renaming anything. */
+static bool write_straight(const char *path, const char *text, size_t n, PlanErr *err) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        werr(err, "%s: cannot open: %s", path, strerror(errno));
+        return false;
+    }
+    bool ok = write_all(fd, text, n) && write_all(fd, "\n", 1);
+    int saved = errno;
+    if (close(fd) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) werr(err, "%s: write failed: %s", path, saved ? strerror(saved) : "short write");
+    return ok;
+}
+
+/* Names of an already open descriptor: written straight whatever file they lead to (replacing
+ * the file behind `-o /dev/stdout` would also drop what the shell appended to it). */
+static bool names_descriptor(const char *path) {
+    return strcmp(path, "/dev/stdout") == 0 || strcmp(path, "/dev/stderr") == 0 ||
+           strncmp(path, "/dev/fd/", 8) == 0 || strncmp(path, "/proc/self/fd/", 14) == 0;
+}
+
+bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
+                     PlanErr *err) {
+    char *text = plan_to_json(p, compact, producer);
+    if (!text) {
+        werr(err, "%s: out of memory while serialising the plan", path);
+        return false;
+    }
+    size_t n = strlen(text);
+    bool ok = false;
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) {
+        if (errno == ENOENT) ok = write_replace(path, path, text, n, 0644, err);
+        else werr(err, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (names_descriptor(path)) {
+        ok = write_straight(path, text, n, err);
+    } else if (S_ISREG(lst.st_mode)) {
+        ok = write_replace(path, path, text, n, lst.st_mode & 07777, err);
+    } else if (S_ISLNK(lst.st_mode)) {
+        /* through the link to its target: a regular target is replaced in its own directory,
+         * so the link stays a link to the new plan */
+        if (stat(path, &st) != 0) {
+            werr(err, "%s: a symbolic link to a file that cannot be reached: %s", path, strerror(errno));
+        } else if (S_ISREG(st.st_mode)) {
+            char *real = realpath(path, NULL);
+            if (!real) werr(err, "%s: cannot resolve the symbolic link: %s", path, strerror(errno));
+            else ok = write_replace(real, path, text, n, st.st_mode & 07777, err);
+            free(real);
+        } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+            ok = write_straight(path, text, n, err);
+        } else {
+            werr(err, "%s: a symbolic link to something that is not a regular file, character "
+                 "device or FIFO", path);
+        }
+    } else if (S_ISCHR(lst.st_mode) || S_ISFIFO(lst.st_mode)) {
+        /* never rename over a device node or a FIFO: as root, `-o /dev/null` would turn
+         * /dev/null into a regular file */
+        ok = write_straight(path, text, n, err);
+    } else {
+        werr(err, "%s: not a regular file, character device or FIFO (%s)", path,
+             S_ISDIR(lst.st_mode) ? "a directory" : "cannot write a plan there");
+    }
     free(text);
     return ok;
 }

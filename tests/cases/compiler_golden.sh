@@ -96,7 +96,7 @@ cp "$tmp/a.json" "$tmp/keep.json"
 best_ms() { # file, flags...
     b=""
     for i in 1 2 3; do
-        t=$("$MSCCLC" "$@" --time -o /dev/null 2>&1 | sed -n 's/^mscclc: .*: \([0-9.]*\) ms .*/\1/p')
+        t=$("$MSCCLC" "$@" --time -o "$tmp/speed.json" 2>&1 | sed -n 's/^mscclc: .*: \([0-9.]*\) ms .*/\1/p')
         [ -z "$t" ] && { echo 999999; return; }
         b=$(echo "$t ${b:-$t}" | awk '{print ($1 < $2) ? $1 : $2}')
     done

@@ -6,6 +6,7 @@
  *     then mutates them at random (byte flips, token splices, truncations, duplications) until
  *     the time is up. Crashes, leaks and UB are reported by the sanitizers it is built with.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 1 << 16) return 0;   /* keep single runs fast; the language needs no big inputs */
     MscclcDefine defs[1] = {{"N", 4}};
-    MscclcOptions opt = {.filename = "fuzz.coll", .defines = defs, .ndefines = (size & 1) ? 1 : 0,
-                         .error_limit = 5};
+    /* -D N=4 on half the inputs that declare N (on the others it is only an error) */
+    bool has_n = memmem(data, size, "param N", 7) != NULL;
+    MscclcOptions opt = {.filename = "fuzz.coll", .defines = defs, .ndefines = (size & 1) && has_n ? 1 : 0,
+                         .error_limit = 5, .compact = (size & 2) != 0};
     MscclcResult res;
     mscclc_compile((const char *)data, size, &opt, &res);
     if (res.status == MSCCLC_ERR_INTERNAL) {   /* a plan the checks let through but validation refuses */
@@ -61,6 +64,9 @@ static const char *const tokens[] = {
     "[0:1]", "[3]", "for ", " in ", "if ", "else ", "let ", "param ", "require ", "program ", "scratch ",
     "channel ", "semaphore ", "tb(1)", "tbg(0..2)", "memory(0 -> 1)", "port(1 -> 0)", "\"s\"", "#c\n",
     ".signal()", ".wait()", ".put(", ".get(", "copy(", "reduce(", "pipeline(unit = 1K) {", "step ",
+    "2", "3", "4", "16", "1024", "alignment ", "threads ", "instances ", "chunk_factor ", "sizes ",
+    "protocol LL", "inplace", "double_scratch", "reuse_resources", "fusion off", "auto_sync off",
+    "tags ", "collective ", "ranks ", "switch(ranks = [0, 1], buffer = input)", "semaphore(rank = 0)",
 };
 
 typedef struct {
@@ -78,6 +84,12 @@ static Buf read_all(const char *path) {
     return b;
 }
 
+/* Numbers at the edges of the language's and the plan format's limits. */
+static const char *const numbers[] = {
+    "0", "1", "2", "3", "4", "5", "7", "8", "15", "16", "17", "31", "32", "33", "63", "64", "65",
+    "1023", "1024", "1025", "4095", "4096", "4097", "65535", "65536", "1M", "1G", "4G", "-1", "-2",
+};
+
 /* One random mutation of src into out (out has room for 1<<17 bytes). */
 static size_t mutate(const Buf *src, char *out) {
     size_t n = src->len;
@@ -85,7 +97,7 @@ static size_t mutate(const Buf *src, char *out) {
     int rounds = 1 + (int)(rnd() % 4);
     for (int k = 0; k < rounds; k++) {
         size_t at = n ? rnd() % (n + 1) : 0;
-        switch (rnd() % 6) {
+        switch (rnd() % 7) {
         case 0: /* flip a byte */
             if (n) out[rnd() % n] = (char)rnd();
             break;
@@ -116,6 +128,22 @@ static size_t mutate(const Buf *src, char *out) {
             if (n + l < (1 << 16)) {
                 memmove(out + at + l, out + at, n - at);
                 n += l;
+            }
+            break;
+        }
+        case 6: { /* replace a whole number by one at a limit */
+            size_t i = at;
+            while (i < n && !(out[i] >= '0' && out[i] <= '9')) i++;
+            size_t j = i;
+            while (j < n && ((out[j] >= '0' && out[j] <= '9') || out[j] == 'K' || out[j] == 'M' ||
+                             out[j] == 'G'))
+                j++;
+            const char *v = numbers[rnd() % (sizeof numbers / sizeof numbers[0])];
+            size_t l = strlen(v);
+            if (i < n && n - (j - i) + l < (1 << 16)) {
+                memmove(out + i + l, out + j, n - j);
+                memcpy(out + i, v, l);
+                n = n - (j - i) + l;
             }
             break;
         }

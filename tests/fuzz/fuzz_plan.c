@@ -4,6 +4,8 @@
  * geometry and dump code. Built with libFuzzer (LLVMFuzzerTestOneInput) or, with
  * -DFUZZ_STANDALONE, as a driver that replays files and runs a JSON-aware mutation loop:
  *   fuzz_plan [-t seconds] [-s seed] [-o crash-file] file-or-dir...
+ * Built with -DFUZZ_RUN_CPU (and fuzz_run_cpu.c and the runtime) it is fuzz_plan_cpu: every
+ * accepted plan is also run on the CPU backend.
  */
 #include "plan.h"
 
@@ -13,6 +15,9 @@
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#ifdef FUZZ_RUN_CPU
+void fuzz_run_cpu(const uint8_t *data, size_t size);   /* fuzz_run_cpu.c */
+#endif
 
 static FILE *devnull;
 static unsigned long fuzz_accepted; /* inputs that loaded, for the standalone driver's summary */
@@ -70,6 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     plan_free(p);
     free(t1);
     free(t2);
+#ifdef FUZZ_RUN_CPU
+    fuzz_run_cpu(data, size);   /* a plan that loads must run or fail cleanly */
+#endif
     return 0;
 }
 
@@ -305,6 +313,7 @@ int main(int argc, char **argv) {
     }
     printf("fuzz_plan: %zu inputs replayed, %lu mutants run (%lu loaded) in %.0f s\n", ncorpus,
            runs, fuzz_accepted, seconds);
+
     cur_data = NULL;
     free(buf);
     for (size_t k = 0; k < ncorpus; k++) free(corpus[k].data);

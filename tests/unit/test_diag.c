@@ -16,6 +16,52 @@ static const char *SRC =
     "\tx = 1;\r\n"
     "last";
 
+/* A diagnostic shows at most 200 bytes of its source line, around the caret. */
+static void t_long_line_window(void) {
+    size_t n = 1 << 20;
+    char *src = malloc(n + 1);
+    CHECK(src != NULL);
+    if (!src) return;
+    memset(src, 'a', n);
+    src[n] = 0;
+    memcpy(src + 500000, "BAD", 3);
+    Diag *d = diag_new("f", src, n, NULL, 0);
+    diag_error_range(d, (PlanLoc){1, 500001}, 3, "x");
+    const char *t = diag_text(d);
+    CHECK(strlen(t) < 600);
+    /* "..." + 50 bytes before the caret, the caret under "BAD", "..." after the window */
+    char want[1024];
+    snprintf(want, sizeof want, "f:1:500001: error: x\n...%.50sBAD%.147s...\n%53s^~~\n", src, src, "");
+    CHECK_STR(want, t);
+    diag_free(d);
+    /* at the ends of the line: only the side that was cut gets "..." */
+    d = diag_new("f", src, n, NULL, 0);
+    diag_error(d, (PlanLoc){1, 1}, "x");
+    diag_error(d, (PlanLoc){1, (int)n}, "y");
+    snprintf(want, sizeof want, "f:1:1: error: x\n%.200s...\n^\nf:1:%d: error: y\n...%.200s\n%202s^\n", src,
+             (int)n, src, "");
+    CHECK_STR(want, diag_text(d));
+    diag_free(d);
+    free(src);
+}
+
+/* A message is cut at 1 KiB (an 8 MB token quoted in it must not be printed whole). */
+static void t_long_message_cut(void) {
+    size_t n = 1 << 20;
+    char *big = malloc(n + 1);
+    CHECK(big != NULL);
+    if (!big) return;
+    memset(big, 'z', n);
+    big[n] = 0;
+    Diag *d = diag_new("f", SRC, strlen(SRC), NULL, 0);
+    diag_error(d, (PlanLoc){4, 1}, "invalid integer '%s'", big);
+    const char *t = diag_text(d);
+    CHECK(strlen(t) < 1200);
+    CHECK_CONTAINS(t, "zzz...\nlast\n^\n");
+    diag_free(d);
+    free(big);
+}
+
 int main(void) {
     TEST("diag/error_caret", {
         Diag *d = diag_new("ring.coll", SRC, strlen(SRC), NULL, 20);
@@ -100,9 +146,12 @@ int main(void) {
         CHECK(strstr(t, "n3") == NULL);
         CHECK(strstr(t, "e4") == NULL);
         CHECK_CONTAINS(t, "f: fatal error: too many errors emitted, stopping now [-ferror-limit=2]\n");
-        CHECK_EQ_INT(4, diag_errors(d));
+        CHECK_EQ_INT(3, diag_errors(d));   /* two shown and the one that stopped: nothing after */
+        CHECK(diag_stopped(d));
         diag_free(d);
     });
+    TEST("diag/long_line_window", t_long_line_window());
+    TEST("diag/long_message_cut", t_long_message_cut());
     TEST("diag/stream_mode", {
         FILE *f = tmpfile();
         CHECK(f != NULL);

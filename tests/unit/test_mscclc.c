@@ -4,8 +4,10 @@
  * (channels, TB-local indices, remote buffers, in-place aliasing, scratch layout, barriers).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../harness.h"
 #include "mscclc.h"
@@ -103,10 +105,64 @@ static void t_error_limit(void) {
     MscclcResult r = compile("param N = 2\nprogram t {\n collective allreduce\n ranks N\n}\n"
                              "let a = x\nlet b = y\nlet c = z\n",
                              NULL, 0, false, 1);
-    CHECK_EQ_INT(3, r.errors);
+    CHECK_EQ_INT(2, r.errors);   /* the one shown and the one that stopped the compile */
     CHECK_CONTAINS(r.diagnostics, "'x'");
     CHECK(strstr(r.diagnostics, "'y'") == NULL);
     mscclc_result_free(&r);
+}
+
+/* Past the error limit the compile stops: neither the parser nor the evaluator goes on (one
+ * program reported 137,856 errors and took 1 GB before). */
+static void t_error_limit_stops(void) {
+    size_t cap = 64 << 20, n = 0;
+    char *src = malloc(cap);
+    CHECK(src != NULL);
+    if (!src) return;
+    n += (size_t)sprintf(src, "program t {\n collective allreduce\n ranks 2\n}\n");
+    for (int i = 0; i < 200000; i++) n += (size_t)sprintf(src + n, "let v%d = u%d +\n", i, i);
+    MscclcOptions opt = {.filename = "t.coll", .error_limit = 5};
+    MscclcResult r;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mscclc_compile(src, n, &opt, &r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("benchmark: error limit 5 on 200,000 erroneous lines: %.3f s\n", sec);
+    CHECK(sec < 10);
+    CHECK_EQ_INT(MSCCLC_ERR_INPUT, r.status);
+    CHECK_EQ_INT(6, r.errors);
+    CHECK_CONTAINS(r.diagnostics, "fatal error: too many errors emitted, stopping now [-ferror-limit=5]");
+    CHECK(strlen(r.diagnostics) < 4096);
+    mscclc_result_free(&r);
+    /* the same with the evaluator's errors: a loop that fails at a new position each time */
+    n = (size_t)sprintf(src, "program t {\n collective allreduce\n ranks 2\n}\n");
+    for (int i = 0; i < 100000; i++) n += (size_t)sprintf(src + n, "for i in 0..1000 { let a%d = x }\n", i);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mscclc_compile(src, n, &opt, &r);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    sec = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("benchmark: error limit 5 on 100,000 failing loops: %.3f s\n", sec);
+    CHECK(sec < 10);
+    CHECK_EQ_INT(6, r.errors);
+    mscclc_result_free(&r);
+    free(src);
+}
+
+/* The compiler refuses a source text above MSCCLC_MAX_INPUT before looking at it. */
+static void t_input_limit(void) {
+    size_t n = MSCCLC_MAX_INPUT + 1;
+    char *src = malloc(n);
+    CHECK(src != NULL);
+    if (!src) return;
+    memset(src, ' ', n);
+    MscclcOptions opt = {.filename = "big.coll"};
+    MscclcResult r;
+    mscclc_compile(src, n, &opt, &r);
+    CHECK_EQ_INT(MSCCLC_ERR_INPUT, r.status);
+    CHECK_CONTAINS(r.diagnostics, "big.coll: error: the program is 67108865 bytes, more than the limit of "
+                                  "67108864 bytes (64 MiB)");
+    mscclc_result_free(&r);
+    free(src);
 }
 
 static void t_not_nul_terminated(void) {
@@ -235,6 +291,8 @@ int main(void) {
     TEST("mscclc/collected-diagnostic-with-caret", t_collected_diagnostic_with_caret());
     TEST("mscclc/syntax-errors-recover", t_syntax_errors_recover());
     TEST("mscclc/error-limit", t_error_limit());
+    TEST("mscclc/error-limit-stops", t_error_limit_stops());
+    TEST("mscclc/input-limit", t_input_limit());
     TEST("mscclc/not-nul-terminated", t_not_nul_terminated());
     TEST("mscclc/lowering-numbering", t_lowering_numbering());
     TEST("mscclc/fusion-switch", t_fusion_switch());

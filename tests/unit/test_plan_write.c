@@ -7,6 +7,9 @@
 #include "test_plan_util.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -243,20 +246,128 @@ static void t_atomic_file(void) {
     plan_free(q);
     struct stat st;
     CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0644);
-    /* a directory where the file should go: rename fails, nothing is left behind */
+    /* a directory where the file should go: refused, nothing is left behind */
     snprintf(bad, sizeof bad, "%s/isdir", dir);
     CHECK(mkdir(bad, 0755) == 0);
     e.msg[0] = '\0';
     CHECK(!plan_write_file(p, bad, false, NULL, &e));
-    CHECK_CONTAINS(e.msg, "isdir: rename failed");
+    CHECK_CONTAINS(e.msg, "isdir: not a regular file, character device or FIFO (a directory)");
     CHECK_EQ_INT(0, count_files(dir, ".tmp."));
     /* a directory that does not exist */
     snprintf(bad, sizeof bad, "%s/nodir/out.json", dir);
     CHECK(!plan_write_file(p, bad, false, NULL, &e));
-    CHECK_CONTAINS(e.msg, "cannot create temporary file");
+    CHECK_CONTAINS(e.msg, "nodir/out.json: cannot create temporary file in '");
+    CHECK_CONTAINS(e.msg, "nodir': No such file or directory");
     snprintf(bad, sizeof bad, "%s/isdir", dir);
     rmdir(bad);
     unlink(path);
+    CHECK(rmdir(dir) == 0);
+    plan_free(p);
+}
+
+/* plan_json_size counts exactly what plan_to_json writes; plan_json_op_size is what one more
+ * op adds to a thread block (the compiler's running size of the plan it builds). */
+static void t_json_size(void) {
+    Plan *p = build_full_plan();
+    CHECK(p != NULL);
+    if (!p) return;
+    char **tags = realloc(p->tags, (size_t)(p->ntags + 1) * sizeof *tags);   /* escapes count too */
+    CHECK(tags != NULL);
+    if (tags) {
+        p->tags = tags;
+        p->tags[p->ntags++] = strdup("q\"b\\n\nt\tc\x01\x1f\xc3\xa9");
+    }
+    for (int compact = 0; compact < 2; compact++) {
+        char *t = plan_to_json(p, compact, "producer");
+        CHECK(t && plan_json_size(p, compact, "producer") == strlen(t));
+        free(t);
+        t = plan_to_json(p, compact, NULL);
+        CHECK(t && plan_json_size(p, compact, NULL) == strlen(t));
+        /* the growth of a thread block that already has ops, by each op it has */
+        PlanTb *tb = NULL;
+        for (int r = 0; r < p->ngpus && !tb; r++)
+            for (int k = 0; k < p->gpus[r].ntbs && !tb; k++)
+                if (p->gpus[r].tbs[k].nops > 0) tb = &p->gpus[r].tbs[k];
+        CHECK(tb != NULL);
+        int n = tb ? tb->nops : 0;
+        for (int i = 0; i < n; i++) {
+            bool ok = true;
+            PlanOp op = plan_op_clone(&tb->ops[i], &ok);   /* appending may move tb->ops */
+            size_t before = plan_json_size(p, compact, NULL);
+            CHECK(ok && plan_tb_append(tb, &op));
+            CHECK_EQ_INT((long long)plan_json_op_size(&op, compact),
+                         (long long)(plan_json_size(p, compact, NULL) - before));
+            plan_op_release(&op);
+        }
+        free(t);
+    }
+    plan_free(p);
+}
+
+/* Only regular files (and new paths) are replaced by rename: links are followed, character
+ * devices and FIFOs are written straight (renaming over /dev/null as root made it a file). */
+static void t_write_targets(void) {
+    Plan *p = build_full_plan();
+    PlanErr e;
+    char dir[] = "/tmp/test_plan_write.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char real[300], link[300], dangling[300], fifo[300];
+    snprintf(real, sizeof real, "%s/real.json", dir);
+    snprintf(link, sizeof link, "%s/link.json", dir);
+    snprintf(dangling, sizeof dangling, "%s/dangling.json", dir);
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    /* an existing file keeps its permission bits */
+    FILE *f = fopen(real, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    CHECK(chmod(real, 0600) == 0);
+    CHECK(p && plan_write_file(p, real, false, NULL, &e));
+    struct stat st;
+    CHECK(stat(real, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_size > 100);
+    /* a symbolic link: the target gets the plan, the link stays a link */
+    CHECK(truncate(real, 0) == 0);
+    CHECK(symlink("real.json", link) == 0);
+    CHECK(plan_write_file(p, link, false, NULL, &e));
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(stat(real, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 100);
+    /* a link to nothing: refused, nothing created */
+    CHECK(symlink("missing.json", dangling) == 0);
+    CHECK(!plan_write_file(p, dangling, false, NULL, &e));
+    CHECK_CONTAINS(e.msg, "dangling.json: a symbolic link to a file that cannot be reached");
+    CHECK(lstat(dangling, &st) == 0 && S_ISLNK(st.st_mode));
+    /* a character device: written straight, still a device afterwards. Never /dev/null itself
+     * as root (a regression would replace it): root makes its own null device node here, and
+     * another user cannot replace /dev/null anyway */
+    char null[300];
+    snprintf(null, sizeof null, "%s/null", dir);
+    bool have_null = true;
+    if (geteuid() != 0) snprintf(null, sizeof null, "/dev/null");
+    else have_null = mknod(null, S_IFCHR | 0666, makedev(1, 3)) == 0;   /* not in every container */
+    if (have_null) {
+        CHECK(plan_write_file(p, null, true, NULL, &e));
+        CHECK(stat(null, &st) == 0 && S_ISCHR(st.st_mode));
+    }
+    if (geteuid() == 0) unlink(null);
+    /* a FIFO with a reader: the reader gets the plan, the FIFO stays a FIFO */
+    CHECK(mkfifo(fifo, 0600) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {   /* the reader: count the bytes and exit with 0 if it got a whole plan */
+        int fd = open(fifo, O_RDONLY);
+        char buf[4096];
+        ssize_t got, total = 0;
+        while (fd >= 0 && (got = read(fd, buf, sizeof buf)) > 0) total += got;
+        _exit(total > 100 && buf[0] != 0 ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    CHECK(plan_write_file(p, fifo, false, NULL, &e));
+    int wst = 1;
+    CHECK(pid > 0 && waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    CHECK(lstat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK_EQ_INT(0, count_files(dir, ".tmp."));
+    unlink(real);
+    unlink(link);
+    unlink(dangling);
+    unlink(fifo);
     CHECK(rmdir(dir) == 0);
     plan_free(p);
 }
@@ -266,5 +377,7 @@ int main(void) {
     TEST("plan_write/key_order", t_key_order());
     TEST("plan_write/op_keys_and_extensions", t_op_keys_and_extensions());
     TEST("plan_write/atomic_file", t_atomic_file());
+    TEST("plan_write/write_targets", t_write_targets());
+    TEST("plan_write/json_size", t_json_size());
     return harness_report();
 }
