@@ -6,12 +6,17 @@
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
 # rank on cuMemAlloc and cuMem buffers (test_gpu_mp, test_boot_ipc), a short mscclrt-perf
 # check, every stdlib program at N = all GPUs through mscclrt-run --backend gpu --check, then
-# one process per rank (--launch procs / env), then 4- and 8-rank plans on fewer GPUs (shared).
+# one process per rank (--launch procs / env), then 4- and 8-rank plans on fewer GPUs (shared),
+# then the NCCL drop-in (nccl): test_nccl_gpu_modes (process per GPU, thread per GPU, one thread
+# with ncclCommInitAll; a killed rank, an abort with a waiting kernel), test_gpu_coll with 4
+# ranks (and 8 unless quick), NVIDIA's nccl-tests under MPI (nccl_tests.sh) and PyTorch
+# (torch_dropin.sh); those two scripts skip (77) without mpirun or PyTorch.
 # Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
-#   GPU_SECTIONS="basic sweep procs shared"   the sections to run (default: all four)
+#   GPU_SECTIONS="basic sweep procs shared nccl"   the sections to run (default: all five)
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
-# MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and skips the sweep.
+# MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and in test_gpu_coll, skips the sweep
+# and runs test_gpu_coll with 4 ranks only.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 export NCCL_NVLS_ENABLE=0
@@ -26,7 +31,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
-sections=${GPU_SECTIONS:-basic sweep procs shared}
+sections=${GPU_SECTIONS:-basic sweep procs shared nccl}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
@@ -217,6 +222,22 @@ if want procs && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
     if [ -f "$mp/allreduce_rs_ag_read.json" ]; then
         run env_allreduce_rs_ag_read_64M envrun env_rs_ag_read "$mp/allreduce_rs_ag_read.json" \
             --check --iters 20 --size 64M --dtype bfloat16 --op sum
+    fi
+fi
+
+# The NCCL drop-in: its modes and faults through the NCCL API, libmscclrt's NCCL-shaped
+# collectives with ranks sharing GPUs, then nccl-tests and PyTorch against libmscclrt_nccl.so
+# (their own "testing" lines come through; their logs go to the same directory).
+if want nccl; then
+    run nccl_gpu_modes "$BUILD/tests/test_nccl_gpu_modes"
+    run gpu_coll_N4 "$BUILD/tests/test_gpu_coll" 4
+    [ -z "$MSCCLRT_TEST_QUICK" ] && run gpu_coll_N8 "$BUILD/tests/test_gpu_coll" 8
+    if [ "$ngpu" -ge 1 ]; then
+        run nccl_tests env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/nccl_tests.sh
+        run torch_dropin env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_dropin.sh
+    else
+        echo "testing nccl_tests ... skipped (no GPU)"
+        echo "testing torch_dropin ... skipped (no GPU)"
     fi
 fi
 exit $status
