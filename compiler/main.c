@@ -95,12 +95,8 @@ static bool valid_name(const char *s, size_t n) {
 }
 
 static int dump(const char *path, const char *format) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "mscclc: cannot open '%s': %s\n", path, strerror(errno));
-        return 2;
-    }
-    fclose(f);
+    /* the loader opens without blocking and names what is wrong (missing, a FIFO, a directory):
+     * no fopen here first, which would block forever on a FIFO */
     PlanErr err;
     Plan *p = plan_load_file(path, &err);
     if (!p) {

@@ -1,8 +1,8 @@
 #!/bin/sh
 # plan_fifo.sh - a plan path that names a FIFO or a directory is refused at once by the plan
 # loader (plan_load_file opens non-blocking, then refuses what is not a regular file), for every
-# command that loads plans: mscclrt-run, mscclrt-perf --plan and the dump path (test_plan_dump
-# --dump, which calls plan_load_file as `mscclc --dump` does). `timeout` turns a hang into a failure.
+# command that loads plans: mscclrt-run, mscclrt-perf --plan, mscclc --dump and test_plan_dump
+# --dump. `timeout` turns a hang into a failure.
 BUILD=${BUILD:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -31,4 +31,6 @@ t run 1 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/bin/mscclrt-run" "$tmp
 t run_dir 1 "$tmp/d.json: a directory, not a regular file" "$BUILD/bin/mscclrt-run" "$tmp/d.json"
 t perf 2 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/bin/mscclrt-perf" --plan "$tmp/f.json"
 t dump 1 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/tests/test_plan_dump" --dump "$tmp/f.json"
+t mscclc_dump 1 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/bin/mscclc" --dump "$tmp/f.json"
+t mscclc_dump_missing 1 "$tmp/none.json" "$BUILD/bin/mscclc" --dump "$tmp/none.json"
 exit $fail
