@@ -285,6 +285,8 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     mscclrt_result res = native_kernel(c, nc, algo->source, kernel, reduces, (int)req->dtype,
                                        req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op,
                                        &l->fn);
+    if (res == MSCCLRT_SUCCESS && c->clique)
+        res = exec_share_check_blocks(c, l->fn, blocks, threads, algo->desc.name);
     exec_ctx_pop(c, prev);
     TRY(res);
     l->blocks = blocks;

@@ -477,6 +477,9 @@ static int run_table(void) {
 }
 
 int main(int argc, char **argv) {
+    /* ranks sharing a GPU in this process each need their own hardware queues (a rank's stream
+     * and its port proxy's): ask CUDA for all 32 before it starts, unless the user chose */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     /* line-buffered: the table (stdout) and the notes (stderr) stay in order in one log file */
     setvbuf(stdout, NULL, _IOLBF, 0);
     O.minb = 32 << 20;

@@ -637,6 +637,9 @@ static int fail_api(const char *what) {
 }
 
 int main(int argc, char **argv) {
+    /* ranks sharing a GPU in this process each need their own hardware queues (a rank's stream
+     * and its port proxy's): ask CUDA for all 32 before it starts, unless the user chose */
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
     Opts o;
     int rc = parse_opts(argc, argv, &o);
     if (rc) return rc;

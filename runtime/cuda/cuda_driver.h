@@ -115,6 +115,7 @@ enum {
     X(cuModuleLoadData, "cuModuleLoadData", CuResult, (CuModule *m, const void *image)) \
     X(cuModuleUnload, "cuModuleUnload", CuResult, (CuModule m)) \
     X(cuModuleGetFunction, "cuModuleGetFunction", CuResult, (CuFunction *f, CuModule m, const char *name)) \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", CuResult, (int *n, CuFunction f, int threads, size_t smem)) \
     X(cuModuleGetGlobal, "cuModuleGetGlobal_v2", CuResult, (CuDevPtr *p, size_t *bytes, CuModule m, const char *name)) \
     X(cuFuncSetAttribute, "cuFuncSetAttribute", CuResult, (CuFunction f, int attr, int v)) \
     X(cuLaunchKernel, "cuLaunchKernel", CuResult, (CuFunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CuStream s, void **params, void **extra)) \

@@ -54,6 +54,11 @@ mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, vo
     ExecKernel *k;
     const MkArgs *a;
     TRY_GOTO(exec_kernel_get(c, x, dt, op, pk, &k), res, out);
+    if (c->clique) {   /* ranks sharing this GPU in this process must all fit at once */
+        char what[200];
+        snprintf(what, sizeof what, "plan '%s'", PLAN_ESC(p->name));
+        TRY_GOTO(exec_share_check_blocks(c, k->fn, x->layout.ntb, x->layout.threads, what), res, out);
+    }
     TRY_GOTO(exec_size_get(c, x, send, recv, in, out, &a), res, out);
     *xo = x;
     *fn = k->fn;

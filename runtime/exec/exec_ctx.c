@@ -5,6 +5,7 @@
  * through the group's setup rounds (one process, exec_setup.c) or the bootstrap (exec_mp.c).
  */
 #include "exec/exec_internal.h"
+#include <stdio.h>
 #include "core/err.h"
 #include "core/log.h"
 #include "core/clock.h"
@@ -215,6 +216,11 @@ mscclrt_result exec_ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufKey
  * counters this context signals, and give the kernel table the FIFO's address. */
 static mscclrt_result ctx_attach_proxy(mscclrt_comm *c, ExecCtx *x) {
     if (!x->layout.uses_proxy) return MSCCLRT_SUCCESS;
+    {
+        char what[200];
+        snprintf(what, sizeof what, "plan '%s'", PLAN_ESC(x->plan->name));
+        TRY(exec_share_check_proxy(c, what));
+    }
     if (!c->proxy) {
         CuContext prev;
         TRY(exec_ctx_push(c, &prev));

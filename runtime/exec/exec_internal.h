@@ -63,6 +63,11 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
 mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, const void *recv,
                              uint64_t in, uint64_t out, const MkArgs **args);
 
+/* exec_share.c: ranks of one process sharing a GPU; refusals instead of hangs */
+mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
+                                       int threads, const char *what);
+mscclrt_result exec_share_check_proxy(const mscclrt_comm *c, const char *what);
+
 /* exec.c */
 mscclrt_result exec_launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x, const MkArgs *args,
                            void *stream);

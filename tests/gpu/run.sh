@@ -20,6 +20,8 @@
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 export NCCL_NVLS_ENABLE=0
+# ranks sharing a GPU in one process need a hardware queue per stream (exec_share.c)
+export CUDA_DEVICE_MAX_CONNECTIONS=32
 unset MSCCLRT_ENABLE_NVLS
 guard=$BUILD/lib/libnvls_guard.so
 if [ ! -f "$guard" ]; then

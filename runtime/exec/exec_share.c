@@ -1,0 +1,66 @@
+/*
+ * exec_share.c - what ranks sharing one GPU inside one process need, checked before a kernel
+ * that would wait forever is launched (mscclrt_comm_init_all with a device listed more than
+ * once; tests and mscclrt-run --gpus do this). Spinning collectives make progress only if every
+ * rank's kernel runs at the same time:
+ *   - their thread blocks must all be resident at once: ranks on the device x blocks of each
+ *     launch <= what the device holds of that kernel (occupancy x multiprocessors);
+ *   - their streams must not share a hardware queue: CUDA gives a context
+ *     CUDA_DEVICE_MAX_CONNECTIONS queues (default 8) and maps further streams onto them, so a
+ *     port proxy's copy can sit behind another rank's kernel that waits for it. That is what hung
+ *     8 ranks of a port-channel plan on one GPU (a rank's stream and its proxy's stream each, 16
+ *     streams on 8 queues), while 4 ranks (8 streams) and one process per rank (own contexts) ran.
+ * One process per rank has neither limit: separate contexts are time-sliced.
+ */
+#include "exec/exec_internal.h"
+#include "core/err.h"
+
+#include <stdlib.h>
+
+/* comms of c's single-process group on c's device (c included); 1 for bootstrap comms */
+static int ranks_on_device(const mscclrt_comm *c) {
+    const ExecClique *q = c->clique;
+    if (!q) return 1;
+    int k = 0;
+    for (int i = 0; i < q->nranks; i++)
+        if (q->comms[i] && q->comms[i]->device == c->device) k++;
+    return k;
+}
+
+/* CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it (1..32, default 8) */
+static int hw_queues(void) {
+    const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    char *end = NULL;
+    long n = v && *v ? strtol(v, &end, 10) : 8;
+    if (!v || !*v || *end || n < 1) return 8;
+    return n > 32 ? 32 : (int)n;
+}
+
+mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
+                                       int threads, const char *what) {
+    const int k = ranks_on_device(c);
+    if (k < 2) return MSCCLRT_SUCCESS;
+    int per_sm = 0, sms = 0;
+    if (cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, 0) != CU_OK ||
+        cu.cuDeviceGetAttribute(&sms, CU_ATTR_SM_COUNT, c->dev) != CU_OK)
+        return MSCCLRT_SUCCESS;   /* no answer: nothing to refuse on */
+    const long long need = (long long)k * blocks, room = (long long)per_sm * sms;
+    if (need <= room) return MSCCLRT_SUCCESS;
+    return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: %s: %d ranks of this process share device "
+                   "%d and each launches %d blocks of %d threads; they wait for each other, so "
+                   "all %lld blocks must be resident at once, but the device holds %lld of this "
+                   "kernel (%d per multiprocessor x %d): this would hang. Use fewer ranks per "
+                   "GPU, fewer thread blocks, or one process per rank", c->rank, what, k,
+                   c->device, blocks, threads, need, room, per_sm, sms);
+}
+
+mscclrt_result exec_share_check_proxy(const mscclrt_comm *c, const char *what) {
+    const int k = ranks_on_device(c), queues = hw_queues();
+    if (k < 2 || 2 * k <= queues) return MSCCLRT_SUCCESS;
+    return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: %s: %d ranks of this process share device "
+                   "%d and each needs its own stream and its port proxy's stream (%d streams), "
+                   "but the device gives a process %d hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): "
+                   "a proxy's copy would queue behind a kernel that waits for it and hang. Set "
+                   "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, use one process per rank, "
+                   "or MSCCLRT_PORT_PROXY=0", c->rank, what, k, c->device, 2 * k, queues);
+}
