@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "mscclc.h"
 #include "plan.h"
@@ -95,8 +96,13 @@ static bool valid_name(const char *s, size_t n) {
 }
 
 static int dump(const char *path, const char *format) {
-    /* the loader opens without blocking and names what is wrong (missing, a FIFO, a directory):
-     * no fopen here first, which would block forever on a FIFO */
+    /* a path that does not exist is a usage error (exit 2); anything else the loader judges,
+     * opening without blocking (an fopen here would block forever on a FIFO) */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "mscclc: cannot open '%s': %s\n", path, strerror(errno));
+        return 2;
+    }
     PlanErr err;
     Plan *p = plan_load_file(path, &err);
     if (!p) {

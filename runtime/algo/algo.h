@@ -4,7 +4,8 @@
  * collection and the one selector (algo_registry.c), the default collection built for a
  * communicator's real layout from the embedded stdlib and the default selector with its
  * tuning table (algo_default.c, algo_tuning.c), native algorithms' contexts and launches
- * (algo_native.c), and the collective calls themselves (coll.c, p2p.c).
+ * (algo_native.c), and the collective calls themselves, point-to-point, PreMulSum operators and
+ * windows (coll.c).
  *
  * Ownership: an algorithm is reference counted (creator, registry, each communicator's
  * default collection); it is freed when the last reference goes. Contexts that communicators
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "mscclrt.h"
+#include "native_abi.h"
 #include "plan.h"
 
 #define ALGO_MAGIC 0x4f474c41u /* "ALGO" */
@@ -46,6 +48,7 @@ struct mscclrt_algo {
 typedef struct AlgoSel {
     bool valid;
     uint64_t epoch;
+    uint64_t gen;                  /* ran's generation when stored */
     mscclrt_coll coll;
     uint64_t msg, in, out;
     int dtype, op, root, inplace, symmetric, capturing;
@@ -65,12 +68,23 @@ typedef struct AlgoComm {
     int ranks_per_node;            /* ranks on this rank's host (bootstrap host ids) */
     AlgoSet *defaults;             /* the default collection, built on first use */
     NativeCtx *native;             /* built-in native algorithms' context (algo_native.c) */
-    AlgoWindow *windows;           /* registered windows (algo_window.c) */
+    AlgoWindow *windows;           /* registered windows (coll.c) */
     AlgoPremul *premul;            /* PreMulSum operators: [npremul] (coll.c) */
     int npremul;
     struct NativeLaunch *p2p_open; /* the send/recv launch the open group is filling (coll.c) */
     AlgoSel sel[ALGO_SEL_CACHE];   /* recent selections, most recent at sel_next - 1 (coll.c) */
     int sel_next;
+    void *last_stream;             /* the stream of the comm's previous call (coll.c) */
+    bool stream_used;
+    void *order_event;             /* CuEvent ordering a call on another stream after it */
+    struct AlgoGen *gens;          /* plan-based algorithms run here and the generation their
+                                      contexts belong to (mscclrt_algo_clean_cached_contexts) */
+    int ngens;
+    /* the last native launch outside a group (NULL fn after a plan ran): mscclrt-perf replays it
+     * with bare cuLaunchKernel to show the library's own host time per call */
+    void *last_fn;
+    int last_blocks, last_threads;
+    MnArgs last_args;
 } AlgoComm;
 /* The comm's algorithm state, created on first use (NULL only on out of memory, with the error
  * set); freed by algo_comm_free from exec_comm_release. */

@@ -634,9 +634,10 @@ bool algo_fits(const mscclrt_algo *a, const mscclrt_request *req, const char **w
     if (d->ranks_per_node && d->ranks_per_node != req->ranks_per_node)
         return no_fit(why, "it is for %d ranks per node, not %d", d->ranks_per_node,
                       req->ranks_per_node);
-    if (d->buffer_mode == MSCCLRT_BUFFER_INPLACE && !req->inplace)
+    /* inplace 2: the ranks cannot agree on the mode (rooted collectives), only "any" fits */
+    if (d->buffer_mode == MSCCLRT_BUFFER_INPLACE && req->inplace != 1)
         return no_fit(why, "it runs only in place");
-    if (d->buffer_mode == MSCCLRT_BUFFER_OUTOFPLACE && req->inplace)
+    if (d->buffer_mode == MSCCLRT_BUFFER_OUTOFPLACE && req->inplace != 0)
         return no_fit(why, "it runs only out of place");
     if (a->needs_symmetric && !req->symmetric)
         return no_fit(why, "it reads or writes peers' input/output buffers, which must lie in "
@@ -655,7 +656,7 @@ bool algo_fits(const mscclrt_algo *a, const mscclrt_request *req, const char **w
 /* ---- selection -------------------------------------------------------------------------------- */
 
 static const char *mode_name(const mscclrt_request *req) {
-    return req->inplace ? "in place" : "out of place";
+    return req->inplace == 1 ? "in place" : req->inplace == 0 ? "out of place" : "any buffers";
 }
 
 static mscclrt_result check_request(const mscclrt_request *req, const char *fn) {

@@ -97,11 +97,18 @@ static mscclrt_result deferred_native(void *arg, bool run) {
 static mscclrt_result issue_native(mscclrt_comm *c, NativeLaunch *l, const mscclrt_request *q) {
     if (q->op >= MSCCLRT_REDOP_COUNT)
         l->args.scalar = c->algo->premul[q->op - MSCCLRT_REDOP_COUNT].scalar;
-    if (!exec_in_group()) return algo_native_launch(l);
+    if (!exec_in_group()) {
+        AlgoComm *a = c->algo;
+        a->last_fn = l->fn;
+        a->last_blocks = l->blocks;
+        a->last_threads = l->threads;
+        a->last_args = l->args;
+        return algo_native_launch(l);
+    }
     NativeLaunch *copy = malloc(sizeof *copy);
     if (!copy) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
     memcpy(copy, l, offsetof(NativeLaunch, list));   /* collectives carry no p2p list */
-    return exec_group_defer(c, deferred_native, copy, q->message_bytes);
+    return exec_group_defer(c, deferred_native, copy, &copy->args.in_bytes);
 }
 
 /* One native launch of algo for q: kernel and grid resolved (compiled on first use). */
@@ -154,6 +161,55 @@ static mscclrt_result run_choice(mscclrt_comm *c, const mscclrt_request *q, mscc
     return run_native(c, ch.algo, q, ch.blocks, ch.threads, extra, extra_bytes, l);
 }
 
+/* ---- one order for the comm's calls ---------------------------------------------------------
+ * The comm's algorithms share its scratch, slots and counters, so its calls must run one after
+ * the other, as NCCL orders a communicator's operations: a call on a stream other than the
+ * previous call's first waits for everything issued on that stream so far. Only a change of
+ * stream costs anything (an event record and a wait). Under capture the wait cannot refer to
+ * an uncaptured stream: a graph's calls must be ordered by the caller (one stream). */
+static void order_streams(mscclrt_comm *c, const mscclrt_request *q) {
+    AlgoComm *a = c->algo;
+    if (a->stream_used && q->stream == a->last_stream) return;
+    if (a->stream_used && !q->capturing) {
+        CuContext prev;
+        if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+            if (!a->order_event)
+                cu.cuEventCreate((CuEvent *)&a->order_event, CU_EVENT_FLAG_DISABLE_TIMING);
+            if (!a->order_event ||
+                cu.cuEventRecord((CuEvent)a->order_event, (CuStream)a->last_stream) != CU_OK ||
+                cu.cuStreamWaitEvent((CuStream)q->stream, (CuEvent)a->order_event, 0) != CU_OK)
+                LOG_WARN("rank %d: could not order a call on stream %p after the previous one on "
+                         "%p", c->rank, q->stream, a->last_stream);
+            exec_ctx_pop(c, prev);
+        }
+    }
+    a->last_stream = q->stream;
+    a->stream_used = true;
+}
+
+/* ---- contexts of cleaned algorithms ----------------------------------------------------------
+ * mscclrt_algo_clean_cached_contexts bumps an algorithm's generation; a comm that ran its plan
+ * under an older one drops those contexts before the next call (every rank cleans, so every
+ * rank sets up again at the same call). */
+struct AlgoGen { const mscclrt_algo *algo; uint64_t gen; };
+
+static void plan_generation(mscclrt_comm *c, const mscclrt_algo *algo) {
+    AlgoComm *a = c->algo;
+    const uint64_t g = __atomic_load_n(&algo->generation, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < a->ngens; i++)
+        if (a->gens[i].algo == algo) {
+            if (a->gens[i].gen != g) {
+                exec_drop_plan_contexts(c, exec_plan(algo->plan));
+                a->gens[i].gen = g;
+            }
+            return;
+        }
+    struct AlgoGen *v = realloc(a->gens, (size_t)(a->ngens + 1) * sizeof *v);
+    if (!v) return;   /* not remembered: a later clean drops nothing here (nothing is wrong) */
+    a->gens = v;
+    a->gens[a->ngens++] = (struct AlgoGen){algo, g};
+}
+
 /* ---- the selection cache: a request of a shape seen before skips selection ---------------- */
 static bool sel_match(const AlgoSel *e, const mscclrt_request *q, uint64_t epoch) {
     return e->valid && e->epoch == epoch && e->coll == q->collective && e->msg == q->message_bytes &&
@@ -169,7 +225,8 @@ static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, msc
     *e = (AlgoSel){.valid = true, .epoch = epoch, .coll = q->collective, .msg = q->message_bytes,
                    .in = q->in_bytes, .out = q->out_bytes, .dtype = (int)q->dtype, .op = q->op,
                    .root = q->root, .inplace = q->inplace, .symmetric = q->symmetric,
-                   .capturing = q->capturing, .choice = ch, .ran = ran};
+                   .capturing = q->capturing, .choice = ch, .ran = ran,
+                   .gen = __atomic_load_n(&ran->generation, __ATOMIC_ACQUIRE)};
     if (ran->kind == MSCCLRT_ALGO_NATIVE) {
         e->fn = l->fn;
         e->blocks = l->blocks;
@@ -184,15 +241,20 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: %s is NULL", fn, c->rank,
                        !q->sendbuf ? "sendbuf" : "recvbuf");
     AlgoComm *a = c->algo;
+    order_streams(c, q);
     const uint64_t epoch = algo_registry_epoch();
     NativeLaunch l;
     for (int k = 1; k <= ALGO_SEL_CACHE; k++) {   /* most recent first */
         const AlgoSel *e = &a->sel[(a->sel_next - k + ALGO_SEL_CACHE) % ALGO_SEL_CACHE];
         if (!sel_match(e, q, epoch)) continue;
-        if (e->ran->kind == MSCCLRT_ALGO_PLAN)
+        if (e->ran->kind == MSCCLRT_ALGO_PLAN) {
+            a->last_fn = NULL;
+            if (__atomic_load_n(&e->ran->generation, __ATOMIC_RELAXED) != e->gen)
+                break;   /* cleaned since: the slow path drops the old contexts */
             return mscclrt_execute_ex(c, e->ran->plan, q->sendbuf, q->recvbuf, q->in_bytes,
                                       q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
                                       q->stream);
+        }
         l.fn = (CuFunction)e->fn;
         l.blocks = e->blocks;
         l.threads = e->threads;
@@ -207,6 +269,8 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     mscclrt_choice run = ch;
     TRY(effective(c, q, &run));
     if (run.algo->kind == MSCCLRT_ALGO_PLAN) {
+        a->last_fn = NULL;
+        plan_generation(c, run.algo);
         TRY(mscclrt_execute_ex(c, run.algo->plan, q->sendbuf, q->recvbuf, q->in_bytes,
                                q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
                                q->stream));
@@ -282,7 +346,7 @@ mscclrt_result mscclrt_broadcast(mscclrt_comm *c, const void *s, void *r, size_t
     TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_broadcast"));
     q.out_bytes = q.message_bytes = q.in_bytes;
     if (root != c->rank && !s) q.sendbuf = r;   /* non-roots' sendbuf is not used */
-    q.inplace = q.sendbuf == r;
+    q.inplace = 2;   /* the root's mode is not known on every rank (mscclrt_request) */
     return coll(c, &q, "mscclrt_broadcast");
 }
 
@@ -292,7 +356,7 @@ mscclrt_result mscclrt_reduce(mscclrt_comm *c, const void *s, void *r, size_t co
     TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_reduce"));
     q.out_bytes = q.message_bytes = q.in_bytes;
     if (root != c->rank && !r) q.recvbuf = (void *)s;   /* non-roots' recvbuf is not used */
-    q.inplace = s == q.recvbuf;
+    q.inplace = 2;   /* the root's mode is not known on every rank (mscclrt_request) */
     return coll(c, &q, "mscclrt_reduce");
 }
 
@@ -311,7 +375,7 @@ mscclrt_result mscclrt_gather(mscclrt_comm *c, const void *s, void *r, size_t co
     TRY(bytes_of(c, count, dt, 1, &q.in_bytes, "mscclrt_gather"));
     q.out_bytes = q.message_bytes = q.in_bytes * (uint64_t)c->nranks;
     if (root != c->rank && !r) q.recvbuf = (void *)s;   /* only the root's recvbuf is used */
-    q.inplace = (const char *)s == (const char *)q.recvbuf + (uint64_t)c->rank * q.in_bytes;
+    q.inplace = 2;   /* the root's mode is not known on every rank (mscclrt_request) */
     return coll(c, &q, "mscclrt_gather");
 }
 
@@ -321,7 +385,7 @@ mscclrt_result mscclrt_scatter(mscclrt_comm *c, const void *s, void *r, size_t c
     TRY(bytes_of(c, count, dt, 1, &q.out_bytes, "mscclrt_scatter"));
     q.in_bytes = q.message_bytes = q.out_bytes * (uint64_t)c->nranks;
     if (root != c->rank && !s) q.sendbuf = r;            /* only the root's sendbuf is used */
-    q.inplace = (char *)r == (const char *)q.sendbuf + (uint64_t)c->rank * q.out_bytes;
+    q.inplace = 2;   /* the root's mode is not known on every rank (mscclrt_request) */
     return coll(c, &q, "mscclrt_scatter");
 }
 
@@ -352,6 +416,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
         mscclrt_request q = req0(MSCCLRT_COLL_SENDRECV, buf, buf, dt, MSCCLRT_SUM, -1, stream);
         q.message_bytes = q.in_bytes = q.out_bytes = bytes;
         TRY(fill_request(c, &q, fn));
+        order_streams(c, &q);
         if (!(l = malloc(sizeof *l))) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
         mscclrt_result res = algo_native_prepare(c, algo, &q, P2P_BLOCKS, P2P_THREADS, NULL, 0, l);
         if (res != MSCCLRT_SUCCESS) {
@@ -360,7 +425,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
         }
         l->args.np2p = 0;
         l->args.in_bytes = 0;
-        TRY(exec_group_defer(c, algo_p2p_launch, l, 0));
+        TRY(exec_group_defer(c, algo_p2p_launch, l, &l->args.in_bytes));
         a->p2p_open = l;
     }
     if (l->stream != stream)
@@ -413,6 +478,7 @@ mscclrt_result mscclrt_algo_run(mscclrt_comm *c, const mscclrt_algo *algo,
     if (algo->kind == MSCCLRT_ALGO_PLAN && extra_bytes)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_algo_run: extra arguments are for native "
                        "algorithms; '%s' is plan-based", algo->desc.name);
+    order_streams(c, &q);
     mscclrt_choice ch = {algo, blocks, threads};
     NativeLaunch l;
     return run_choice(c, &q, ch, extra, extra_bytes, &l);
@@ -567,6 +633,11 @@ void algo_coll_free(mscclrt_comm *c) {
         if (a->premul[i].owned) cu.cuMemFree(a->premul[i].owned);
     free(a->premul);
     a->premul = NULL;
+    if (a->order_event) cu.cuEventDestroy((CuEvent)a->order_event);
+    a->order_event = NULL;
+    free(a->gens);
+    a->gens = NULL;
+    a->ngens = 0;
     a->npremul = 0;
     while (a->windows) {
         AlgoWindow *w = a->windows;

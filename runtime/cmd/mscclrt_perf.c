@@ -9,6 +9,7 @@
 #include "check/check.h"
 #include "cuda/cuda_driver.h"
 #include "exec/exec.h"
+#include "algo/algo.h"
 #include "core/param.h"
 #include "core/numarg.h"
 
@@ -84,7 +85,7 @@ typedef struct {
     mscclrt_redop op;
     PlanCollective coll;
     bool coll_set;
-    int lib;                       /* 0 mscclrt, 1 nccl */
+    int lib;                       /* 0 mscclrt plans, 1 nccl, 2 libmscclrt's NCCL-shaped calls */
     int nplans;
     mscclrt_plan *plans[32];
     const char *plan_paths[32];
@@ -199,6 +200,35 @@ static int issue(int r0, int r1, const mscclrt_plan *plan, size_t bytes, int inp
         if (err) fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
         return err;
     }
+    if (O.lib == 2) { /* mscclrt_allreduce & co.: the selector's choice, the drop-in's path */
+        const bool group = r1 - r0 > 1 || O.coll == PLAN_COLL_ALLTOALL || O.coll == PLAN_COLL_SENDRECV;
+        if (group) mscclrt_group_start();
+        mscclrt_result e = MSCCLRT_SUCCESS;
+        for (int r = r0; r < r1 && e == MSCCLRT_SUCCESS; r++) {
+            const void *s;
+            void *d;
+            bufs(r, in, out, inplace, &s, &d);
+            mscclrt_comm *c = R[r].comm;
+            switch (O.coll) {
+            case PLAN_COLL_ALLREDUCE: e = mscclrt_allreduce(c, s, d, in / esz, O.dt, O.op, R[r].stream); break;
+            case PLAN_COLL_ALLGATHER: e = mscclrt_allgather(c, s, d, in / esz, O.dt, R[r].stream); break;
+            case PLAN_COLL_REDUCESCATTER: e = mscclrt_reducescatter(c, s, d, out / esz, O.dt, O.op, R[r].stream); break;
+            case PLAN_COLL_BROADCAST: e = mscclrt_broadcast(c, s, d, in / esz, O.dt, 0, R[r].stream); break;
+            case PLAN_COLL_ALLTOALL: e = mscclrt_alltoall(c, s, d, in / esz / (size_t)O.ndev, O.dt, R[r].stream); break;
+            default:
+                e = mscclrt_send(c, s, in / esz, O.dt, (r + 1) % O.ndev, R[r].stream);
+                if (e == MSCCLRT_SUCCESS)
+                    e = mscclrt_recv(c, d, in / esz, O.dt, (r - 1 + O.ndev) % O.ndev, R[r].stream);
+                break;
+            }
+        }
+        mscclrt_result g = group ? mscclrt_group_end() : MSCCLRT_SUCCESS;
+        if (e != MSCCLRT_SUCCESS || g != MSCCLRT_SUCCESS) {
+            fprintf(stderr, "mscclrt-perf: %s\n", mscclrt_last_error());
+            return 1;
+        }
+        return 0;
+    }
     int rc = nccl.GroupStart();
     for (int r = r0; r < r1 && !rc; r++) {
         const void *s;
@@ -238,6 +268,16 @@ static int issue(int r0, int r1, const mscclrt_plan *plan, size_t bytes, int inp
 static int raw_launch(int r0, int r1) {
     for (int r = r0; r < r1; r++) {
         const mscclrt_comm *c = R[r].comm;
+        const AlgoComm *a = c->algo;
+        if (O.lib == 2 && a && a->last_fn) {   /* a native choice: its kernel and arguments */
+            void *params[1] = {(void *)&a->last_args};
+            if (r1 - r0 > 1) cu.cuCtxSetCurrent(R[r].ctx);
+            if (cu.cuLaunchKernel((CuFunction)a->last_fn, (unsigned)a->last_blocks, 1, 1,
+                                  (unsigned)a->last_threads, 1, 1, 0, R[r].stream, params,
+                                  NULL) != CU_OK)
+                return 1;
+            continue;
+        }
         const ExecCtx *x = c->hot.ctx;
         if (!x || !c->hot.fn) return 1;
         void *params[2] = {(void *)c->hot.args, (void *)x->tab};
@@ -307,7 +347,8 @@ static void *time_thread(void *arg) {
     sync_ranks(r0, r1);
     double t = now_s() - t0;
     thread_raw[j->tid] = 0;
-    if (O.graphs == 0 && O.lib == 0) { /* every thread takes this branch: barrier-safe */
+    if (O.graphs == 0 && O.lib != 1 && O.coll != PLAN_COLL_ALLTOALL && O.coll != PLAN_COLL_SENDRECV) {
+        /* every thread takes this branch: barrier-safe */
         pthread_barrier_wait(&bar);
         double t1 = now_s();
         int rerr = err;
@@ -426,7 +467,7 @@ static void measure(size_t bytes, int inplace, char *cell, size_t n) {
 static void usage(void) {
     fputs("usage: mscclrt-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEP] [-g GPUS_PER_THREAD]\n"
           "         [-t THREADS] [-w WARMUP] [-n ITERS] [-G GRAPH_LAUNCHES] [-d DTYPE] [-o OP]\n"
-          "         [-c 0|1] [-C COLLECTIVE] [--plan FILE]... [--lib mscclrt|nccl|both]\n", stderr);
+          "         [-c 0|1] [-C COLLECTIVE] [--plan FILE]... [--lib mscclrt|api|nccl|both]\n", stderr);
 }
 
 static int run_table(void) {
@@ -442,6 +483,9 @@ static int run_table(void) {
         int v = 0;
         nccl.GetVersion(&v);
         printf("# backend: NCCL %d (%s)\n", v, nccl.path);
+    } else if (O.lib == 2) {
+        printf("# backend: libmscclrt %s (NCCL-shaped calls: the selector's choice per size)\n",
+               mscclrt_version());
     } else {
         printf("# backend: libmscclrt %s (generated kernels)\n", mscclrt_version());
     }
@@ -560,7 +604,8 @@ int main(int argc, char **argv) {
             if (!strcmp(optarg, "nccl")) O.lib = 1, both = 0;
             else if (!strcmp(optarg, "both")) both = 1;
             else if (!strcmp(optarg, "mscclrt")) O.lib = 0, both = 0;
-            else { fprintf(stderr, "mscclrt-perf: --lib mscclrt|nccl|both\n"); return 2; }
+            else if (!strcmp(optarg, "api")) O.lib = 2, both = 0;
+            else { fprintf(stderr, "mscclrt-perf: --lib mscclrt|api|nccl|both\n"); return 2; }
             break;
         default: usage(); return c == 'h' ? 0 : 2;
         }
@@ -611,7 +656,7 @@ int main(int argc, char **argv) {
     }
     pthread_barrier_init(&bar, NULL, (unsigned)O.t);
     int rc = 0;
-    if (O.lib == 0 && (O.nplans > 0)) rc |= run_table();
+    if ((O.lib == 0 && O.nplans > 0) || O.lib == 2) rc |= run_table();
     if (both || O.lib == 1) {
         if (nccl_open() != 0) return 1;
         O.lib = 1;

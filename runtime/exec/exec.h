@@ -102,6 +102,9 @@ struct mscclrt_comm {
  * allocation contains ptr. Every rank of the group must drop the same contexts before the buffers are
  * reused, since the next call for them is a collective setup again. */
 void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
+/* Drops (after synchronising the device) every context of c that runs plan p: the next call of
+ * p sets up again, collectively (mscclrt_algo_clean_cached_contexts, on every rank). */
+void exec_drop_plan_contexts(mscclrt_comm *c, const Plan *p);
 
 /* Whether some rank of p reads or writes a peer's input or output buffer (remote buffers or
  * switch channels of type i/o). Only such plans tie a context to the call's buffers; a plan that
@@ -147,8 +150,10 @@ void exec_mp_close(mscclrt_comm *c);
  * with the plan calls (arg is malloc'd and freed after the group, also on failure). */
 typedef mscclrt_result (*ExecDeferredFn)(void *arg, bool run);   /* run false: discarded */
 bool exec_in_group(void);
-/* bytes: the call's message size, for mscclrt_group_simulate_end's estimate */
-mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg, uint64_t bytes);
+/* bytes: where the call's message size will be when the group ends (read then, for
+ * mscclrt_group_simulate_end's estimate: a send/recv list grows after it is queued); NULL: 0 */
+mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg,
+                                const uint64_t *bytes);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

@@ -299,3 +299,25 @@ void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
         exec_ctx_free(x);
     }
 }
+
+void exec_drop_plan_contexts(mscclrt_comm *c, const Plan *p) {
+    bool synced = false;
+    for (ExecCtx **pp = &c->ctxs; *pp;) {
+        ExecCtx *x = *pp;
+        if (x->plan != p) {
+            pp = &x->next;
+            continue;
+        }
+        if (!synced) {
+            CuContext prev;
+            if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+                cu.cuCtxSynchronize();
+                exec_ctx_pop(c, prev);
+            }
+            synced = true;
+        }
+        *pp = x->next;
+        if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
+        exec_ctx_free(x);
+    }
+}

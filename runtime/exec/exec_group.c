@@ -30,7 +30,7 @@ typedef struct Pending {
     char err[512];                 /* the failure text of a preparation (worker threads) */
     ExecDeferredFn deferred;       /* not a plan call: a prepared launch of another layer */
     void *deferred_arg;            /* malloc'd; freed after the group */
-    uint64_t bytes;                /* deferred: the message size (simulation) */
+    const uint64_t *bytes;         /* deferred: where its message size is (simulation) */
     struct Pending *next;
 } Pending;
 
@@ -189,7 +189,8 @@ mscclrt_result exec_group_enqueue(mscclrt_comm *c, const Plan *p, const void *se
 
 bool exec_in_group(void) { return exec_group_depth > 0; }
 
-mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg, uint64_t bytes) {
+mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg,
+                                const uint64_t *bytes) {
     Pending *q = tl_free;
     if (q) {
         tl_free = q->next;
@@ -224,7 +225,8 @@ mscclrt_result mscclrt_group_simulate_end(double *usec) {
     tl_head = tl_tail = NULL;
     double t = 0;
     while (list) {   /* estimate and drop: nothing was set up or launched */
-        t += model_us(list->deferred ? list->bytes : (list->in > list->out ? list->in : list->out));
+        t += model_us(list->deferred ? (list->bytes ? *list->bytes : 0)
+                                     : (list->in > list->out ? list->in : list->out));
         if (list->deferred) list->deferred(list->deferred_arg, false);
         free(list->deferred_arg);
         Pending *n = list->next;

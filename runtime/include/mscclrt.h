@@ -359,7 +359,10 @@ typedef struct mscclrt_request {
     void *stream;
     int capturing;                /* the stream is capturing a CUDA graph */
     int arch;                     /* compute capability x10 */
-    int inplace;
+    int inplace;                  /* 1 in place, 0 out of place; 2 for the rooted collectives
+                                     (broadcast, reduce, gather, scatter), whose non-roots cannot
+                                     know the root's mode: only "any buffers" algorithms fit, so
+                                     every rank chooses alike */
     int symmetric;                /* both buffers lie in windows registered on this comm */
 } mscclrt_request;
 
@@ -432,16 +435,23 @@ MSCCLRT_API mscclrt_result mscclrt_window_deregister(mscclrt_comm *comm, mscclrt
 
 /* ---- native algorithms ---------------------------------------------------------------------------
  * The source is compiled by NVRTC with the device library on the include path
- * (#include "mscclrt_native.cuh") for the device's architecture, once per (communicator device
- * architecture, dtype, op), with MSCCLRT_DTYPE (the mscclrt_dtype value), MSCCLRT_OP (the
- * mscclrt_redop value, 5 for PreMulSum), MSCCLRT_T (the element type of the device library:
- * float, mk::f16, mk::bf16, ...) defined. The kernel is
+ * (#include "mscclrt_native.cuh") for the device's architecture. A native algorithm of a
+ * reducing collective (allreduce, reducescatter, reduce) is compiled once per (dtype, op) on
+ * each communicator, with MSCCLRT_DTYPE (the mscclrt_dtype value), MSCCLRT_OP (the
+ * mscclrt_redop value, 5 for PreMulSum) and MSCCLRT_T (the element type of the device library:
+ * float, mk::f16, mk::bf16, ...) defined; any other one is compiled once, with MSCCLRT_DTYPE -1,
+ * MSCCLRT_OP 0 and MSCCLRT_T mk::u8 (it moves bytes). The kernel is
  *     extern "C" __global__ void <kernel>(MnArgs args)
- * where MnArgs (mscclrt_native.cuh, kernels/native_abi.h) carries the call (buffers, counts,
- * root, peer, scalar, extra arguments) and a pointer to the context the runtime set up once per
- * communicator: this rank's scratch and every peer's (mapped), per-peer signal counters and
- * persistent per-block state. The kernel is launched with the chosen blocks x threads. */
-/* [serialised per comm] Runs one algorithm directly, bypassing the selector (tuning, tests):
+ * where MnArgs (kernels/native_abi.h) carries the call (buffers, sizes, count, dtype, op, root,
+ * the PreMulSum scalar, extra arguments) and a pointer to the context the runtime set up once per
+ * communicator: this rank's scratch and every peer's (mapped), per-(block, peer) signal counters
+ * and slots (mscclrt_native.cuh has the helpers of its message/ack protocol). The kernel is
+ * launched with the chosen blocks (at most 32) x threads. Point-to-point calls
+ * (mscclrt_send/recv) do not consult the selector: a group's calls on one comm always become
+ * one launch of the built-in send/recv kernel. */
+/* [serialised per comm] Runs one algorithm directly, bypassing the selector (tuning, tests); a
+ * plan-based one that cannot take the call (a PreMulSum operator, or its first use under
+ * CUDA-graph capture) is replaced by the built-in native algorithm of the collective:
  * req gives the collective, buffers, sizes, dtype, op, root/peer and stream (message_bytes,
  * in_bytes and out_bytes must agree with the collective; world_size etc. are filled in);
  * blocks/threads 0 take the algorithm's defaults (plan-based: the plan's own); extra (at most

@@ -11,14 +11,17 @@ OUT=$BUILD/fuzz
 mkdir -p "$OUT" || exit 2
 SECS=${FUZZ_SECONDS:-30}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "$BUILD/gen/kernel_sources.c" ]; then
-    echo "fuzz_plan_cpu: $BUILD/gen/kernel_sources.c not generated (run make first)"; exit 1
+if [ ! -f "$BUILD/gen/kernel_sources.c" ] || [ ! -f "$BUILD/gen/stdlib_sources.c" ] ||
+   [ ! -f "$BUILD/lib/libmscclc.a" ]; then
+    echo "fuzz_plan_cpu: $BUILD/gen/*_sources.c or libmscclc.a missing (run make first)"; exit 1
 fi
-RT=$(ls runtime/*/*.c | grep -v '^runtime/cmd/\|^runtime/shim/')
-SRC="tests/fuzz/fuzz_plan.c tests/fuzz/fuzz_run_cpu.c $RT $BUILD/gen/kernel_sources.c"
+# libmscclrt's sources (the NCCL drop-in is not part of it); its algorithm layer compiles the
+# embedded stdlib through the compiler, taken from libmscclc.a
+RT=$(ls runtime/*/*.c | grep -v '^runtime/cmd/\|^runtime/shim/\|^runtime/nccl/')
+SRC="tests/fuzz/fuzz_plan.c tests/fuzz/fuzz_run_cpu.c $RT $BUILD/gen/kernel_sources.c $BUILD/gen/stdlib_sources.c"
 FLAGS="-g -O1 -std=c11 -D_GNU_SOURCE -DFUZZ_RUN_CPU -Iruntime/include -Iruntime -Iruntime/plan -Ikernels \
--I$BUILD/gen -isystem $CUDA_HOME/include -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
-LIBS="-lcjson -lm -lpthread -ldl"
+-Icompiler -I$BUILD/gen -isystem $CUDA_HOME/include -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+LIBS="$BUILD/lib/libmscclc.a -lcjson -lm -lpthread -ldl"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export MSCCLRT_CPU_TIMEOUT_MS=${MSCCLRT_CPU_TIMEOUT_MS:-300}   # a deadlocked plan fails fast

@@ -80,7 +80,7 @@ check fails_with_reason sh -c "grep -q 'could not install: flex bison' '$tmp/out
 
 # nothing missing: stand-ins for the commands; the headers are the real ones (skip without them)
 if [ -f /usr/include/cjson/cJSON.h ] && [ -f /usr/include/infiniband/verbs.h ]; then
-    for c in flex bison groff pkg-config; do printf '#!/bin/sh\n' >"$tmp/bin/$c"; chmod +x "$tmp/bin/$c"; done
+    for c in flex bison groff pkg-config c++ python3; do printf '#!/bin/sh\n' >"$tmp/bin/$c"; chmod +x "$tmp/bin/$c"; done
     run nothing_missing broken 0
     check nothing_missing sh -c "[ ! -s '$tmp/calls' ] && [ ! -s '$tmp/out' ]"
 else

@@ -32,5 +32,5 @@ t run_dir 1 "$tmp/d.json: a directory, not a regular file" "$BUILD/bin/mscclrt-r
 t perf 2 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/bin/mscclrt-perf" --plan "$tmp/f.json"
 t dump 1 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/tests/test_plan_dump" --dump "$tmp/f.json"
 t mscclc_dump 1 "$tmp/f.json: a FIFO, not a regular file" "$BUILD/bin/mscclc" --dump "$tmp/f.json"
-t mscclc_dump_missing 1 "$tmp/none.json" "$BUILD/bin/mscclc" --dump "$tmp/none.json"
+t mscclc_dump_missing 2 "$tmp/none.json" "$BUILD/bin/mscclc" --dump "$tmp/none.json"
 exit $fail

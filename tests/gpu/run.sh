@@ -51,6 +51,16 @@ run() { # name, command... (its variables start with r: callers' names survive)
     fi
 }
 if want basic; then
+# a reuse_resources plan (MSCCL++'s multi-node defaults set it): fixed 64 MiB scratch, in one
+# process and one process per rank (it failed every call before: issue 13)
+if [ -x "$BUILD/bin/mscclc" ] && "$BUILD/bin/mscclc" stdlib/allreduce/rs_ag_packet.coll -D N=2 \
+        -o "$log/rsag2.json" 2>/dev/null; then
+    sed 's/"reuse_resources": *false/"reuse_resources": true/' "$log/rsag2.json" >"$log/reuse2.json"
+    for l in single procs; do
+        run "gpu_reuse_resources_$l" "$BUILD/bin/mscclrt-run" "$log/reuse2.json" --backend gpu \
+            --launch "$l" --gpus 1 --check --iters 20 --size 64K
+    done
+fi
 # the device library's data movement on one GPU (packet reductions, fan-out copies)
 run gpu_devlib "$BUILD/tests/test_gpu_devlib"
 run gpu_compat "$BUILD/tests/test_gpu_exec"
@@ -151,6 +161,22 @@ if want shared && [ "$ngpu" -ge 1 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
                 --dtype "$dt" --op "$op"
         done
     done
+    # 8 ranks of a port-channel plan (hier across two "nodes") in one process on one GPU: with
+    # CUDA's default 8 hardware queues it is refused with a message (it hung before); with 32 it
+    # runs, graph replay included (issue 13)
+    if [ "$ngpu" -lt 8 ] && "$BUILD/bin/mscclc" stdlib/allreduce/hier.coll -D N=8 -D G=4 \
+            -o "$shared/hier8.json" 2>/dev/null; then
+        run shared_N8_hier_port_queues "$BUILD/bin/mscclrt-run" "$shared/hier8.json" --backend gpu \
+            --launch single --gpus "$ngpu" --check --iters 5 --size 64K
+        rq=$log/shared_N8_hier_8_queues.log
+        CUDA_DEVICE_MAX_CONNECTIONS=8 timeout 120 "$BUILD/bin/mscclrt-run" "$shared/hier8.json" \
+            --backend gpu --launch single --gpus 1 --check --iters 1 --size 64K >"$rq" 2>&1
+        if grep -q 'CUDA_DEVICE_MAX_CONNECTIONS' "$rq"; then
+            echo "testing shared_N8_hier_8_queues_refused ... passed"
+        else
+            echo "testing shared_N8_hier_8_queues_refused ... failed ($rq)"; status=1
+        fi
+    fi
 fi
 
 # One process per rank: the library's two-process test of mscclrt_gpu_check_rank and
