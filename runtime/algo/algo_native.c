@@ -234,6 +234,7 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
         res = cu_check(cu.cuModuleGetFunction(&k->fn, k->module, kernel), fwhat);
     }
     if (res == MSCCLRT_SUCCESS) res = exec_module_arm(c, k->module);
+    if (res == MSCCLRT_SUCCESS) res = exec_share_after_load(c);
     if (res != MSCCLRT_SUCCESS) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);

@@ -83,6 +83,8 @@ struct mscclrt_comm {
     CuDevPtr abort_dev;            /* its device address: every module's mscclrt_abort_word */
     bool aborted;                  /* mscclrt_comm_abort ran: release without peers */
     bool revoked;                  /* mscclrt_comm_revoke ran: new calls fail */
+    bool shares_context;           /* another rank of this group is in this process on this
+                                      device (one CUDA context): kernel loads are collective */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */

@@ -29,6 +29,8 @@ struct ExecClique {
     int nranks;
     int live;                      /* comms not yet destroyed */
     mscclrt_comm **comms;          /* [nranks], borrowed */
+    int load_arrived;              /* exec_share_after_load's barrier: arrivals, generation */
+    uint64_t load_gen;
     SetupRound *rounds;
 };
 
@@ -67,6 +69,11 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
 mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
                                        int threads, const char *what);
 mscclrt_result exec_share_check_proxy(const mscclrt_comm *c, const char *what);
+/* After a kernel's first load on c: when other ranks of the group share c's CUDA context, waits
+ * until they have loaded theirs too (their loads would wait for our running kernel, which waits
+ * for them). Every rank loads at the same call: collective. Not for a single-process group
+ * inside a group call, whose one thread prepares every rank before it launches any. */
+mscclrt_result exec_share_after_load(mscclrt_comm *c);
 
 /* exec.c */
 mscclrt_result exec_launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x, const MkArgs *args,

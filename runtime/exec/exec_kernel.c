@@ -69,6 +69,7 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
     TRY_GOTO(cu_check(cu.cuModuleGetFunction(&k->fn, k->module, CG_KERNEL_NAME),
                       "cuModuleGetFunction"), res, fail);
     TRY_GOTO(exec_module_arm(c, k->module), res, fail);
+    TRY_GOTO(exec_share_after_load(c), res, fail);
     LOG_INFO(LOG_SUB_EXEC, "%s: kernel ready in %.2f ms (source %.2f ms, %s %.2f ms, %zu-byte "
              "cubin, module load %.2f ms)", what, (rt_now_s() - t0) * 1e3, (t1 - t0) * 1e3,
              cached ? "cache hit" : "NVRTC", (t2 - t1) * 1e3, len, (rt_now_s() - t2) * 1e3);

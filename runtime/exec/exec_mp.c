@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EXEC_MP_TAG 0x4558 /* "EX": bootstrap tag of setup descriptors */
 
@@ -64,6 +65,21 @@ static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device,
     TRY_GOTO(exec_abort_word_init(c), res, fail);
     TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
     cu.cuCtxSetCurrent(prev);
+    /* ranks of this process on this device share one CUDA context (exec_share.c) */
+    {
+        int *devs = calloc((size_t)c->nranks, sizeof *devs);
+        if (!devs) {
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+            goto fail;
+        }
+        devs[c->rank] = device;
+        res = boot_allgather(c->boot, devs, sizeof *devs);
+        for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++)
+            if (q != c->rank && devs[q] == device && boot_pid_of(c->boot, q) == (int)getpid())
+                c->shares_context = true;
+        free(devs);
+        if (res != MSCCLRT_SUCCESS) goto fail;
+    }
     /* the native algorithms' context: collective, like the rest of the creation */
     TRY_GOTO(algo_native_init(&c, 1), res, fail);
     LOG_INFO(LOG_SUB_INIT, "rank %d of %d on device %d (sm_%d), bootstrap ready", c->rank,

@@ -10,12 +10,21 @@
  *     port proxy's copy can sit behind another rank's kernel that waits for it. That is what hung
  *     8 ranks of a port-channel plan on one GPU (a rank's stream and its proxy's stream each, 16
  *     streams on 8 queues), while 4 ranks (8 streams) and one process per rank (own contexts) ran.
- * One process per rank has neither limit: separate contexts are time-sliced.
+ *   - a kernel's first load (cuModuleLoadData) waits for the kernels running in its context,
+ *     so a rank that loads while another rank of the process already spins in a collective
+ *     waits forever: ranks that share a context finish their loads together before any of them
+ *     launches (a group's calls are all prepared before any launch already).
+ * One process per rank has none of these limits: separate contexts are time-sliced.
  */
 #include "exec/exec_internal.h"
+#include "bootstrap/bootstrap.h"
 #include "core/err.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
+#include "core/param.h"
 
 /* comms of c's single-process group on c's device (c included); 1 for bootstrap comms */
 static int ranks_on_device(const mscclrt_comm *c) {
@@ -63,4 +72,43 @@ mscclrt_result exec_share_check_proxy(const mscclrt_comm *c, const char *what) {
                    "a proxy's copy would queue behind a kernel that waits for it and hang. Set "
                    "CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts, use one process per rank, "
                    "or MSCCLRT_PORT_PROXY=0", c->rank, what, k, c->device, 2 * k, queues);
+}
+
+/* The clique's barrier of the comms on one device (threads driving one comm each). */
+static mscclrt_result clique_load_barrier(mscclrt_comm *c, int k) {
+    ExecClique *q = c->clique;
+    pthread_mutex_lock(&q->mu);
+    const uint64_t gen = q->load_gen;
+    if (++q->load_arrived == k) {
+        q->load_arrived = 0;
+        q->load_gen++;
+        pthread_cond_broadcast(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        return MSCCLRT_SUCCESS;
+    }
+    long long ms;
+    mscclrt_result res = param_int(PARAM_SETUP_TIMEOUT_MS, &ms);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += ms / 1000;
+    int rc = 0;
+    while (res == MSCCLRT_SUCCESS && q->load_gen == gen && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&q->cv, &q->mu, &dl);
+    if (res == MSCCLRT_SUCCESS && q->load_gen == gen) {
+        q->load_arrived--;
+        res = rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: the ranks sharing device %d did not all load "
+                      "their kernel within %lld ms (MSCCLRT_SETUP_TIMEOUT_MS)", c->rank, c->device,
+                      ms);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return res;
+}
+
+mscclrt_result exec_share_after_load(mscclrt_comm *c) {
+    /* ranks of a bootstrap group each have their own thread (and group) */
+    if (c->boot) return c->shares_context ? boot_barrier(c->boot) : MSCCLRT_SUCCESS;
+    /* a single-process group in a group call: one thread prepares every rank before launching */
+    if (exec_in_group()) return MSCCLRT_SUCCESS;
+    const int k = ranks_on_device(c);
+    return k > 1 ? clique_load_barrier(c, k) : MSCCLRT_SUCCESS;
 }

@@ -41,7 +41,9 @@ def data(r, n, dtype, salt=0):
 
 def close(a, b, dtype):
     if dtype.is_floating_point:
-        tol = 0.15 if dtype in FP8 else 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5
+        # fp8 sums round at every step (2-3 mantissa bits): a different order of the same terms
+        # may land one step away
+        tol = 0.3 if dtype in FP8 else 1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5
         return torch.allclose(a.double(), b.double(), rtol=tol, atol=tol)
     return torch.equal(a, b)
 
@@ -81,7 +83,9 @@ def check_all_reduce():
         x = data(rank, 4096, torch.float32).to(dt)
         try:
             dist.all_reduce(x)
-            want = sum(data(r, 4096, torch.float32) for r in range(world)).to(dt)
+            want = data(0, 4096, torch.float32).to(dt)   # summed in fp8, rounding at each step
+            for r in range(1, world):
+                want = (want.float() + data(r, 4096, torch.float32).to(dt).float()).to(dt)
             report(f"all_reduce sum {str(dt)[6:]}", agree(close(x, want, dt)))
         except (RuntimeError, TypeError) as e:   # older PyTorch: no fp8 collectives
             report(f"all_reduce sum {str(dt)[6:]} (refused by PyTorch: {e})", True)
