@@ -159,22 +159,22 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     const int k0 = x->keyed ? 0 : 2;
     IpcDesc d[4];
     for (int k = k0; k < 4; k++) TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
-    /* 3: to every peer, then from every peer (bootstrap sends are buffered) */
-    for (int q = 0; q < n; q++)
-        for (int k = k0; k < 4 && q != r; k++)
-            TRY_GOTO(xport_ipc_send(c->xport, q, EXEC_MP_TAG, &d[k]), res, out);
-    for (int q = 0; q < n; q++)
+    /* 3: in n - 1 steps, to rank r + s and from rank r - s: a cuMem buffer's descriptor carries
+     * a file descriptor through a Unix datagram socket whose queue holds few (sending to every
+     * peer first filled it at 8 ranks, and every rank then waited for room) */
+    for (int k = k0; k < 4; k++) ptr[r * 4 + k] = own[k];
+    for (int s = 1; s < n; s++) {
+        const int to = (r + s) % n, q = (r - s + n) % n;
+        for (int k = k0; k < 4; k++)
+            TRY_GOTO(xport_ipc_send(c->xport, to, EXEC_MP_TAG, &d[k]), res, out);
         for (int k = k0; k < 4; k++) {
-            if (q == r) {
-                ptr[q * 4 + k] = own[k];
-                continue;
-            }
             IpcDesc pd;
             CuDevPtr mapped = 0;
             TRY_GOTO(xport_ipc_recv(c->xport, q, EXEC_MP_TAG, &pd), res, out);
             TRY_GOTO(xport_ipc_import(c->xport, &pd, &mapped), res, out);
             ptr[q * 4 + k] = mapped;
         }
+    }
     mk_u64 *sb = malloc((size_t)n * 4 * sizeof *sb);
     if (!sb) {
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the setup", r);
