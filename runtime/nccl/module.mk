@@ -49,10 +49,13 @@ $(NCCL_OBJS_A): $(NCCL_OBJ)
 	@rm -f $@
 	$(call Q,AR)ar rcs $@ $^
 
+# every nccl.h function must be defined here: --no-undefined makes a missing one a link error;
+# not under sanitizers, whose runtime (clang: linked into executables only) the program supplies
+NCCL_NOUNDEF := $(if $(SAN)$(UBSAN)$(TSAN),,-Wl,--no-undefined)
 $(NCCL_SO): $(NCCL_OBJ) $(LIBRT_A) $(LIBMSCCLC_A) $(NCCL_MAP) $(NCCL_TWINS)
 	@mkdir -p $(@D) $(@D)/nccl $(BUILD)/include
 	$(call Q,LINK)$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(NCCL_MAP) \
-	  -Wl,--no-undefined $(LDFLAGS) -o $@ $(NCCL_OBJ) $(NCCL_TWINS) $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+	  $(NCCL_NOUNDEF) $(LDFLAGS) -o $@ $(NCCL_OBJ) $(NCCL_TWINS) $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
 	@ln -sf ../libmscclrt_nccl.so $(@D)/nccl/libnccl.so.2
 	@ln -sf libnccl.so.2 $(@D)/nccl/libnccl.so
 	@cp $(NCCL_HDR) $(BUILD)/include/nccl.h
