@@ -277,12 +277,13 @@ mscclrt_result exec_ctx_setup(mscclrt_comm *c, const Plan *p, const BufKey *k,
     return MSCCLRT_SUCCESS;
 }
 
-void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
+/* Frees (after one device synchronisation) every context of c for which drop(x, key) holds. */
+static void drop_where(mscclrt_comm *c, bool (*drop)(const ExecCtx *x, const void *key),
+                       const void *key) {
     bool synced = false;
     for (ExecCtx **pp = &c->ctxs; *pp;) {
         ExecCtx *x = *pp;
-        const char *cp = ptr, *sb = x->send, *rb = x->recv;
-        if (!(cp >= sb && cp < sb + x->send_range) && !(cp >= rb && cp < rb + x->recv_range)) {
+        if (!drop(x, key)) {
             pp = &x->next;
             continue;
         }
@@ -300,24 +301,12 @@ void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
     }
 }
 
-void exec_drop_plan_contexts(mscclrt_comm *c, const Plan *p) {
-    bool synced = false;
-    for (ExecCtx **pp = &c->ctxs; *pp;) {
-        ExecCtx *x = *pp;
-        if (x->plan != p) {
-            pp = &x->next;
-            continue;
-        }
-        if (!synced) {
-            CuContext prev;
-            if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
-                cu.cuCtxSynchronize();
-                exec_ctx_pop(c, prev);
-            }
-            synced = true;
-        }
-        *pp = x->next;
-        if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
-        exec_ctx_free(x);
-    }
+static bool holds_ptr(const ExecCtx *x, const void *ptr) {
+    const char *cp = ptr, *sb = x->send, *rb = x->recv;
+    return (cp >= sb && cp < sb + x->send_range) || (cp >= rb && cp < rb + x->recv_range);
 }
+static bool runs_plan(const ExecCtx *x, const void *p) { return x->plan == p; }
+
+void exec_drop_contexts(mscclrt_comm *c, const void *ptr) { drop_where(c, holds_ptr, ptr); }
+void exec_drop_plan_contexts(mscclrt_comm *c, const Plan *p) { drop_where(c, runs_plan, p); }
+

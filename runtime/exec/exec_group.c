@@ -162,17 +162,29 @@ mscclrt_result mscclrt_group_end(void) {
     return MSCCLRT_SUCCESS;
 }
 
-/* Queues one call of the calling thread's open group (mscclrt_execute_ex inside a group). */
-mscclrt_result exec_group_enqueue(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
-                                  size_t in, size_t out, int dt, int op, int pk, void *stream) {
+/* A cleared record for c at the end of the thread's queue (recycled ones first); NULL with the
+ * error set when memory runs out. */
+static Pending *pending_append(mscclrt_comm *c) {
     Pending *q = tl_free;
     if (q) {
         tl_free = q->next;
         memset(q, 0, sizeof *q);
     } else if (!(q = calloc(1, sizeof *q))) {
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_execute: out of memory");
+        rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory queueing a group call", c->rank);
+        return NULL;
     }
     q->comm = c;
+    if (tl_tail) tl_tail->next = q;
+    else tl_head = q;
+    tl_tail = q;
+    return q;
+}
+
+/* Queues one call of the calling thread's open group (mscclrt_execute_ex inside a group). */
+mscclrt_result exec_group_enqueue(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
+                                  size_t in, size_t out, int dt, int op, int pk, void *stream) {
+    Pending *q = pending_append(c);
+    if (!q) return MSCCLRT_ERR_SYSTEM;
     q->plan = p;
     q->send = send;
     q->recv = recv;
@@ -182,9 +194,6 @@ mscclrt_result exec_group_enqueue(mscclrt_comm *c, const Plan *p, const void *se
     q->op = op;
     q->pk = pk;
     q->stream = stream;
-    if (tl_tail) tl_tail->next = q;
-    else tl_head = q;
-    tl_tail = q;
     return MSCCLRT_SUCCESS;
 }
 
@@ -192,21 +201,14 @@ bool exec_in_group(void) { return exec_group_depth > 0; }
 
 mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg,
                                 const uint64_t *bytes) {
-    Pending *q = tl_free;
-    if (q) {
-        tl_free = q->next;
-        memset(q, 0, sizeof *q);
-    } else if (!(q = calloc(1, sizeof *q))) {
+    Pending *q = pending_append(c);
+    if (!q) {
         free(arg);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory queueing a group call", c->rank);
+        return MSCCLRT_ERR_SYSTEM;
     }
-    q->comm = c;
     q->deferred = fn;
     q->deferred_arg = arg;
     q->bytes = bytes;
-    if (tl_tail) tl_tail->next = q;
-    else tl_head = q;
-    tl_tail = q;
     return MSCCLRT_SUCCESS;
 }
 
