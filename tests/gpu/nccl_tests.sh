@@ -4,7 +4,8 @@
 # ranks share the GPU, so this proves correctness (#wrong 0, exit 0), not speed. Builds
 # nccl-tests (MPI=1) against our nccl.h into $BUILD/nccl-tests-mpi first.
 #   BUILD=build sh tests/gpu/nccl_tests.sh            (make test-gpu runs it)
-# NT_NPROCS="2 4 8"   process counts;  NT_FULL=1: -d all -o all at every count (default: at 2)
+# NT_NPROCS="2 4 8"   process counts;  NT_FULL=1: -d all -o all at every count (default: at 2);
+# every binary also runs with -G 2 (CUDA graphs) at every count
 # NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -77,9 +78,10 @@ for np in ${NT_NPROCS:-2 4 8}; do
         else
             one "${b%_perf}_np${np}" "$np" "$b" -b 8 -e 4M -f 32
         fi
+        # CUDA-graph launches (nccl-tests captures its calls and replays the graph)
+        one "${b%_perf}_np${np}_graph" "$np" "$b" -b 8 -e 1M -f 32 -G 2
     done
-    # CUDA-graph launches, and registered buffers (local and symmetric windows)
-    one "all_reduce_np${np}_graph" "$np" all_reduce_perf -b 8 -e 1M -f 32 -G 2
+    # registered buffers (local registration and symmetric windows)
     one "all_reduce_np${np}_R1" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 1
     one "all_reduce_np${np}_R2" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 2
     one "all_gather_np${np}_R2" "$np" all_gather_perf -b 8 -e 1M -f 32 -R 2
