@@ -95,7 +95,8 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
     const Plan *p = exec_plan(plan);
     /* hot path: the same call as the previous one on this comm */
     if (exec_group_depth == 0 && c && c->magic == EXEC_COMM_MAGIC && p &&
-        exec_hot_match(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk))
+        exec_hot_match(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk) &&
+        !__atomic_load_n(&c->revoked, __ATOMIC_RELAXED))
         return exec_launch(c, c->hot.fn, c->hot.ctx, c->hot.args, stream);
     TRY(exec_comm_check(c, "mscclrt_execute"));
     if (c->revoked)

@@ -83,7 +83,10 @@ void exec_comm_release(mscclrt_comm *c) {
         cu.cuDevicePrimaryCtxRelease(c->dev);
     }
     c->magic = 0;
-    free(c);
+    /* an aborted comm's struct stays (a few hundred bytes): another thread may still be inside a
+     * call on it (NCCL lets a watchdog abort while the main thread issues collectives), and now
+     * sees a dead comm instead of freed memory */
+    if (!c->aborted) free(c);
 }
 
 static void clique_drop(ExecClique *q) {

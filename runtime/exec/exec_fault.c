@@ -24,9 +24,11 @@
 
 #define ABORT_WAIT_MS 10000
 
+/* Running kernels give up; new calls fail (the hot path checks revoked too). Safe from another
+ * thread while calls run on the comm: only atomic stores. */
 static void stop_kernels(mscclrt_comm *c) {
     if (c->abort_host) __atomic_store_n(c->abort_host, 1u, __ATOMIC_SEQ_CST);
-    memset(&c->hot, 0, sizeof c->hot);   /* no hot-path launch after this */
+    __atomic_store_n(&c->revoked, true, __ATOMIC_SEQ_CST);
 }
 
 mscclrt_result mscclrt_comm_get_async_error(mscclrt_comm *c) {
@@ -34,7 +36,7 @@ mscclrt_result mscclrt_comm_get_async_error(mscclrt_comm *c) {
     if (c->magic != EXEC_COMM_MAGIC)
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "mscclrt_comm_get_async_error: comm %p is not a "
                        "live communicator", (void *)c);
-    if (c->revoked)
+    if (__atomic_load_n(&c->revoked, __ATOMIC_RELAXED) && !c->aborted)
         return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "rank %d: the communicator was revoked", c->rank);
     if (c->proxy && proxy_check(c->proxy) != MSCCLRT_SUCCESS) return MSCCLRT_ERR_REMOTE;
     if (!c->boot) return MSCCLRT_SUCCESS;
@@ -55,7 +57,6 @@ mscclrt_result mscclrt_comm_get_async_error(mscclrt_comm *c) {
 
 mscclrt_result mscclrt_comm_revoke(mscclrt_comm *c) {
     TRY(exec_comm_check(c, "mscclrt_comm_revoke"));
-    c->revoked = true;
     stop_kernels(c);
     LOG_INFO(LOG_SUB_INIT, "rank %d: communicator revoked: running kernels stop, new calls fail",
              c->rank);

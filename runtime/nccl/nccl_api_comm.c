@@ -433,7 +433,12 @@ static ncclResult_t release(ncclComm_t comm, bool abort, const char *fn) {
     }
     comm->rt = NULL;
     clique_leave(comm);
-    comm_free(comm);
+    if (abort) {   /* the struct stays, dead: a watchdog may abort while another thread calls */
+        nccl_config_free(&comm->cfg);
+        comm->magic = 0;
+    } else {
+        comm_free(comm);
+    }
     return res;
 }
 
