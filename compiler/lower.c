@@ -56,9 +56,12 @@ bool lower_begin(Sema *s, SrcLoc loc) {
     int64_t n = s->nranks, cf = s->chunk_factor, in = 0, out = 0;
     switch (s->coll) {
     case PLAN_COLL_ALLREDUCE:
+    case PLAN_COLL_REDUCE:
     case PLAN_COLL_ALLTOALL: in = out = n * cf; break;
-    case PLAN_COLL_ALLGATHER: in = cf; out = n * cf; break;
-    case PLAN_COLL_REDUCESCATTER: in = n * cf; out = cf; break;
+    case PLAN_COLL_ALLGATHER:
+    case PLAN_COLL_GATHER: in = cf; out = n * cf; break;
+    case PLAN_COLL_REDUCESCATTER:
+    case PLAN_COLL_SCATTER: in = n * cf; out = cf; break;
     case PLAN_COLL_BROADCAST:
     case PLAN_COLL_SENDRECV: in = out = cf; break;
     default: in = s->custom_in; out = s->custom_out; break;

@@ -102,9 +102,10 @@ int pass_packet_writes(const PlanOp *op, int *dst_idx) {
 bool pass_max_chunk_bytes(const Plan *p, int r, uint64_t *out) {
     if (p->max_size == UINT64_MAX || r < 0 || r >= p->ngpus) return false;
     const PlanGpu *g = &p->gpus[r];
-    /* the checked size is the output for allgather, else the input (§3.2); per-chunk bytes are
-     * the same whichever pair (§3.3) the executor uses, since it checks they agree */
-    uint64_t chunks = p->collective == PLAN_COLL_ALLGATHER ? g->output_chunks : g->input_chunks;
+    /* the checked size is the output for allgather and gather, else the input (§3.2); per-chunk
+     * bytes are the same whichever pair (§3.3) the executor uses, since it checks they agree */
+    bool ag = p->collective == PLAN_COLL_ALLGATHER || p->collective == PLAN_COLL_GATHER;
+    uint64_t chunks = ag ? g->output_chunks : g->input_chunks;
     if (chunks == 0) chunks = g->input_chunks ? g->input_chunks : g->output_chunks;
     if (chunks == 0) return false;
     uint64_t a = p->alignment ? p->alignment : 16;

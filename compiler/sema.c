@@ -848,22 +848,14 @@ static bool header_item(Sema *s, const HeaderItem *h, Header *hd) {
         }
         if (!x || !sema_word(x)) {
             sema_error(s, h->loc, "'collective' takes one of allreduce, allgather, reducescatter, alltoall, "
-                                  "broadcast, sendrecv, custom");
+                                  "broadcast, reduce, gather, scatter, sendrecv, custom");
             return false;
         }
         w = sema_word(x);
         PlanCollective c;
-        /* reduce, gather and scatter exist in the plan model (runtime algorithms) but the
-         * language has no chunk layout for them: a rooted collective is written as custom */
-        if (plan_coll_from_name(w, &c) &&
-            (c == PLAN_COLL_REDUCE || c == PLAN_COLL_GATHER || c == PLAN_COLL_SCATTER)) {
-            sema_error(s, x->loc, "collective '%s' has no chunk layout in the language: write "
-                                  "it as 'custom' with 'chunks in = A, out = B'", w);
-            return false;
-        }
         if (!plan_coll_from_name(w, &c) || c == PLAN_COLL_TEST) {
             sema_error(s, x->loc, "unknown collective '%s' (allreduce, allgather, reducescatter, alltoall, "
-                                  "broadcast, sendrecv or custom)", w);
+                                  "broadcast, reduce, gather, scatter, sendrecv or custom)", w);
             return false;
         }
         s->coll = c;
@@ -1008,6 +1000,13 @@ static void exec_program(Sema *s, const Stmt *st) {
     }
     if (ok && s->coll != PLAN_COLL_CUSTOM && hd.have_chunks) {
         sema_error(s, st->loc, "'chunks' is only for custom collectives (the others follow chunk_factor)");
+        ok = false;
+    }
+    /* in place, allgather and reducescatter put one buffer inside the other at a rank-dependent
+     * offset (spec §3.7); a rooted gather or scatter has no such layout on every rank */
+    if (ok && s->inplace && (s->coll == PLAN_COLL_GATHER || s->coll == PLAN_COLL_SCATTER)) {
+        sema_error(s, st->loc, "an in-place %s has no chunk layout in the language: write it "
+                               "'outofplace' (such a plan also runs in place)", plan_coll_name(s->coll));
         ok = false;
     }
     if (!ok || !lower_begin(s, st->loc)) {

@@ -390,7 +390,12 @@ static mscclrt_result add_stdlib_algo(AlgoSet *set, mscclrt_plan *plan, const ch
     }
     char name[320], tags[512];
     snprintf(name, sizeof name, "stdlib/%s/%s", coll, prog);
-    int w = snprintf(tags, sizeof tags, "default=1%s", c == MSCCLRT_COLL_BROADCAST ? ",root=0" : "");
+    /* a rooted stdlib program is for root 0: say so unless its plan names the root itself */
+    bool rooted = c == MSCCLRT_COLL_BROADCAST || c == MSCCLRT_COLL_REDUCE ||
+                  c == MSCCLRT_COLL_GATHER || c == MSCCLRT_COLL_SCATTER;
+    for (int i = 0; i < p->ntags && rooted; i++)
+        if (!strncmp(p->tags[i], "root=", 5)) rooted = false;
+    int w = snprintf(tags, sizeof tags, "default=1%s", rooted ? ",root=0" : "");
     for (int i = 0; i < p->ntags && w > 0 && (size_t)w < sizeof tags; i++)
         w += snprintf(tags + w, sizeof tags - (size_t)w, ",%s", p->tags[i]);
     /* out-of-place stdlib plans also run in place (stdlib/README.md; test_algo_default checks

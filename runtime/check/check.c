@@ -387,11 +387,13 @@ mscclrt_result check_fill(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t n
 bool check_collective_known(PlanCollective coll) {
     return coll == PLAN_COLL_ALLREDUCE || coll == PLAN_COLL_ALLGATHER ||
            coll == PLAN_COLL_REDUCESCATTER || coll == PLAN_COLL_ALLTOALL ||
-           coll == PLAN_COLL_BROADCAST || coll == PLAN_COLL_SENDRECV;
+           coll == PLAN_COLL_BROADCAST || coll == PLAN_COLL_SENDRECV ||
+           coll == PLAN_COLL_REDUCE || coll == PLAN_COLL_GATHER || coll == PLAN_COLL_SCATTER;
 }
 
 bool check_collective_reduces(PlanCollective coll) {
-    return coll == PLAN_COLL_ALLREDUCE || coll == PLAN_COLL_REDUCESCATTER;
+    return coll == PLAN_COLL_ALLREDUCE || coll == PLAN_COLL_REDUCESCATTER ||
+           coll == PLAN_COLL_REDUCE;
 }
 
 /* Unit roundoff and smallest subnormal of a float type (constants: this runs per element). */
@@ -498,7 +500,8 @@ static bool no_input(int rank, CheckMismatch *mm) {
 
 /* The element-to-element map of a collective's postcondition, seen from one rank's output:
  * output elements [0, span) are checked in segments, each taken from one source: one rank's
- * input (copies) or the same elements of every rank's input (reductions). */
+ * input (copies) or the same elements of every rank's input (reductions). The rooted reduce
+ * and gather (root 0) check the root's output only: the others' span is 0. */
 typedef struct {
     PlanCollective coll;
     int nranks, rank;
@@ -509,8 +512,11 @@ static CheckMap check_map(PlanCollective coll, int nranks, int rank, size_t nin,
     CheckMap m = {coll, nranks, rank, nin, nout, 0};
     switch (coll) {
     case PLAN_COLL_ALLREDUCE: m.span = nout < nin ? nout : nin; break;
+    case PLAN_COLL_REDUCE: m.span = rank != 0 ? 0 : nout < nin ? nout : nin; break;
     case PLAN_COLL_REDUCESCATTER: m.span = nout; break;
+    case PLAN_COLL_SCATTER: m.span = nout < nin / (size_t)nranks ? nout : nin / (size_t)nranks; break;
     case PLAN_COLL_ALLGATHER: m.span = (size_t)nranks * nin; break;
+    case PLAN_COLL_GATHER: m.span = rank != 0 ? 0 : (size_t)nranks * nin; break;
     case PLAN_COLL_ALLTOALL: m.span = (size_t)nranks * (nin / (size_t)nranks); break;
     default: m.span = nout < nin ? nout : nin; break;          /* broadcast, sendrecv */
     }
@@ -523,15 +529,23 @@ static size_t check_segment(const CheckMap *m, size_t o, int *src, size_t *first
                             size_t what_len) {
     switch (m->coll) {
     case PLAN_COLL_ALLREDUCE:
+    case PLAN_COLL_REDUCE:
     case PLAN_COLL_REDUCESCATTER:
         *src = -1;
         *first = (m->coll == PLAN_COLL_REDUCESCATTER ? (size_t)m->rank * m->nout : 0) + o;
         return m->span - o;
-    case PLAN_COLL_ALLGATHER: {
+    case PLAN_COLL_SCATTER:
+        *src = 0;
+        *first = (size_t)m->rank * m->nout + o;
+        snprintf(what, what_len, "scatter: must be block %d of root 0's input", m->rank);
+        return m->span - o;
+    case PLAN_COLL_ALLGATHER:
+    case PLAN_COLL_GATHER: {
         size_t s = o / m->nin;
         *src = (int)s;
         *first = o % m->nin;
-        snprintf(what, what_len, "allgather: block %zu must be rank %zu's input", s, s);
+        snprintf(what, what_len, "%s: block %zu must be rank %zu's input",
+                 m->coll == PLAN_COLL_GATHER ? "gather to root 0" : "allgather", s, s);
         return m->nin - *first;
     }
     case PLAN_COLL_ALLTOALL: {

@@ -60,7 +60,9 @@ void check_fill_range(mscclrt_dtype t, mscclrt_redop op, void *buf, size_t first
  * buffer after the call (out_bytes). Reductions are checked against float64 (floats) or exact
  * modular (integers) references with a tolerance that fits the type and operator; everything
  * else must match bit for bit. broadcast: root 0; sendrecv: rank r receives the input of rank
- * (r-1+n)%n. On a mismatch returns false and fills *mm with the first one (by rank, element);
+ * (r-1+n)%n. The rooted collectives have root 0: reduce, root 0's output is the reduction of
+ * every input; gather, root 0's output holds rank q's input at block q; scatter, rank q's output
+ * is block q of root 0's input; the other ranks' outputs of reduce and gather are not checked. On a mismatch returns false and fills *mm with the first one (by rank, element);
  * when it cannot check (a bad MSCCLRT_CHECK_THREADS, no memory) returns false with mm->rank -1. */
 typedef struct {
     int rank;
@@ -74,7 +76,7 @@ bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_
                       size_t out_bytes, CheckMismatch *mm);
 /* Whether check_collective knows the postcondition of coll (false for test/custom). */
 bool check_collective_known(PlanCollective coll);
-/* Whether coll combines values (allreduce, reducescatter) and so takes an operator. */
+/* Whether coll combines values (allreduce, reducescatter, reduce) and so takes an operator. */
 bool check_collective_reduces(PlanCollective coll);
 
 /* ---- one rank at a time, inputs read block by block ----------------------------------------

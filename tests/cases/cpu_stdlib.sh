@@ -30,7 +30,7 @@ run_one() {
     size=$1 iters=$2
     t=$(nth $k $DTYPES)
     op=sum
-    case $coll in allreduce|reducescatter) op=$(nth $k $OPS) ;; esac
+    case $coll in allreduce|reducescatter|reduce) op=$(nth $k $OPS) ;; esac
     pk=ll16
     [ $((k % 2)) = 1 ] && pk=ll8
     if [ "$size" -ge 1048576 ]; then t=float32; else k=$((k + 1)); fi

@@ -31,8 +31,9 @@ static const char *single_node[] = {
     "stdlib/allgather/copyengine", "stdlib/allgather/fullmesh", "stdlib/allgather/packet",
     "stdlib/allgather/ring", "stdlib/allreduce/allpair_packet", "stdlib/allreduce/rs_ag_packet",
     "stdlib/allreduce/rs_ag_read", "stdlib/allreduce/rs_ag_simple", "stdlib/alltoall/fullmesh",
-    "stdlib/broadcast/direct", "stdlib/broadcast/packet", "stdlib/reducescatter/fullmesh_put",
-    "stdlib/reducescatter/fullmesh_read", "stdlib/sendrecv/ring",
+    "stdlib/broadcast/direct", "stdlib/broadcast/packet", "stdlib/gather/direct",
+    "stdlib/reduce/direct", "stdlib/reducescatter/fullmesh_put",
+    "stdlib/reducescatter/fullmesh_read", "stdlib/scatter/direct", "stdlib/sendrecv/ring",
 };
 #define NSINGLE ((int)(sizeof single_node / sizeof *single_node))
 
@@ -86,6 +87,16 @@ static void t_collection(void) {
             CHECK_EQ_INT(MSCCLRT_BUFFER_OUTOFPLACE, aa->desc.buffer_mode);
             CHECK_CONTAINS(bp->desc.tags, "root=0");
         }
+        /* the rooted programs name their root once: from the plan's tag or added */
+        static const char *rooted[] = {"stdlib/reduce/direct", "stdlib/gather/direct",
+                                       "stdlib/scatter/direct", "stdlib/broadcast/direct"};
+        for (int k = 0; k < 4; k++) {
+            const mscclrt_algo *a = by_name(s, rooted[k]);
+            CHECK(a != NULL);
+            const char *t = a ? strstr(a->desc.tags, "root=0") : NULL;
+            CHECK(t != NULL);
+            if (t) CHECK(strstr(t + 1, "root=") == NULL);
+        }
         algo_set_free(s);
     }
     /* the second build in a process comes from memory (one compile for all its comms) */
@@ -96,7 +107,7 @@ static void t_collection(void) {
     /* a program that refuses N is skipped: at 18 ranks only the ring programs remain */
     AlgoSet *s = build(18, 18, "", &st);
     CHECK_EQ_INT(2, s->n);
-    CHECK_EQ_INT(12, st.skipped);
+    CHECK_EQ_INT(NSINGLE - 2, st.skipped);
     if (s->n == 2) {
         CHECK_STR("stdlib/allgather/ring", s->v[0]->desc.name);
         CHECK_STR("stdlib/sendrecv/ring", s->v[1]->desc.name);
@@ -135,6 +146,9 @@ static PlanCollective plan_coll(mscclrt_coll c) {
     case MSCCLRT_COLL_BROADCAST: return PLAN_COLL_BROADCAST;
     case MSCCLRT_COLL_ALLTOALL: return PLAN_COLL_ALLTOALL;
     case MSCCLRT_COLL_SENDRECV: return PLAN_COLL_SENDRECV;
+    case MSCCLRT_COLL_REDUCE: return PLAN_COLL_REDUCE;
+    case MSCCLRT_COLL_GATHER: return PLAN_COLL_GATHER;
+    case MSCCLRT_COLL_SCATTER: return PLAN_COLL_SCATTER;
     default: return PLAN_COLL_ALLREDUCE;
     }
 }
@@ -158,6 +172,8 @@ static bool run_in_place(mscclrt_cpu_comm *comm, const mscclrt_algo *a, int n, s
         send[r] = recv[r] = mem[r];
         if (pc == PLAN_COLL_ALLGATHER) send[r] = mem[r] + (size_t)r * in;
         if (pc == PLAN_COLL_REDUCESCATTER) recv[r] = mem[r] + (size_t)r * out;
+        /* rooted (root 0): gather sends from block 0 of the root's output, scatter receives
+         * into block 0 of the root's input, reduce shares one buffer: all at offset 0 */
         check_fill(t, MSCCLRT_SUM, send[r], in / es, 7, r);
         memcpy(inputs[r], send[r], in);
     }
@@ -203,7 +219,8 @@ static void t_any_runs_in_place(void) {
                 CHECK(run_in_place(comm, a, n, 3 * min, MSCCLRT_BFLOAT16));
             ran++;
         }
-        CHECK_EQ_INT(9, ran);   /* allgather x4, allreduce x2, broadcast x2, fullmesh_put */
+        /* allgather x4, allreduce x2, broadcast x2, fullmesh_put, gather, reduce, scatter */
+        CHECK_EQ_INT(12, ran);
         mscclrt_cpu_comm_destroy(comm);
         algo_set_free(s);
     }
@@ -287,8 +304,8 @@ static void t_disk_cache(void) {
     CHECK_EQ_INT(NSINGLE, compiled);
     CHECK_EQ_INT(0, cached);
     CHECK_EQ_INT(NSINGLE, plans);
-    char names[32][64];
-    CHECK_EQ_INT(NSINGLE, list_plans(dir, names, 32, &others));
+    char names[64][64];
+    CHECK_EQ_INT(NSINGLE, list_plans(dir, names, 64, &others));
     CHECK_EQ_INT(0, others);                              /* no temporary file left */
     /* a hit reads them all, in a fresh process; the best of three is timed (the machine may
      * be busy), the cold build having compiled and parsed what a hit only parses */
@@ -307,11 +324,11 @@ static void t_disk_cache(void) {
     /* another N has its own plans */
     CHECK(child_build(4, dir, &compiled, &cached, &plans, &warm));
     CHECK_EQ_INT(NSINGLE, compiled);
-    CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 32, &others));
+    CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 64, &others));
     CHECK(child_build(8, dir, &compiled, &cached, &plans, &warm) && compiled == 0);
     /* a corrupt file is ignored and rewritten; so is a valid plan stored under another key */
     char p0[4200], p1[4200], p2[4200];
-    CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 32, &others));
+    CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 64, &others));
     snprintf(p0, sizeof p0, "%s/plans/%s", dir, names[0]);
     snprintf(p1, sizeof p1, "%s/plans/%s", dir, names[1]);
     snprintf(p2, sizeof p2, "%s/plans/%s", dir, names[2]);
@@ -340,7 +357,7 @@ static void t_disk_cache(void) {
     struct stat st;
     CHECK(lstat(p2, &st) == 0 && S_ISREG(st.st_mode));  /* the link was replaced, not followed */
     free(orig0), free(orig1), free(orig2), free(now0), free(now1), free(now2), free(tgt);
-    CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 32, &others));
+    CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 64, &others));
     CHECK_EQ_INT(0, others);
     /* no cache directory: every plan compiled, nothing written */
     CHECK(child_build(2, "", &compiled, &cached, &plans, &warm));
@@ -376,22 +393,22 @@ static int child_env_main(int n) {
 static void t_cache_dir_setting(void) {
     char home[] = "/tmp/test_algo_home_XXXXXX", dir[] = "/tmp/test_algo_dir_XXXXXX";
     CHECK(mkdtemp(home) != NULL && mkdtemp(dir) != NULL);
-    char env[9000], names[32][64], hc[4200];
+    char env[9000], names[64][64], hc[4200];
     int others;
     snprintf(hc, sizeof hc, "%s/.cache/mscclrt", home);
     /* "none": nothing on disk */
     snprintf(env, sizeof env, "HOME='%s' MSCCLRT_CACHE_DIR=none", home);
     env_build(env);
-    CHECK_EQ_INT(0, list_plans(hc, names, 32, &others));
+    CHECK_EQ_INT(0, list_plans(hc, names, 64, &others));
     /* a directory: there */
     snprintf(env, sizeof env, "HOME='%s' MSCCLRT_CACHE_DIR='%s'", home, dir);
     env_build(env);
-    CHECK_EQ_INT(NSINGLE, list_plans(dir, names, 32, &others));
-    CHECK_EQ_INT(0, list_plans(hc, names, 32, &others));
+    CHECK_EQ_INT(NSINGLE, list_plans(dir, names, 64, &others));
+    CHECK_EQ_INT(0, list_plans(hc, names, 64, &others));
     /* unset: ~/.cache/mscclrt */
     snprintf(env, sizeof env, "HOME='%s'", home);
     env_build(env);
-    CHECK_EQ_INT(NSINGLE, list_plans(hc, names, 32, &others));
+    CHECK_EQ_INT(NSINGLE, list_plans(hc, names, 64, &others));
     snprintf(env, sizeof env, "rm -rf '%s' '%s'", home, dir);
     CHECK_EQ_INT(0, system(env));
 
