@@ -74,9 +74,16 @@ static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device,
         }
         devs[c->rank] = device;
         res = boot_allgather(c->boot, devs, sizeof *devs);
-        for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++)
-            if (q != c->rank && devs[q] == device && boot_pid_of(c->boot, q) == (int)getpid())
-                c->shares_context = true;
+        int same = 0;
+        for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
+            if (q == c->rank || devs[q] != device || boot_node_of(c->boot, q) != boot_node(c->boot))
+                continue;
+            same++;
+            if (boot_pid_of(c->boot, q) == (int)getpid()) c->shares_context = true;
+        }
+        if (same)   /* NCCL refuses this; libmscclrt allows it (tests run many ranks on one GPU) */
+            LOG_INFO(LOG_SUB_INIT, "rank %d: %d other rank(s) of this group use device %d of this "
+                     "host too", c->rank, same, device);
         free(devs);
         if (res != MSCCLRT_SUCCESS) goto fail;
     }
