@@ -66,8 +66,7 @@ static const FieldInfo fields[NCCL_CFG_COUNT] = {
 #undef ROW
 };
 
-static void say(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t len, const char *fmt, ...) {
+void nccl_say(char *why, size_t len, const char *fmt, ...) {
     va_list ap;
     if (!why || len == 0) return;
     va_start(ap, fmt);
@@ -144,19 +143,19 @@ ncclResult_t nccl_config_read(NcclConfig *out, const ncclConfig_t *cfg, char *wh
     if (!cfg) return ncclSuccess;
     memcpy(&size, raw + offsetof(ConfigLayout, size), sizeof size);
     if (size < HEADER_BYTES) {
-        say(why, why_len, "ncclConfig_t.size is %zu: too small to hold size, magic and version "
+        nccl_say(why, why_len, "ncclConfig_t.size is %zu: too small to hold size, magic and version "
             "(%zu bytes); was it set with NCCL_CONFIG_INITIALIZER?", size, (size_t)HEADER_BYTES);
         return ncclInvalidArgument;
     }
     memcpy(&magic, raw + offsetof(ConfigLayout, magic), sizeof magic);
     memcpy(&version, raw + offsetof(ConfigLayout, version), sizeof version);
     if (magic != NCCL_CONFIG_MAGIC) {
-        say(why, why_len, "ncclConfig_t.magic is 0x%08x, not 0x%08x: the config was not set "
+        nccl_say(why, why_len, "ncclConfig_t.magic is 0x%08x, not 0x%08x: the config was not set "
             "with NCCL_CONFIG_INITIALIZER", magic, NCCL_CONFIG_MAGIC);
         return ncclInvalidArgument;
     }
     if (size < nccl_config_min_size(version)) {
-        say(why, why_len, "ncclConfig_t.size is %zu but version %u has %zu bytes of fields: "
+        nccl_say(why, why_len, "ncclConfig_t.size is %zu but version %u has %zu bytes of fields: "
             "size and version do not belong together", size, version,
             nccl_config_min_size(version));
         return ncclInvalidArgument;
@@ -173,7 +172,7 @@ ncclResult_t nccl_config_read(NcclConfig *out, const ncclConfig_t *cfg, char *wh
             if (s == NCCL_CONFIG_UNDEF_PTR) continue;
             char *copy = dup_str(s);
             if (!copy) {
-                say(why, why_len, "ncclConfig_t.%s: out of memory copying %zu bytes", f->name,
+                nccl_say(why, why_len, "ncclConfig_t.%s: out of memory copying %zu bytes", f->name,
                     strlen(s) + 1);
                 nccl_config_free(out);
                 return ncclSystemError;
@@ -185,7 +184,7 @@ ncclResult_t nccl_config_read(NcclConfig *out, const ncclConfig_t *cfg, char *wh
             if (v == NCCL_CONFIG_UNDEF_INT) continue;
             if (!int_valid(f, v)) {
                 explain_range(range, sizeof range, f);
-                say(why, why_len, "ncclConfig_t.%s is %d: %s (or NCCL_CONFIG_UNDEF_INT)", f->name,
+                nccl_say(why, why_len, "ncclConfig_t.%s is %d: %s (or NCCL_CONFIG_UNDEF_INT)", f->name,
                     v, range);
                 nccl_config_free(out);
                 return ncclInvalidArgument;
@@ -201,7 +200,7 @@ ncclResult_t nccl_config_read(NcclConfig *out, const ncclConfig_t *cfg, char *wh
         if (!(out->given & (1u << NCCL_CFG_maxCTAs))) {
             out->maxCTAs = out->minCTAs;
         } else {
-            say(why, why_len, "ncclConfig_t.minCTAs is %d but maxCTAs is %d: minCTAs must not "
+            nccl_say(why, why_len, "ncclConfig_t.minCTAs is %d but maxCTAs is %d: minCTAs must not "
                 "exceed maxCTAs", out->minCTAs, out->maxCTAs);
             nccl_config_free(out);
             return ncclInvalidArgument;
@@ -215,7 +214,7 @@ ncclResult_t nccl_config_dup(NcclConfig *dst, const NcclConfig *src, char *why, 
     dst->netName = dst->commName = NULL;
     if ((src->netName && !(dst->netName = dup_str(src->netName))) ||
         (src->commName && !(dst->commName = dup_str(src->commName)))) {
-        say(why, why_len, "ncclConfig_t: out of memory copying the net or comm name");
+        nccl_say(why, why_len, "ncclConfig_t: out of memory copying the net or comm name");
         nccl_config_free(dst);
         return ncclSystemError;
     }

@@ -108,6 +108,9 @@ ncclResult_t nccl_config_dup(NcclConfig *dst, const NcclConfig *src, char *why, 
 /* A 2.28 ncclConfig_t holding the fields the caller gave and NCCL_CONFIG_UNDEF_* elsewhere, to
  * hand to the real NCCL (which then applies its own defaults). Its strings point into *c. */
 void nccl_config_to_abi(const NcclConfig *c, ncclConfig_t *out);
+/* Formats a reason into why (why_len bytes; nothing when why is NULL or why_len 0): the
+ * why/why_len convention of nccl_config and nccl_forward. */
+void nccl_say(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Bytes a config of this version must have: the end of the last field it promises (16 for a
  * version older than every field). */
 size_t nccl_config_min_size(unsigned version);

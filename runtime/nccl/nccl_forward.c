@@ -4,6 +4,7 @@
  * RTLD_DEEPBIND. The process-wide table is filled under pthread_once and never changes after.
  */
 #include "nccl/nccl_forward.h"
+#include "nccl/nccl_config.h"
 #include "core/log.h"
 #include "core/param.h"
 
@@ -20,14 +21,6 @@
 
 const char ncclMscclrtShim[] = "libmscclrt_nccl";
 
-static void say(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *why, size_t len, const char *fmt, ...) {
-    va_list ap;
-    if (!why || len == 0) return;
-    va_start(ap, fmt);
-    vsnprintf(why, len, fmt, ap);
-    va_end(ap);
-}
 
 /* A sanitizer runtime (ASan, TSan, MSan) intercepts dlopen and dies on RTLD_DEEPBIND; every one
  * of them defines __sanitizer_set_report_path. Checked at run time too, because the drop-in may
@@ -60,19 +53,19 @@ ncclResult_t nccl_forward_open(NcclReal *r, const char *path, char *why, size_t 
 
     memset(r, 0, sizeof *r);
     if (!path || !*path) {
-        say(why, why_len, "no path to the real NCCL library was given");
+        nccl_say(why, why_len, "no path to the real NCCL library was given");
         return ncclInvalidUsage;
     }
     if (!realpath(path, resolved)) {
-        say(why, why_len, "cannot load the real NCCL from '%s': %s", path, strerror(errno));
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': %s", path, strerror(errno));
         return ncclInvalidUsage;
     }
     if (stat(resolved, &st) != 0) {
-        say(why, why_len, "cannot load the real NCCL from '%s': %s", path, strerror(errno));
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': %s", path, strerror(errno));
         return ncclInvalidUsage;
     }
     if (!S_ISREG(st.st_mode)) {
-        say(why, why_len, "cannot load the real NCCL from '%s': %s; give the library file "
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': %s; give the library file "
             "(e.g. .../lib/libnccl.so.2)", path,
             S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file");
         return ncclInvalidUsage;
@@ -80,7 +73,7 @@ ncclResult_t nccl_forward_open(NcclReal *r, const char *path, char *why, size_t 
     if (dladdr((void *)&ncclMscclrtShim, &info) && info.dli_fname) {
         char self[PATH_MAX];
         if (realpath(info.dli_fname, self) && strcmp(self, resolved) == 0) {
-            say(why, why_len, "cannot load the real NCCL from '%s': it is this library "
+            nccl_say(why, why_len, "cannot load the real NCCL from '%s': it is this library "
                 "(libmscclrt_nccl), which would call itself", path);
             return ncclInvalidUsage;
         }
@@ -90,22 +83,22 @@ ncclResult_t nccl_forward_open(NcclReal *r, const char *path, char *why, size_t 
     r->handle = dlopen(resolved, flags);
     if (!r->handle) {
         const char *e = dlerror();
-        say(why, why_len, "cannot load the real NCCL from '%s': %s", path, e ? e : "dlopen failed");
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': %s", path, e ? e : "dlopen failed");
         return ncclInvalidUsage;
     }
     if (dlsym(r->handle, "ncclMscclrtShim")) {
-        say(why, why_len, "cannot load the real NCCL from '%s': it is a copy of libmscclrt_nccl "
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': it is a copy of libmscclrt_nccl "
             "(it exports ncclMscclrtShim), not NVIDIA's NCCL", path);
         goto fail;
     }
     sym = dlsym(r->handle, "ncclGetVersion");
     if (!sym) {
-        say(why, why_len, "cannot load the real NCCL from '%s': it has no ncclGetVersion, so it "
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': it has no ncclGetVersion, so it "
             "is not an NCCL library", path);
         goto fail;
     }
     if (dladdr(sym, &info) && info.dli_fbase == self_base()) {
-        say(why, why_len, "cannot load the real NCCL from '%s': its ncclGetVersion is this "
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': its ncclGetVersion is this "
             "library's (libmscclrt_nccl), which would call itself", path);
         goto fail;
     }
@@ -115,7 +108,7 @@ ncclResult_t nccl_forward_open(NcclReal *r, const char *path, char *why, size_t 
     if (!sym) r->missing++;
 #include "nccl/nccl_funcs.def"
     if (r->ncclGetVersion(&r->version) != ncclSuccess) {
-        say(why, why_len, "cannot load the real NCCL from '%s': its ncclGetVersion failed", path);
+        nccl_say(why, why_len, "cannot load the real NCCL from '%s': its ncclGetVersion failed", path);
         goto fail;
     }
     snprintf(r->path, sizeof r->path, "%s", resolved);
@@ -161,9 +154,9 @@ const char *nccl_real_why(void) {
 char *nccl_forward_explain(char *buf, size_t len, const char *fn) {
     const NcclReal *r = nccl_real();
     if (!r)
-        say(buf, len, "%s needs the real NCCL, and none is loaded: %s", fn, nccl_real_why());
+        nccl_say(buf, len, "%s needs the real NCCL, and none is loaded: %s", fn, nccl_real_why());
     else
-        say(buf, len, "%s needs the real NCCL, and the one loaded (version %d, %s) does not "
+        nccl_say(buf, len, "%s needs the real NCCL, and the one loaded (version %d, %s) does not "
             "export it", fn, r->version, r->path);
     return buf;
 }
@@ -195,7 +188,7 @@ ncclResult_t nccl_force_parse(const char *list, unsigned *mask, char *why, size_
         for (int i = 0; i < NCCL_COLL_COUNT; i++)
             if (strlen(coll_names[i]) == n && strncasecmp(start, coll_names[i], n) == 0) hit = i;
         if (hit < 0) {
-            say(why, why_len, "MSCCLRT_FORCE_NCCL: unknown collective '%.*s' (known: all, "
+            nccl_say(why, why_len, "MSCCLRT_FORCE_NCCL: unknown collective '%.*s' (known: all, "
                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, gather, "
                 "scatter, sendrecv)", (int)(n > 64 ? 64 : n), start);
             *mask = 0;
