@@ -8,6 +8,7 @@
  * does not fit, bad blocks/threads, NULL restoring the default).
  */
 #include "../harness.h"
+#include "test_plan_util.h"
 
 #include "algo/algo.h"
 #include "core/api_plan.h"
@@ -18,24 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-            fread(buf, 1, (size_t)n, f) == (size_t)n) {
-            buf[n] = 0;
-        } else {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 /* Compiles .coll text with -D N=n into a loaded public plan (NULL on any failure, printed). */
 static mscclrt_plan *compile_text(const char *what, const char *src, int n) {
@@ -58,7 +41,7 @@ static mscclrt_plan *compile_text(const char *what, const char *src, int n) {
 static mscclrt_plan *stdlib_plan(const char *prog, int n) {
     char path[256];
     snprintf(path, sizeof path, "stdlib/%s.coll", prog);
-    char *src = read_file(path);
+    char *src = tp_read_file(path, NULL);
     CHECK(src != NULL);
     mscclrt_plan *p = src ? compile_text(path, src, n) : NULL;
     free(src);

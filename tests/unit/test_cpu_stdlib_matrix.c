@@ -7,6 +7,7 @@
  * public loader, so compiler, writer, loader and backend are exercised together.
  */
 #include "../harness.h"
+#include "test_plan_util.h"
 
 #include "check/check.h"
 #include "mscclc.h"
@@ -16,25 +17,6 @@
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long n = ftell(f);
-        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
-            fread(buf, 1, (size_t)n, f) == (size_t)n) {
-            buf[n] = '\0';
-            *len = (size_t)n;
-        } else {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 /* Compiles src for n ranks into a loaded public plan; *refused when a require rejects n. */
 static mscclrt_plan *compile_for(const char *path, const char *src, size_t len, int n,
@@ -179,7 +161,7 @@ static void check_plan(const mscclrt_plan *plan, int n, const char *name) {
 
 static void run_program(const char *path) {
     size_t len = 0;
-    char *src = read_file(path, &len);
+    char *src = tp_read_file(path, &len);
     CHECK(src != NULL);
     if (!src) return;
     static const int ns[] = {2, 3, 4, 8};
