@@ -91,12 +91,13 @@ MSCCLC_OBJ := $(COMPILER_OBJ) $(call obj,$(PLAN_SRC))
 LIBRT_SO   := $(BUILD)/lib/libmscclrt.so.$(MAJOR)
 LIBRT_A    := $(BUILD)/lib/libmscclrt.a
 LIBMSCCLC_A:= $(BUILD)/lib/libmscclc.a
+LIBMSCCLC_SO:= $(BUILD)/lib/libmscclc.so.$(MAJOR)
 MSCCLC     := $(BUILD)/bin/mscclc
 CMDS       := $(patsubst runtime/cmd/%.c,$(BUILD)/bin/%,$(subst _,-,$(CMD_SRC)))
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 TOOL_BIN   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRC))
 
-all: $(DEPS_STAMP) $(LIBRT_SO) $(LIBRT_A) $(LIBMSCCLC_A) $(if $(wildcard compiler/main.c),$(MSCCLC)) $(CMDS)
+all: $(DEPS_STAMP) $(LIBRT_SO) $(LIBRT_A) $(LIBMSCCLC_A) $(LIBMSCCLC_SO) $(if $(wildcard compiler/main.c),$(MSCCLC)) $(CMDS)
 
 # ---- compile rules -----------------------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c Makefile | $(DEPS_STAMP)
@@ -145,6 +146,14 @@ $(LIBRT_SO): $(RT_OBJ) $(COMPILER_OBJ) runtime/libmscclrt.map
 	  -Wl,--version-script=runtime/libmscclrt.map $(LDFLAGS) -o $@ $(RT_OBJ) $(COMPILER_OBJ) \
 	  $(LDLIBS)
 	@ln -sf libmscclrt.so.$(MAJOR) $(BUILD)/lib/libmscclrt.so
+
+# the compiler as a shared library for other languages (python/mscclrt compiles through it):
+# only compiler/mscclc_api.c's functions are exported
+$(LIBMSCCLC_SO): $(MSCCLC_OBJ) compiler/libmscclc.map
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) -shared -Wl,-soname,libmscclc.so.$(MAJOR) \
+	  -Wl,--version-script=compiler/libmscclc.map $(LDFLAGS) -o $@ $(MSCCLC_OBJ) $(LDLIBS)
+	@ln -sf libmscclc.so.$(MAJOR) $(BUILD)/lib/libmscclc.so
 
 $(MSCCLC): $(BUILD)/obj/compiler/main.o $(LIBMSCCLC_A)
 	@mkdir -p $(@D)
@@ -219,6 +228,8 @@ install: all
 	install -m 755 $(MSCCLC) $(CMDS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(LIBRT_SO) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libmscclrt.so.$(MAJOR) $(DESTDIR)$(PREFIX)/lib/libmscclrt.so
+	install -m 755 $(LIBMSCCLC_SO) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libmscclc.so.$(MAJOR) $(DESTDIR)$(PREFIX)/lib/libmscclc.so
 	install -m 644 $(LIBRT_A) $(LIBMSCCLC_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 runtime/include/*.h $(DESTDIR)$(PREFIX)/include/
 	install -d $(DESTDIR)$(PREFIX)/include/mscclc
@@ -231,7 +242,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/mscclc $(patsubst $(BUILD)/bin/%,$(DESTDIR)$(PREFIX)/bin/%,$(CMDS))
-	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt.* $(DESTDIR)$(PREFIX)/lib/libmscclc.a
+	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt.* $(DESTDIR)$(PREFIX)/lib/libmscclc.*
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc $(DESTDIR)$(PREFIX)/include/mscclrt.h
 	rm -rf $(DESTDIR)$(PREFIX)/include/mscclc
 	rm -rf $(DESTDIR)$(PREFIX)/share/mscclc

@@ -1,7 +1,7 @@
 #!/bin/sh
 # install-deps.sh - called by `make` before the first compile: installs the Debian packages the
 # build needs (flex, bison, cJSON, libibverbs headers, groff for man checks, g++ and pip for the
-# NCCL ABI tests) when any is missing.
+# NCCL ABI tests, venv for the Python package's tests) when any is missing.
 # Does nothing when all are present; fails with the list (and apt-get's own words) when it cannot
 # install them. Another apt/dpkg process (a fresh machine's unattended upgrades) holding the lock
 # is waited for, up to MSCCL_APT_LOCK_WAIT seconds (default 120); a failed install is retried once
@@ -16,6 +16,8 @@ command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 # the NCCL ABI tests: NVIDIA's nccl_device.h is C++; pip fetches the nvidia-nccl-cu13 wheel
 command -v c++ >/dev/null 2>&1 || missing="$missing g++"
 python3 -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
+# python/: its tests run in a virtual environment of their own (build/python-venv)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing="$missing python3-venv"
 [ -z "$missing" ] && exit 0
 echo "install-deps: installing:$missing"
 SUDO=""

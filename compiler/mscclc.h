@@ -56,4 +56,19 @@ MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *op
 /* Frees the plan and text of a result (safe on a zeroed or already freed result). */
 void mscclc_result_free(MscclcResult *res);
 
+/* ---- the exported C ABI of libmscclc.so (mscclc_api.c), in plain C types for other languages ----
+ * mscclc_compile_json compiles src (len bytes; filename names it in diagnostics, NULL:
+ * "<input>") with ndefines parameter overrides names[i] = values[i] and flags MSCCLC_FLAG_*.
+ * Returns 0 with *plan_json (the plan's JSON), 1 when the source has errors, 2 on bad arguments
+ * (the diagnostics say which), 3 on an internal error or out of memory. *diagnostics (may be
+ * NULL) always gets the diagnostics text ("file:line:col: error: ..." lines, possibly empty);
+ * errors/warnings (may be NULL) get the counts. Strings returned are freed with mscclc_free. */
+enum { MSCCLC_FLAG_NO_FUSION = 1, MSCCLC_FLAG_COMPACT = 2 };
+int mscclc_compile_json(const char *src, size_t len, const char *filename,
+                        const char *const *names, const long long *values, int ndefines,
+                        int flags, char **plan_json, char **diagnostics, int *errors,
+                        int *warnings);
+void mscclc_free(void *p);
+const char *mscclc_version(void);   /* MSCCLC_VERSION */
+
 #endif

@@ -128,6 +128,8 @@ bool algo_is_registered(const mscclrt_algo *a);
 /* Counts changes of the collection and of the selector (register, unregister, set_selector):
  * a choice cached at an older epoch may be stale. */
 uint64_t algo_registry_epoch(void);
+/* Invalidates every communicator's cached selections (the tuning table changed). */
+void algo_registry_bump_epoch(void);
 
 /* ---- algo_default.c: the default collection and the default selector ---------------------- */
 /* The communicator's default collection (built on first use for its world size, ranks per

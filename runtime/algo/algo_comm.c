@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "exec/exec.h"
+#include "exec/exec_internal.h"
 
 #include <stdlib.h>
 
@@ -61,4 +62,36 @@ void algo_comm_free(mscclrt_comm *c) {
     a->defaults = NULL;
     free(a);
     c->algo = NULL;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_comm_algorithms(mscclrt_comm *comm, mscclrt_coll coll,
+                                                   const mscclrt_algo **algos, int max, int *n) {
+    if ((unsigned)coll > MSCCLRT_COLL_COUNT)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_algorithms: coll %d is not a "
+                       "collective (nor MSCCLRT_COLL_COUNT for all)", (int)coll);
+    if (!n || max < 0 || (max > 0 && !algos))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_algorithms: %s",
+                       !n ? "n argument is NULL" : max < 0 ? "max is negative"
+                       : "algos argument is NULL with max > 0");
+    TRY(exec_comm_check(comm, "mscclrt_comm_algorithms"));
+    const AlgoSet *set;
+    TRY(algo_default_set(comm, &set));
+    int k = 0;
+    for (int i = 0; set && i < set->n; i++) {
+        if (coll != MSCCLRT_COLL_COUNT && set->v[i]->desc.collective != coll) continue;
+        if (k < max) algos[k] = set->v[i];
+        k++;
+    }
+    *n = k;
+    return MSCCLRT_SUCCESS;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_comm_ranks_per_node(mscclrt_comm *comm, int *ranks_per_node) {
+    if (!ranks_per_node)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_ranks_per_node: NULL argument");
+    TRY(exec_comm_check(comm, "mscclrt_comm_ranks_per_node"));
+    AlgoComm *a = algo_comm(comm);
+    if (!a) return MSCCLRT_ERR_SYSTEM;
+    *ranks_per_node = a->ranks_per_node;
+    return MSCCLRT_SUCCESS;
 }

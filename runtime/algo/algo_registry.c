@@ -411,6 +411,10 @@ static struct {
     uint64_t epoch;               /* changes of v and sel */
 } R;
 
+void algo_registry_bump_epoch(void) {
+    __atomic_add_fetch(&R.epoch, 1, __ATOMIC_RELEASE);
+}
+
 uint64_t algo_registry_epoch(void) {
     return __atomic_load_n(&R.epoch, __ATOMIC_ACQUIRE);   /* every call of the hot path reads it */
 }
@@ -717,14 +721,32 @@ mscclrt_result algo_select_from(const mscclrt_request *req, const mscclrt_algo *
             *choice = c;
             return MSCCLRT_SUCCESS;
         }
+        if (r < 0)   /* the selector failed and reported why itself (e.g. a Python traceback) */
+            return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "selector: failed (returned %d) for %s of %"
+                           PRIu64 " bytes; the selector's own report says why", r,
+                           coll_names[req->collective], req->message_bytes);
         if (r != 0)
             return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "selector: returned %d for %s of %" PRIu64
-                           " bytes (1: a choice, 0: no opinion)", r, coll_names[req->collective],
-                           req->message_bytes);
+                           " bytes (1: a choice, 0: no opinion, < 0: failed)", r,
+                           coll_names[req->collective], req->message_bytes);
     }
     if (!algo_default_select_with(tun, req, cand, n, choice))
         return rt_fail(MSCCLRT_ERR_INTERNAL, "default selector: no choice among %d candidates", n);
     return MSCCLRT_SUCCESS;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_select_among(const mscclrt_request *req,
+                                                const mscclrt_algo *const *cand, int n,
+                                                mscclrt_choice *choice) {
+    if (!req || !choice || n < 0 || (n > 0 && !cand))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_select_among: %s",
+                       !req ? "req is NULL" : !choice ? "choice is NULL"
+                       : n < 0 ? "n is negative" : "cand is NULL with n > 0");
+    for (int i = 0; i < n; i++)
+        if (!algo_check(cand[i]))
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_select_among: cand[%d] is not a live "
+                           "algorithm", i);
+    return algo_select_from(req, cand, n, choice);
 }
 
 /* Why nothing fits: the first few algorithms of the collective and their reasons. */

@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,23 +341,56 @@ bool algo_tuning_choose(const AlgoTuning *t, const mscclrt_request *req,
 /* ---- the process's table ----------------------------------------------------------------------- */
 
 static pthread_once_t proc_once = PTHREAD_ONCE_INIT;
-static AlgoTuning *proc_table;           /* lives as long as the process */
-static mscclrt_result proc_res;
+static AlgoTuning *_Atomic proc_table;   /* the table in use; NULL: none */
+static mscclrt_result proc_res;          /* MSCCLRT_TUNING_FILE's failure, until replaced */
 static char proc_msg[1024];
+/* Tables replaced by mscclrt_tuning_load: kept until the process exits, because a selection on
+ * another thread may still be reading the old one (replacing is rare: once per tuning run). */
+static pthread_mutex_t proc_mu = PTHREAD_MUTEX_INITIALIZER;
+static AlgoTuning **proc_old;
+static int proc_nold;
 
 static void proc_load(void) {
     const char *path = param_str(PARAM_TUNING_FILE);
     if (!*path) return;
-    proc_res = algo_tuning_load(path, &proc_table);
-    if (proc_res != MSCCLRT_SUCCESS)
+    AlgoTuning *t = NULL;
+    proc_res = algo_tuning_load(path, &t);
+    if (proc_res != MSCCLRT_SUCCESS) {
         snprintf(proc_msg, sizeof proc_msg, "MSCCLRT_TUNING_FILE: %s", mscclrt_last_error());
-    else
-        LOG_INFO(LOG_SUB_INIT, "tuning table %s: %d entries", path, proc_table->n);
+        return;
+    }
+    atomic_store(&proc_table, t);
+    LOG_INFO(LOG_SUB_INIT, "tuning table %s: %d entries", path, t->n);
 }
 
 mscclrt_result algo_tuning_process(const AlgoTuning **out) {
     pthread_once(&proc_once, proc_load);
-    *out = proc_table;
-    if (proc_res != MSCCLRT_SUCCESS) return rt_fail(proc_res, "%s", proc_msg);
+    *out = atomic_load(&proc_table);
+    mscclrt_result r = __atomic_load_n(&proc_res, __ATOMIC_ACQUIRE);
+    if (r != MSCCLRT_SUCCESS) return rt_fail(r, "%s", proc_msg);
+    return MSCCLRT_SUCCESS;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_tuning_load(const char *path) {
+    pthread_once(&proc_once, proc_load);   /* the environment's table never lands after ours */
+    AlgoTuning *t = NULL;
+    if (path && *path) TRY(algo_tuning_load(path, &t));
+    pthread_mutex_lock(&proc_mu);
+    AlgoTuning **grown = realloc(proc_old, (size_t)(proc_nold + 1) * sizeof *grown);
+    if (!grown) {
+        pthread_mutex_unlock(&proc_mu);
+        algo_tuning_free(t);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_tuning_load: out of memory");
+    }
+    proc_old = grown;
+    AlgoTuning *prev = atomic_exchange(&proc_table, t);
+    if (prev) proc_old[proc_nold++] = prev;
+    __atomic_store_n(&proc_res, MSCCLRT_SUCCESS, __ATOMIC_RELEASE);  /* a valid table replaces a bad file */
+    pthread_mutex_unlock(&proc_mu);
+    algo_registry_bump_epoch();   /* cached selections were made with the old table */
+    if (t)
+        LOG_INFO(LOG_SUB_INIT, "tuning table %s: %d entries (loaded by the application)", path, t->n);
+    else
+        LOG_INFO(LOG_SUB_INIT, "tuning table dropped by the application");
     return MSCCLRT_SUCCESS;
 }

@@ -184,6 +184,9 @@ MSCCLRT_API mscclrt_result mscclrt_comm_abort(mscclrt_comm *comm);
 MSCCLRT_API mscclrt_result mscclrt_comm_rank(const mscclrt_comm *comm, int *rank);
 MSCCLRT_API mscclrt_result mscclrt_comm_size(const mscclrt_comm *comm, int *size);
 MSCCLRT_API mscclrt_result mscclrt_comm_device(const mscclrt_comm *comm, int *device);
+/* [serialised per comm] Ranks on each node of the group (from the bootstrap's host grouping;
+ * MSCCLRT_HOSTID overrides a host's identity); 0 when nodes hold different numbers of ranks. */
+MSCCLRT_API mscclrt_result mscclrt_comm_ranks_per_node(mscclrt_comm *comm, int *ranks_per_node);
 
 /* [any thread; the group state is the calling thread's] Group semantics as NCCL's: between start and end, mscclrt_execute only queues; end performs
  * the collective setups the queued calls need (all ranks' first calls for new buffers must meet)
@@ -343,6 +346,13 @@ MSCCLRT_API mscclrt_result mscclrt_algo_unregister(const char *name);
 MSCCLRT_API mscclrt_result mscclrt_algo_list(mscclrt_coll coll, const mscclrt_algo **algos,
                                              int max, int *n);
 MSCCLRT_API const mscclrt_algo *mscclrt_algo_find(const char *name);
+/* [serialised per comm] Up to max algorithms of comm's default collection (of collective coll,
+ * or all when coll is MSCCLRT_COLL_COUNT): the stdlib programs compiled for the comm's layout and
+ * the built-in native algorithms, built on first use (not collective). Borrowed: valid while the
+ * comm lives. *n gets how many there are in all. Registered algorithms are not included
+ * (mscclrt_algo_list has them). */
+MSCCLRT_API mscclrt_result mscclrt_comm_algorithms(mscclrt_comm *comm, mscclrt_coll coll,
+                                                   const mscclrt_algo **algos, int max, int *n);
 
 /* ---- selection ------------------------------------------------------------------------------ */
 typedef struct mscclrt_request {
@@ -371,8 +381,9 @@ typedef struct mscclrt_choice {
     int blocks, threads;          /* 0: the algorithm's own default */
 } mscclrt_choice;
 
-/* A selector returns 1 with *choice filled, or 0 for "no opinion" (the default selector then
- * decides). candidates: the communicator's usable algorithms for this collective (registered
+/* A selector returns 1 with *choice filled, 0 for "no opinion" (the default selector then
+ * decides), or a negative value when it failed (the call then fails with
+ * MSCCLRT_ERR_INVALID_USAGE; the selector reports the reason itself). candidates: the communicator's usable algorithms for this collective (registered
  * ones first, then the default collection), n of them. It runs on the calling thread inside the
  * collective call and must give the same answer on every rank for the same call: a split choice
  * would hang the collective. It must not call libmscclrt's collective functions. */
@@ -381,6 +392,18 @@ typedef int (*mscclrt_selector_fn)(const mscclrt_request *req,
                                    mscclrt_choice *choice, void *user);
 /* [any thread] The one selector: registering again replaces it; NULL restores the default. */
 MSCCLRT_API mscclrt_result mscclrt_set_selector(mscclrt_selector_fn fn, void *user);
+/* [any thread] The selector chain (the selector, then the default selector with its tuning
+ * table) over the given candidates for a request the caller fills completely (world_size,
+ * ranks_per_node, arch...): no communicator, nothing runs (for tools, tests and tuners). */
+MSCCLRT_API mscclrt_result mscclrt_select_among(const mscclrt_request *req,
+                                                const mscclrt_algo *const *cand, int n,
+                                                mscclrt_choice *choice);
+/* [any thread] Replaces the process's tuning table (libmscclrt(3) TUNING TABLE; at first the
+ * file MSCCLRT_TUNING_FILE names) with the file at path, validated now: a bad file is
+ * MSCCLRT_ERR_INVALID_ARG naming the entry and field, and the table in use stays. NULL or ""
+ * drops the table. Selections on every communicator use the new table from their next call. An
+ * autotuner running in the application calls it after writing its table, on every rank. */
+MSCCLRT_API mscclrt_result mscclrt_tuning_load(const char *path);
 /* [serialised per comm] What the selector chain would choose for req on comm (for tests and
  * tools); runs nothing. */
 MSCCLRT_API mscclrt_result mscclrt_select(mscclrt_comm *comm, const mscclrt_request *req,

@@ -24,13 +24,15 @@ all: $(NCCL_SO)
 endif
 
 # ---- generated from nccl_funcs.def by the C preprocessor ---------------------------------------
-# the version script: every nccl* row and its pnccl* twin, the shim marker, nothing else
+# the version script: every nccl* row and its pnccl* twin, the shim marker, and libmscclrt's
+# public mscclrt_* API (so that a program holding the preloaded drop-in, e.g. python/mscclrt,
+# registers algorithms and selectors in the very registry the drop-in selects from); nothing else
 $(NCCL_MAP): $(NCCL_DEF) runtime/nccl/module.mk
 	@mkdir -p $(@D)
 	$(call Q,GEN)printf '%s\n' '#define NCCL_FN(ret, name, params, args) name; p##name;' \
 	    '#define NCCL_INT_FN(ret, name, params, args) name;' '#include "nccl_funcs.def"' \
 	  | $(CC) -E -P -x c -I runtime/nccl - > $@.cpp
-	@{ echo '{ global:'; echo '    ncclMscclrtShim;'; \
+	@{ echo '{ global:'; echo '    ncclMscclrtShim;'; echo '    mscclrt_*;'; \
 	  tr ';' '\n' < $@.cpp | sed -n 's/^ *\([a-zA-Z_][a-zA-Z0-9_]*\) *$$/    \1;/p'; \
 	  echo '  local: *;'; echo '};'; } > $@
 	@rm -f $@.cpp
@@ -50,12 +52,15 @@ $(NCCL_OBJS_A): $(NCCL_OBJ)
 	$(call Q,AR)ar rcs $@ $^
 
 # every nccl.h function must be defined here: --no-undefined makes a missing one a link error;
+# -Bsymbolic: the drop-in's own calls (mscclrt_* included) bind inside it, whatever else the
+# process has loaded; the whole of libmscclrt.a, so that all of the mscclrt_* API is there;
 # not under sanitizers, whose runtime (clang: linked into executables only) the program supplies
 NCCL_NOUNDEF := $(if $(SAN)$(UBSAN)$(TSAN),,-Wl,--no-undefined)
 $(NCCL_SO): $(NCCL_OBJ) $(LIBRT_A) $(LIBMSCCLC_A) $(NCCL_MAP) $(NCCL_TWINS)
 	@mkdir -p $(@D) $(@D)/nccl $(BUILD)/include
 	$(call Q,LINK)$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(NCCL_MAP) \
-	  $(NCCL_NOUNDEF) $(LDFLAGS) -o $@ $(NCCL_OBJ) $(NCCL_TWINS) $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+	  -Wl,-Bsymbolic $(NCCL_NOUNDEF) $(LDFLAGS) -o $@ $(NCCL_OBJ) $(NCCL_TWINS) \
+	  -Wl,--whole-archive $(LIBRT_A) -Wl,--no-whole-archive $(LIBMSCCLC_A) $(LDLIBS)
 	@ln -sf ../libmscclrt_nccl.so $(@D)/nccl/libnccl.so.2
 	@ln -sf libnccl.so.2 $(@D)/nccl/libnccl.so
 	@cp $(NCCL_HDR) $(BUILD)/include/nccl.h

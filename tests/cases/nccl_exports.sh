@@ -2,8 +2,9 @@
 # nccl_exports.sh - libmscclrt_nccl.so exports what programs built against NCCL 2.28.9 bind to
 # (the lists in ../shared/nccl-abi, the shared checkout beside this repository): every
 # function of nccl.h and its pnccl twin, every symbol PyTorch 2.11 imports, every nccl* symbol
-# libnccl.so.2 2.28.9 exports; each twin has its function's address; nothing but nccl* / pnccl*
-# is exported; the soname is libnccl.so.2. Skips while the entry points are missing.
+# libnccl.so.2 2.28.9 exports; each twin has its function's address; besides nccl* / pnccl*
+# exactly libmscclrt.so's public mscclrt_* API is exported (python/mscclrt uses the preloaded
+# drop-in's registry through it); the soname is libnccl.so.2. Skips while the entry points are missing.
 cd "$(dirname "$0")/../.." || exit 2
 BUILD=${BUILD:-build}
 so=$BUILD/lib/libmscclrt_nccl.so
@@ -46,10 +47,24 @@ if [ -z "$bad" ]; then echo "testing nccl_exports/twin_addresses ... passed"
 else echo "nccl_exports: twins at another address than their function:" $bad
      echo "testing nccl_exports/twin_addresses ... failed"; st=1; fi
 
-extra=$(grep -v -E '^p?nccl' "$out/exported.txt")
-if [ -z "$extra" ]; then echo "testing nccl_exports/only_nccl ... passed"
-else echo "nccl_exports: exported besides nccl*/pnccl*:" $extra
-     echo "testing nccl_exports/only_nccl ... failed"; st=1; fi
+extra=$(grep -v -E '^(p?nccl|mscclrt_)' "$out/exported.txt")
+if [ -z "$extra" ]; then echo "testing nccl_exports/only_nccl_and_api ... passed"
+else echo "nccl_exports: exported besides nccl*/pnccl*/mscclrt_*:" $extra
+     echo "testing nccl_exports/only_nccl_and_api ... failed"; st=1; fi
+
+# the mscclrt_* exports are libmscclrt.so's public API, all of it and nothing more
+rt=$BUILD/lib/libmscclrt.so
+if [ -f "$rt" ]; then
+    nm -D --defined-only "$rt" | awk '$3 ~ /^mscclrt_/ {print $3}' | sort -u >"$out/rt_api.txt"
+    grep -E '^mscclrt_' "$out/exported.txt" >"$out/dropin_api.txt"
+    if [ -s "$out/rt_api.txt" ] && cmp -s "$out/rt_api.txt" "$out/dropin_api.txt"; then
+        echo "testing nccl_exports/mscclrt_api ... passed"
+    else
+        echo "nccl_exports: mscclrt_* exports differ from libmscclrt.so's:"
+        diff "$out/rt_api.txt" "$out/dropin_api.txt" | head -20
+        echo "testing nccl_exports/mscclrt_api ... failed"; st=1
+    fi
+fi
 
 soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 if [ "$soname" = libnccl.so.2 ]; then echo "testing nccl_exports/soname ... passed"

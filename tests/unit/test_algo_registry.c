@@ -604,6 +604,28 @@ static void t_selector_chain(void) {
     s.ret = 7;
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_USAGE, algo_select_from(&r, cand, 2, &c));
     CHECK_CONTAINS(mscclrt_last_error(), "selector: returned 7");
+    /* a negative answer: the selector failed (and reported why itself) */
+    s.ret = -1;
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_USAGE, algo_select_from(&r, cand, 2, &c));
+    CHECK_CONTAINS(mscclrt_last_error(), "selector: failed (returned -1) for allreduce of 4096 bytes");
+    /* the public chain over candidates, without a communicator, is the same chain */
+    s.ret = 1;
+    s.pick = y;
+    s.blocks = 4;
+    s.threads = 64;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_select_among(&r, cand, 2, &c));
+    CHECK(c.algo == y && c.blocks == 4 && c.threads == 64);
+    s.ret = -3;
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_USAGE, mscclrt_select_among(&r, cand, 2, &c));
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select_among(NULL, cand, 2, &c));
+    CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_select_among: req is NULL");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select_among(&r, NULL, 2, &c));
+    const mscclrt_algo *bogus[] = {y, (const mscclrt_algo *)&s};
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select_among(&r, bogus, 2, &c));
+    CHECK_CONTAINS(mscclrt_last_error(), "cand[1] is not a live algorithm");
+    s.ret = 1;
+    s.blocks = 1024;
+    s.threads = 1024;
     /* registering again replaces the selector */
     CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_set_selector(other_selector, NULL));
     int calls = s.calls;

@@ -265,6 +265,42 @@ static void t_env(const char *badfile) {
     unlink(good_file);
 }
 
+/* mscclrt_tuning_load in this process (after t_env: the environment's file was bad): a good
+ * table replaces it and decides; a bad one is refused and the table in use stays; NULL drops
+ * the table (the heuristics decide again). */
+static void t_reload(void) {
+    mscclrt_algo *pk = mk("stdlib/allreduce/allpair_packet", MSCCLRT_COLL_ALLREDUCE);
+    mscclrt_algo *nat = mk("native/allreduce", MSCCLRT_COLL_ALLREDUCE);
+    const mscclrt_algo *cand[] = {nat, pk};
+    mscclrt_request r = request(MSCCLRT_COLL_ALLREDUCE, 4096);
+    mscclrt_choice c;
+    char file[] = "/tmp/test_algo_reload_XXXXXX", bad[] = "/tmp/test_algo_reload_bad_XXXXXX";
+    int fd = mkstemp(file);
+    if (fd >= 0) close(fd);
+    fd = mkstemp(bad);
+    if (fd >= 0) close(fd);
+    write_file(file, "{\"version\": 1, \"entries\": [{\"collective\": \"allreduce\", "
+                     "\"algorithm\": \"native/allreduce\", \"blocks\": 12, \"threads\": 256}]}");
+    write_file(bad, "{\"version\": 1, \"entries\": [{\"collective\": \"allreduce\"}]}");
+    uint64_t epoch = algo_registry_epoch();
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_tuning_load(file));
+    CHECK(algo_registry_epoch() != epoch);   /* cached selections are stale */
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_select_from(&r, cand, 2, &c));
+    CHECK(c.algo == nat && c.blocks == 12 && c.threads == 256);
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_load(bad));
+    CHECK_CONTAINS(mscclrt_last_error(), "entries[0]");
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_select_from(&r, cand, 2, &c));
+    CHECK(c.algo == nat && c.blocks == 12);   /* the good table stays */
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_load("/nonexistent/t.json"));
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_tuning_load(NULL));
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_select_from(&r, cand, 2, &c));
+    CHECK(c.algo == pk && c.blocks == 0);     /* no table: the size heuristics */
+    unlink(file);
+    unlink(bad);
+    mscclrt_algo_free(pk);
+    mscclrt_algo_free(nat);
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "--select")) return child_select();
     ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -278,6 +314,7 @@ int main(int argc, char **argv) {
     TEST("algo_tuning/good", t_good());
     TEST("algo_tuning/bad", t_bad());
     TEST("algo_tuning/env", t_env(badfile));
+    TEST("algo_tuning/reload", t_reload());
     unlink(badfile);
     return harness_report();
 }

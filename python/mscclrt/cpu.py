@@ -1,0 +1,87 @@
+"""The CPU reference backend: a group of host "ranks" (one thread each, in this process) that runs
+any plan over host buffers with the plan format's intended semantics. For checking plans and
+algorithms without a GPU (CI, and users writing .coll programs on a laptop)."""
+from __future__ import annotations
+
+import ctypes
+from ctypes import byref, c_void_p
+from typing import Any, Sequence
+
+from . import _lib
+from .compiler import Plan
+from .types import DataType, ReduceOp, parse_dtype, parse_op
+
+
+def _host_address(buf: Any) -> tuple[int, Any]:
+    """(address, keeper) of a writable host buffer: bytearray, memoryview, ctypes array, or an
+    object with the buffer protocol (numpy arrays)."""
+    if isinstance(buf, int):
+        return buf, None
+    if isinstance(buf, ctypes.Array):
+        return ctypes.addressof(buf), buf
+    mv = memoryview(buf)
+    if mv.readonly:
+        raise TypeError("mscclrt.cpu: buffers must be writable (bytearray, numpy array, ...)")
+    if not mv.c_contiguous:
+        raise TypeError("mscclrt.cpu: buffers must be contiguous")
+    arr = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
+    return ctypes.addressof(arr), arr
+
+
+class CpuComm:
+    """nranks host ranks; contexts persist between calls as on a GPU."""
+
+    def __init__(self, nranks: int):
+        h = c_void_p()
+        _lib.check(_lib.runtime().mscclrt_cpu_comm_create(byref(h), int(nranks)),
+                   "mscclrt_cpu_comm_create")
+        self._h = h.value
+        self.nranks = int(nranks)
+
+    def execute(self, plan: Plan, send: Sequence[Any], recv: Sequence[Any], in_bytes: int,
+                out_bytes: int, dtype: Any = DataType.float32, op: Any = ReduceOp.SUM,
+                packet: int = 0) -> None:
+        """One call of plan on every rank: send[r]/recv[r] are rank r's buffers (recv may be send
+        for in-place plans). Raises MscclrtError naming the rank, block and op on failure."""
+        if not self._h:
+            raise RuntimeError("mscclrt.cpu: the communicator was destroyed")
+        if len(send) != self.nranks or len(recv) != self.nranks:
+            raise ValueError(f"mscclrt.cpu: need {self.nranks} send and recv buffers, got "
+                             f"{len(send)} and {len(recv)}")
+        keep = []
+        sp = (c_void_p * self.nranks)()
+        rp = (c_void_p * self.nranks)()
+        for r in range(self.nranks):
+            for arr, buf, need in ((sp, send[r], in_bytes), (rp, recv[r], out_bytes)):
+                n = memoryview(buf).nbytes if not isinstance(buf, (int, ctypes.Array)) else \
+                    (ctypes.sizeof(buf) if isinstance(buf, ctypes.Array) else need)
+                if n < need:
+                    raise ValueError(f"mscclrt.cpu: rank {r}'s buffer has {n} bytes, the call "
+                                     f"needs {need}")
+                a, k = _host_address(buf)
+                arr[r] = a
+                keep.append(k)
+        r = _lib.runtime().mscclrt_cpu_execute(self._h, plan.handle, sp, rp, int(in_bytes),
+                                               int(out_bytes), int(parse_dtype(dtype)),
+                                               parse_op(op), int(packet))
+        _lib.check(r, f"cpu execute of {plan.name}")
+
+    def close(self) -> None:
+        if self._h:
+            _lib.runtime().mscclrt_cpu_comm_destroy(self._h)
+            self._h = None
+
+    def __enter__(self) -> "CpuComm":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+__all__ = ["CpuComm"]
