@@ -218,6 +218,13 @@ class Algorithm:
                                 int(nthreads_per_block), extra, len(extra) if extra else 0)
         _lib.check(r, f"execute({self.name})")
 
+    def fits(self, request: "Request") -> tuple[bool, str]:
+        """(True, "") when this algorithm can serve request, else (False, why)."""
+        why = ctypes.c_char_p()
+        q = request.to_c()
+        ok = _lib.runtime().mscclrt_algo_fits(self._h, byref(q), byref(why))
+        return bool(ok), (why.value.decode(errors="replace") if why.value else "")
+
     def clean_cached_contexts(self) -> None:
         """Drops what communicators hold for this algorithm (collective: every rank calls it)."""
         _lib.check(_lib.runtime().mscclrt_algo_clean_cached_contexts(self._h),

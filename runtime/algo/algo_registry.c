@@ -735,6 +735,19 @@ mscclrt_result algo_select_from(const mscclrt_request *req, const mscclrt_algo *
     return MSCCLRT_SUCCESS;
 }
 
+MSCCLRT_API int mscclrt_algo_fits(const mscclrt_algo *algo, const mscclrt_request *req,
+                                  const char **why) {
+    const char *w = NULL;
+    if (!algo_check(algo)) w = "not a live algorithm";
+    else if (!req) w = "no request";
+    else if ((unsigned)req->collective >= MSCCLRT_COLL_COUNT) w = "the request's collective is out of range";
+    else if ((unsigned)req->dtype >= MSCCLRT_DTYPE_COUNT) w = "the request's data type is out of range";
+    else if (algo_fits(algo, req, &w)) w = NULL;
+    else if (!w) w = "does not fit";
+    if (why) *why = w;
+    return w == NULL;
+}
+
 MSCCLRT_API mscclrt_result mscclrt_select_among(const mscclrt_request *req,
                                                 const mscclrt_algo *const *cand, int n,
                                                 mscclrt_choice *choice) {

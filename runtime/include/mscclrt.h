@@ -392,6 +392,10 @@ typedef int (*mscclrt_selector_fn)(const mscclrt_request *req,
                                    mscclrt_choice *choice, void *user);
 /* [any thread] The one selector: registering again replaces it; NULL restores the default. */
 MSCCLRT_API mscclrt_result mscclrt_set_selector(mscclrt_selector_fn fn, void *user);
+/* [any thread] 1 when algo can serve req (filled completely, as for mscclrt_select_among), else 0
+ * with *why (may be NULL; static or this thread's text, valid until its next call) saying why. */
+MSCCLRT_API int mscclrt_algo_fits(const mscclrt_algo *algo, const mscclrt_request *req,
+                                  const char **why);
 /* [any thread] The selector chain (the selector, then the default selector with its tuning
  * table) over the given candidates for a request the caller fills completely (world_size,
  * ranks_per_node, arch...): no communicator, nothing runs (for tools, tests and tuners). */

@@ -620,6 +620,13 @@ static void t_selector_chain(void) {
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select_among(NULL, cand, 2, &c));
     CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_select_among: req is NULL");
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select_among(&r, NULL, 2, &c));
+    const char *why = NULL;
+    CHECK_EQ_INT(1, mscclrt_algo_fits(y, &r, &why));
+    CHECK(why == NULL);
+    CHECK_EQ_INT(0, mscclrt_algo_fits(g, &r, &why));
+    CHECK(why && strstr(why, "it serves allgather, not allreduce"));
+    CHECK_EQ_INT(0, mscclrt_algo_fits(NULL, &r, &why));
+    CHECK_EQ_INT(0, mscclrt_algo_fits(y, NULL, NULL));
     const mscclrt_algo *bogus[] = {y, (const mscclrt_algo *)&s};
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_select_among(&r, bogus, 2, &c));
     CHECK_CONTAINS(mscclrt_last_error(), "cand[1] is not a live algorithm");
