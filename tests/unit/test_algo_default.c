@@ -36,6 +36,13 @@ static const char *single_node[] = {
     "stdlib/reducescatter/fullmesh_read", "stdlib/scatter/direct", "stdlib/sendrecv/ring",
 };
 #define NSINGLE ((int)(sizeof single_node / sizeof *single_node))
+/* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
+static const char *multi_node[] = {
+    "stdlib/allgather/hier", "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet",
+    "stdlib/alltoall/hier", "stdlib/broadcast/hier", "stdlib/reduce/hier",
+    "stdlib/reducescatter/hier",
+};
+#define NMULTI ((int)(sizeof multi_node / sizeof *multi_node))
 
 static AlgoSet *build(int n, int rpn, const char *dir, AlgoBuildStats *st) {
     AlgoSet *s = calloc(1, sizeof *s);
@@ -113,16 +120,24 @@ static void t_collection(void) {
         CHECK_STR("stdlib/sendrecv/ring", s->v[1]->desc.name);
     }
     algo_set_free(s);
-    /* several nodes: the hierarchical programs, compiled with G = ranks per node */
-    static const int hier[][2] = {{16, 8}, {8, 4}, {4, 2}};
-    for (int i = 0; i < 3; i++) {
+    /* several nodes: the multi-node programs, compiled with G = ranks per node (one rank per
+     * node included) */
+    static const int hier[][2] = {{16, 8}, {8, 4}, {4, 2}, {3, 1}, {32, 8}};
+    for (int i = 0; i < 5; i++) {
         s = build(hier[i][0], hier[i][1], "", &st);
-        CHECK_EQ_INT(1, s->n);
-        if (s->n == 1) {
-            CHECK_STR("stdlib/allreduce/hier", s->v[0]->desc.name);
-            CHECK_EQ_INT(hier[i][1], s->v[0]->desc.ranks_per_node);
-            CHECK_EQ_INT(MSCCLRT_BUFFER_INPLACE, s->v[0]->desc.buffer_mode);
+        CHECK_EQ_INT(NMULTI, s->n);
+        CHECK_EQ_INT(0, st.skipped);
+        for (int k = 0; k < NMULTI && k < s->n; k++) {
+            const mscclrt_algo *a = s->v[k];
+            CHECK_STR(multi_node[k], a->desc.name);
+            CHECK_EQ_INT(hier[i][0], a->desc.world_size);
+            CHECK_EQ_INT(hier[i][1], a->desc.ranks_per_node);
+            CHECK_CONTAINS(a->desc.tags, "multi_node");
         }
+        const mscclrt_algo *h = by_name(s, "stdlib/allreduce/hier");
+        CHECK(h && h->desc.buffer_mode == MSCCLRT_BUFFER_INPLACE);
+        const mscclrt_algo *a2a = by_name(s, "stdlib/alltoall/hier");
+        CHECK(a2a && a2a->desc.buffer_mode == MSCCLRT_BUFFER_OUTOFPLACE);
         algo_set_free(s);
     }
     /* nodes of different sizes: nothing of the stdlib applies */
