@@ -649,6 +649,11 @@ static bool channel_op(Sema *s, const Expr *call, const char *what, const Args *
             !same_size(s, a->pos[1], what, &dst, &src, "source"))
             return false;
         if (xfer[i].kind == PLAN_OP_PPKT && !is_scratch(s, a->pos[0], what, &dst, "packet destination")) return false;
+        /* a port channel's proxy copies packets as they are (spec §5.5): the source must already
+         * be packets, i.e. scratch written by copy_packets (across nodes, hierarchical LL plans) */
+        if (xfer[i].kind == PLAN_OP_PPKT && c->type == PLAN_CHAN_PORT &&
+            !is_scratch(s, a->pos[1], what, &src, "source of a port channel's packets"))
+            return false;
         if (xfer[i].kind == PLAN_OP_RPPKT && (!is_scratch(s, a->pos[0], what, &dst, "packet destination") ||
                                               !is_scratch(s, a->pos[1], what, &src, "packet source")))
             return false;

@@ -150,9 +150,10 @@ mscclrt_result algo_default_build(int world, int ranks_per_node, int arch, AlgoS
 /* Its plan part. Every embedded stdlib program that accepts N = world is compiled in process
  * (libmscclc) and wrapped as "stdlib/<collective>/<name>" (tags "default=1" and the plan's
  * own): on one node (ranks_per_node == world) the single-node programs, across nodes
- * (0 < ranks_per_node < world) the hierarchical ones (those with a `param G`, compiled with
- * G = ranks_per_node); ranks_per_node 0 (nodes of different sizes) builds none. A program
- * that refuses N is skipped (INFO). Plans are cached in memory per process and on disk under
+ * (0 < ranks_per_node < world) the multi-node ones (those with a `param G`, compiled with
+ * G = ranks_per_node) whose plans keep memory and switch channels inside a node
+ * (algo_plan_crosses_nodes); ranks_per_node 0 (nodes of different sizes) builds none. A program
+ * that refuses N, or whose plan would cross nodes over NVLink, is skipped (INFO). Plans are cached in memory per process and on disk under
  * cache_dir/plans ("" disables the disk), keyed by the source, the defines and the compiler's
  * identity. arch is kept for architecture-specific programs (the stdlib has none yet). */
 typedef struct AlgoBuildStats {
@@ -165,6 +166,10 @@ mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
 /* The plan cache directory for a MSCCLRT_CACHE_DIR value: "none" -> "" (disabled), "" ->
  * $HOME/.cache/mscclrt ("" without HOME), else the value. */
 void algo_plan_cache_dir(const char *setting, char *out, size_t n);
+/* Whether plan p, on nodes of rpn ranks (rank r on node r / rpn), reaches a rank of another
+ * node by NVLink means (a memory channel, a buffer mapped for memory access, a switch group);
+ * only port channels may cross nodes. When it does, why says where (n bytes). */
+bool algo_plan_crosses_nodes(const Plan *p, int rpn, char *why, size_t n);
 /* Whether the embedded stdlib has program "<collective>/<name>" (e.g. "allreduce/hier"). */
 bool algo_stdlib_has(const char *coll_slash_name);
 /* algo_native.c: appends the built-in native algorithms ("native/<collective>", any size,

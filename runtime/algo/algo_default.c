@@ -3,7 +3,9 @@
  * collection is built once, for its real layout (world size, ranks per node): every program of
  * the stdlib, embedded in the library at build time, that accepts N = world is compiled in
  * process through libmscclc and wrapped as a plan-based algorithm "stdlib/<collective>/<name>";
- * the built-in native algorithms (algo_native.c) follow. Compiled plans are cached in memory
+ * the built-in native algorithms (algo_native.c) follow. Across nodes only the multi-node
+ * programs (a `param G`, compiled with G = ranks per node) are compiled, and a plan that would
+ * reach another node over a memory or switch channel is refused: only port channels cross. Compiled plans are cached in memory
  * (per process) and on disk ($MSCCLRT_CACHE_DIR/plans/<key>.json, written atomically, validated
  * on every read), keyed by the program's text, the defines and the compiler's identity (a hash
  * of its sources taken at build time), so a changed compiler never reads an older plan.
@@ -378,6 +380,32 @@ static mscclrt_result plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_
 
 /* ---- the default collection ------------------------------------------------------------------- */
 
+bool algo_plan_crosses_nodes(const Plan *p, int rpn, char *why, size_t n) {
+    for (int r = 0; r < p->ngpus; r++) {
+        const PlanGpu *g = &p->gpus[r];
+        for (int k = 0; k < g->npeers[PLAN_CHAN_MEMORY]; k++)
+            if (g->peers[PLAN_CHAN_MEMORY][k] / rpn != r / rpn) {
+                snprintf(why, n, "rank %d has a memory channel to rank %d on another node", r,
+                         g->peers[PLAN_CHAN_MEMORY][k]);
+                return true;
+            }
+        for (int k = 0; k < g->nremotes; k++)
+            if (g->remotes[k].access[PLAN_CHAN_MEMORY] && g->remotes[k].rank / rpn != r / rpn) {
+                snprintf(why, n, "rank %d maps a buffer of rank %d on another node", r,
+                         g->remotes[k].rank);
+                return true;
+            }
+        for (int k = 0; k < g->nswitch; k++)
+            for (int i = 0; i < g->switches[k].nranks; i++)
+                if (g->switches[k].ranks[i] / rpn != r / rpn) {
+                    snprintf(why, n, "rank %d shares a switch channel with rank %d on another "
+                             "node", r, g->switches[k].ranks[i]);
+                    return true;
+                }
+    }
+    return false;
+}
+
 /* Wraps one compiled stdlib plan (takes plan) and adds it to set. */
 static mscclrt_result add_stdlib_algo(AlgoSet *set, mscclrt_plan *plan, const char *coll,
                                       const char *prog, bool hier, int world, int rpn) {
@@ -450,6 +478,14 @@ mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
         }
         if (cached) st.cached++;
         else st.compiled++;
+        char why[128];
+        if (multi && algo_plan_crosses_nodes(api_plan_model(plan), ranks_per_node, why, sizeof why)) {
+            LOG_INFO(LOG_SUB_PLAN, "default collection: stdlib/%s skipped for %d ranks, %d per "
+                     "node: %s", f->name, world, ranks_per_node, why);
+            mscclrt_plan_free(plan);
+            st.skipped++;
+            continue;
+        }
         TRY(add_stdlib_algo(set, plan, coll, prog, hier, world, ranks_per_node));
     }
     st.seconds = rt_now_s() - t0;
@@ -501,12 +537,22 @@ static const struct {
 } prefer[] = {
     /* one-shot packets for small messages, two-phase packets up to 1 MB */
     {MSCCLRT_COLL_ALLREDUCE, 0, 64 * KB, "stdlib/allreduce/allpair_packet"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 256 * KB, "stdlib/allreduce/hier_packet"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet"},
     /* large: read-reduce-write on peers' buffers (in place, symmetric), the 1 GiB winner */
     {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_simple"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier"},
+    /* across nodes (only the multi-node programs are candidates there): one cross-node packet
+     * hop while small, the two-level Simple plans above, the packet plan up to its 1 MB for
+     * buffers the Simple plans cannot use (not symmetric, out of place) */
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
+    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
     /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
     {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine"},

@@ -1,9 +1,10 @@
 /*
  * test_algo_default.c - the default collection and the default selector without a GPU
  * (runtime/algo/algo_default.c): the stdlib algorithms built for N = 2, 4, 8, 16 on one node and
- * for several nodes, their descriptions, every algorithm declared for any buffers run in place
- * on the CPU backend (the claim that lets out-of-place stdlib plans serve in-place calls), the
- * plan cache on disk (a miss writes, a hit reads and is timed, a corrupt, foreign or symlinked
+ * for several nodes (only the multi-node programs, picked for every collective they serve;
+ * a plan crossing nodes over NVLink refused), their descriptions, every algorithm declared for
+ * any buffers run in place on the CPU backend (the claim that lets out-of-place stdlib plans
+ * serve in-place calls), the plan cache on disk (a miss writes, a hit reads and is timed, a corrupt, foreign or symlinked
  * file is ignored and rewritten, no temporary file is left), the cache directory setting, the
  * size heuristics over a grid of sizes and layouts, their determinism, and registered
  * algorithms coming first. Fresh processes (this program re-run with --build) measure the
@@ -36,6 +37,13 @@ static const char *single_node[] = {
     "stdlib/reducescatter/fullmesh_read", "stdlib/scatter/direct", "stdlib/sendrecv/ring",
 };
 #define NSINGLE ((int)(sizeof single_node / sizeof *single_node))
+/* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
+static const char *multi_node[] = {
+    "stdlib/allgather/hier", "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet",
+    "stdlib/alltoall/hier", "stdlib/broadcast/hier", "stdlib/reduce/hier",
+    "stdlib/reducescatter/hier",
+};
+#define NMULTI ((int)(sizeof multi_node / sizeof *multi_node))
 
 static AlgoSet *build(int n, int rpn, const char *dir, AlgoBuildStats *st) {
     AlgoSet *s = calloc(1, sizeof *s);
@@ -113,16 +121,24 @@ static void t_collection(void) {
         CHECK_STR("stdlib/sendrecv/ring", s->v[1]->desc.name);
     }
     algo_set_free(s);
-    /* several nodes: the hierarchical programs, compiled with G = ranks per node */
-    static const int hier[][2] = {{16, 8}, {8, 4}, {4, 2}};
-    for (int i = 0; i < 3; i++) {
+    /* several nodes: the multi-node programs, compiled with G = ranks per node (one rank per
+     * node included) */
+    static const int hier[][2] = {{16, 8}, {8, 4}, {4, 2}, {3, 1}, {32, 8}};
+    for (int i = 0; i < 5; i++) {
         s = build(hier[i][0], hier[i][1], "", &st);
-        CHECK_EQ_INT(1, s->n);
-        if (s->n == 1) {
-            CHECK_STR("stdlib/allreduce/hier", s->v[0]->desc.name);
-            CHECK_EQ_INT(hier[i][1], s->v[0]->desc.ranks_per_node);
-            CHECK_EQ_INT(MSCCLRT_BUFFER_INPLACE, s->v[0]->desc.buffer_mode);
+        CHECK_EQ_INT(NMULTI, s->n);
+        CHECK_EQ_INT(0, st.skipped);
+        for (int k = 0; k < NMULTI && k < s->n; k++) {
+            const mscclrt_algo *a = s->v[k];
+            CHECK_STR(multi_node[k], a->desc.name);
+            CHECK_EQ_INT(hier[i][0], a->desc.world_size);
+            CHECK_EQ_INT(hier[i][1], a->desc.ranks_per_node);
+            CHECK_CONTAINS(a->desc.tags, "multi_node");
         }
+        const mscclrt_algo *h = by_name(s, "stdlib/allreduce/hier");
+        CHECK(h && h->desc.buffer_mode == MSCCLRT_BUFFER_INPLACE);
+        const mscclrt_algo *a2a = by_name(s, "stdlib/alltoall/hier");
+        CHECK(a2a && a2a->desc.buffer_mode == MSCCLRT_BUFFER_OUTOFPLACE);
         algo_set_free(s);
     }
     /* nodes of different sizes: nothing of the stdlib applies */
@@ -221,6 +237,28 @@ static void t_any_runs_in_place(void) {
         }
         /* allgather x4, allreduce x2, broadcast x2, fullmesh_put, gather, reduce, scatter */
         CHECK_EQ_INT(12, ran);
+        mscclrt_cpu_comm_destroy(comm);
+        algo_set_free(s);
+    }
+    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1 */
+    static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
+    for (int i = 0; i < 3; i++) {
+        int n = layouts[i][0];
+        AlgoSet *s = build(n, layouts[i][1], "", NULL);
+        mscclrt_cpu_comm *comm = NULL;
+        CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_create(&comm, n));
+        int ran = 0;
+        for (int k = 0; comm && k < s->n; k++) {
+            const mscclrt_algo *a = s->v[k];
+            if (a->desc.buffer_mode != MSCCLRT_BUFFER_ANY) continue;
+            size_t min = 0;
+            CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_min_bytes(a->plan, &min));
+            CHECK(run_in_place(comm, a, n, min, MSCCLRT_FLOAT32));
+            CHECK(run_in_place(comm, a, n, 3 * min, MSCCLRT_BFLOAT16));
+            ran++;
+        }
+        /* allgather, allreduce/hier_packet, broadcast, reduce, reducescatter */
+        CHECK_EQ_INT(5, ran);
         mscclrt_cpu_comm_destroy(comm);
         algo_set_free(s);
     }
@@ -540,6 +578,89 @@ static void t_heuristics(void) {
     }
 }
 
+/* Across nodes (2 and 4 nodes, 1 to 8 ranks each) the default collection offers only the
+ * multi-node programs, and the selector picks them for every collective they serve. */
+static void t_multinode_heuristics(void) {
+    static const int layouts[][2] = {{8, 4}, {16, 8}, {4, 2}, {16, 4}, {32, 8}, {4, 1}};
+    for (int i = 0; i < 6; i++) {
+        int n = layouts[i][0], rpn = layouts[i][1];
+        AlgoSet *s = build(n, rpn, "", NULL);
+        for (int k = 0; k < s->n; k++) {
+            bool multi = false;
+            for (int j = 0; j < NMULTI; j++) multi |= !strcmp(s->v[k]->desc.name, multi_node[j]);
+            CHECK(multi);
+            char why[128];
+            CHECK(!algo_plan_crosses_nodes(api_plan_model(s->v[k]->plan), rpn, why, sizeof why));
+        }
+        static const struct {
+            mscclrt_coll coll;
+            uint64_t bytes;
+            int inplace, sym;
+            const char *want;
+        } cases[] = {
+            /* allreduce: one cross-node packet hop while small, whatever the buffers ... */
+            {MSCCLRT_COLL_ALLREDUCE, 1 * KB, 0, 0, "stdlib/allreduce/hier_packet"},
+            {MSCCLRT_COLL_ALLREDUCE, 64 * KB, 1, 1, "stdlib/allreduce/hier_packet"},
+            {MSCCLRT_COLL_ALLREDUCE, 256 * KB, 0, 1, "stdlib/allreduce/hier_packet"},
+            /* ... then the two-level Simple plan in place on windows, packets up to 1 MB else */
+            {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 1, 1, "stdlib/allreduce/hier"},
+            {MSCCLRT_COLL_ALLREDUCE, 64 * MB, 1, 1, "stdlib/allreduce/hier"},
+            {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_packet"},
+            {MSCCLRT_COLL_ALLREDUCE, 4 * MB, 0, 0, "native/allreduce"},
+            {MSCCLRT_COLL_ALLGATHER, 1 * MB, 0, 1, "stdlib/allgather/hier"},
+            {MSCCLRT_COLL_ALLGATHER, 64 * MB, 1, 1, "stdlib/allgather/hier"},
+            {MSCCLRT_COLL_REDUCESCATTER, 1 * MB, 0, 1, "stdlib/reducescatter/hier"},
+            {MSCCLRT_COLL_REDUCESCATTER, 16 * MB, 1, 1, "stdlib/reducescatter/hier"},
+            {MSCCLRT_COLL_BROADCAST, 16 * KB, 0, 1, "stdlib/broadcast/hier"},
+            {MSCCLRT_COLL_BROADCAST, 4 * MB, 1, 1, "stdlib/broadcast/hier"},
+            {MSCCLRT_COLL_REDUCE, 1 * MB, 0, 1, "stdlib/reduce/hier"},
+            {MSCCLRT_COLL_ALLTOALL, 1 * MB, 0, 1, "stdlib/alltoall/hier"},
+            {MSCCLRT_COLL_ALLTOALL, 1 * MB, 1, 1, "native/alltoall"},
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            mscclrt_request r = request(cases[c].coll, cases[c].bytes, n, cases[c].inplace,
+                                        cases[c].sym);
+            r.ranks_per_node = rpn;
+            if (cases[c].coll == MSCCLRT_COLL_REDUCE) r.root = 0;
+            const char *got = choose(s, &r);
+            if (strcmp(got, cases[c].want) != 0)
+                fprintf(stderr, "  N=%d, %d per node, %s %llu bytes: want %s\n", n, rpn,
+                        mscclrt_coll_name(cases[c].coll), (unsigned long long)cases[c].bytes,
+                        cases[c].want);
+            CHECK_STR(cases[c].want, got);
+        }
+        /* a rooted call for another root: the multi-node programs are for root 0 */
+        mscclrt_request r = request(MSCCLRT_COLL_BROADCAST, 16 * KB, n, 0, 1);
+        r.ranks_per_node = rpn;
+        r.root = 1;
+        CHECK_STR("native/broadcast", choose(s, &r));
+        /* the same collection does not serve a single-node request of that size */
+        r = request(MSCCLRT_COLL_ALLREDUCE, 1 * KB, n, 0, 0);
+        CHECK_STR("native/allreduce", choose(s, &r));
+        algo_set_free(s);
+    }
+}
+
+/* A plan that reaches another node over NVLink is refused across nodes; its own layout is fine. */
+static void t_crosses_nodes(void) {
+    AlgoSet *one = build(8, 8, "", NULL), *two = build(8, 4, "", NULL);
+    const mscclrt_algo *ap = by_name(one, "stdlib/allreduce/allpair_packet");
+    const mscclrt_algo *hp = by_name(two, "stdlib/allreduce/hier_packet");
+    CHECK(ap && hp);
+    if (ap && hp) {
+        char why[128] = "";
+        CHECK(!algo_plan_crosses_nodes(api_plan_model(ap->plan), 8, why, sizeof why));
+        CHECK(algo_plan_crosses_nodes(api_plan_model(ap->plan), 4, why, sizeof why));
+        CHECK_STR("rank 0 has a memory channel to rank 4 on another node", why);
+        CHECK(!algo_plan_crosses_nodes(api_plan_model(hp->plan), 4, why, sizeof why));
+        /* hier_packet for 2 nodes of 4, read as 4 nodes of 2: memory channels between them */
+        CHECK(algo_plan_crosses_nodes(api_plan_model(hp->plan), 2, why, sizeof why));
+        CHECK_STR("rank 0 has a memory channel to rank 2 on another node", why);
+    }
+    algo_set_free(one);
+    algo_set_free(two);
+}
+
 /* The choice depends on the request's description only: not on the rank, the buffers' addresses,
  * the stream or graph capture. */
 static void t_determinism(void) {
@@ -615,6 +736,8 @@ int main(int argc, char **argv) {
     TEST("algo_default/disk_cache", t_disk_cache());
     TEST("algo_default/cache_dir_setting", t_cache_dir_setting());
     TEST("algo_default/heuristics", t_heuristics());
+    TEST("algo_default/multinode_heuristics", t_multinode_heuristics());
+    TEST("algo_default/crosses_nodes", t_crosses_nodes());
     TEST("algo_default/determinism", t_determinism());
     TEST("algo_default/registered_first", t_registered_first());
     for (int c = 0; c < MSCCLRT_COLL_COUNT; c++) mscclrt_algo_free(natives[c]);
