@@ -102,8 +102,13 @@ def _json_type(x: Any) -> str:
         return "a boolean"
     if isinstance(x, (int, float)):
         return "a number"
-    return {str: "a string", type(None): "null", list: "an array", dict: "an object"}.get(
-        type(x), type(x).__name__)
+    if isinstance(x, str):
+        return "a string"
+    if isinstance(x, list):
+        return "an array"
+    if isinstance(x, dict):              # the reader's objects are a dict subclass
+        return "an object"
+    return "null" if x is None else type(x).__name__
 
 
 def _count(x: Any, limit: int, what: str, idx: int | None, field: str) -> int:
