@@ -341,7 +341,7 @@ def tune(runner: Runner, sync: HostSync, collectives: Sequence[str], min_bytes: 
 
     timeout_s is the deadline given to runner.time() and every sync round's timeout. progress
     gets a TuneEvent per candidate and per size (default: print_progress on rank 0, nothing
-    elsewhere); log gets the warnings (default: the "mscclrt.tune" logger). Raises TuneAborted
+    elsewhere, and the summary() printed at the end); log gets the warnings (default: the "mscclrt.tune" logger). Raises TuneAborted
     (with .rank) when a rank dies or rank 0 stops answering, TuneError on a wrong call.
     """
     if runner.rank != sync.rank or runner.world_size != sync.world_size:
@@ -351,7 +351,8 @@ def tune(runner: Runner, sync: HostSync, collectives: Sequence[str], min_bytes: 
         if c not in _table.COLLECTIVES:
             raise TuneError(f"unknown collective '{c}'")
     sizes = _sizes(min_bytes, max_bytes)
-    if progress is None and runner.rank == 0:
+    show_summary = progress is None and runner.rank == 0
+    if show_summary:
         progress = print_progress
     loop = _Loop(runner, sync, dtype, op, timeout_s, progress, log or _log.warning)
     try:
@@ -368,4 +369,6 @@ def tune(runner: Runner, sync: HostSync, collectives: Sequence[str], min_bytes: 
                           e.ranks[0]) from e
     except SyncError as e:
         raise TuneError(f"tuning stopped at {loop.where} on rank {runner.rank}: {e}") from e
+    if show_summary:
+        print(loop.result.summary(), flush=True)
     return loop.result

@@ -122,6 +122,7 @@ def sc_late(sync: HostSync, args: dict[str, Any]) -> dict[str, Any]:
         time.sleep(args["delay"])
     got = sync.allgather(sync.rank, timeout=args["round_timeout"])
     info = sync.last_round
+    assert info is not None
     t0 = time.monotonic()
     after = sync.barrier(timeout=20.0)
     return {"gather": got, "late": info.late, "missing": info.missing, "round": info.round,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pytest
 
 from mscclrt import _table
 from mscclrt._table import TableEntry, TableError
 
-KEY = dict(world_size=8, ranks_per_node=8, arch=90, dtype="bfloat16", op="sum")
+KEY: dict[str, Any] = dict(world_size=8, ranks_per_node=8, arch=90, dtype="bfloat16", op="sum")
 
 
 def ranges(es: list[TableEntry]) -> list[tuple[str, int, int]]:

@@ -3,6 +3,8 @@ winner identical everywhere, candidates that err, time out, block or kill their 
 everywhere with warnings naming them, recovery with one id, and the table entries."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from _sim import run_ranks
@@ -25,7 +27,7 @@ def tune_on(world: int, script: dict, timeout_s: float = 1.0, min_bytes: int = 1
     return out
 
 
-def same_everywhere(vals: dict, key: str, ranks: list[int] | None = None) -> object:
+def same_everywhere(vals: dict, key: str, ranks: list[int] | None = None) -> Any:
     ranks = ranks if ranks is not None else sorted(vals)
     first = vals[ranks[0]][key]
     for r in ranks[1:]:
@@ -92,6 +94,18 @@ def test_rank_blocked_in_time_is_missing_dropped_and_all_recover() -> None:
     assert same_everywhere(v, "recovered") == ["uid-0"]
     assert "rank 1: missing from round" in "".join(v[1]["warnings"])
     assert same_everywhere(v, "winners")[0][2] == "A"
+
+
+def test_rank0_overrunning_its_deadline_is_waited_for_and_its_candidate_dropped() -> None:
+    # rank 0 decides the rounds, so it is never missing: the others wait for it (up to twice
+    # the round's timeout) and its own report says it overran
+    v = tune_on(3, {A: {0: "block:1.2"}}, timeout_s=0.3, max_bytes=1024)
+    dropped = same_everywhere(v, "dropped")
+    assert len(dropped) == 1 and dropped[0][2] == "A"
+    assert dropped[0][3][0][0] == 0
+    assert "timed out: time() returned after 1.2" in dropped[0][3][0][1]
+    assert "past the 0.3 s deadline" in dropped[0][3][0][1]
+    assert same_everywhere(v, "recovered") == ["uid-0"]
 
 
 @pytest.mark.parametrize("victim", [2, 0])
