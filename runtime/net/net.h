@@ -75,7 +75,9 @@ mscclrt_result net_create(Net **out, Boot *b, const NetOptions *o);
 /* Closes every connection and frees everything. NULL is a no-op. */
 void net_destroy(Net *n);
 const char *net_backend_name(const Net *n);   /* "socket" or "ib" */
-/* Whether peer is reached through this Net (on another node). */
+/* How many ranks this Net reaches (0 for NULL or a one-node group). */
+int net_remote_count(const Net *n);
+/* Whether peer is reached through this Net (on another node); false for a NULL Net. */
 bool net_peer_remote(const Net *n, int peer);
 
 /* Registers [base, base+bytes) of this rank (device memory, or host memory in host_mem mode)

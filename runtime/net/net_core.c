@@ -118,6 +118,8 @@ void net_destroy(Net *n) {
 
 const char *net_backend_name(const Net *n) { return n->be->name; }
 
+int net_remote_count(const Net *n) { return n ? n->nremote : 0; }
+
 bool net_peer_remote(const Net *n, int peer) {
     return n && peer >= 0 && peer < n->nranks && n->remote[peer];
 }
