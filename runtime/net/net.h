@@ -137,5 +137,8 @@ NetDist net_topo_dist(const char *root, const char *gpu_pci, const NetNic *nic);
 mscclrt_result net_topo_assign(const char *root, const char *const *gpu_pci, int ngpus,
                                const NetNic *nics, int nnics, int *choice);
 const char *net_dist_name(NetDist d);
+/* Logs at INFO the nearest RDMA and Ethernet NIC of CUDA device `device` (after cu_load). The
+ * socket backend still takes its interface from MSCCLRT_SOCKET_IFNAME; the log lets users pick it. */
+void net_topo_log_gpu(int rank, int device);
 
 #endif

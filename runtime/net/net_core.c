@@ -90,6 +90,7 @@ mscclrt_result net_create(Net **out, Boot *b, const NetOptions *o) {
         goto fail;
     }
     if (n->nremote) {
+        if (!n->opt.host_mem) net_topo_log_gpu(n->rank, n->opt.cu_device);
         TRY_GOTO(n->be->connect(n), res, fail);
         LOG_INFO(LOG_SUB_XPORT, "rank %d: %s transport connected to %d rank(s) on other nodes",
                  n->rank, n->be->name, n->nremote);
