@@ -14,3 +14,11 @@ ifneq ($(wildcard tests/net/fake_ibverbs.c),)
 test: $(NET_FAKE_IBV)
 $(BUILD)/tests/test_net_ib: $(NET_FAKE_IBV)
 endif
+
+# the transport's benchmark (tests/speed/net_bench.c; BENCHMARKS.md "Port channels between nodes")
+NET_BENCH := $(BUILD)/tests/speed/net_bench
+$(NET_BENCH): $(BUILD)/obj/tests/speed/net_bench.o $(LIBRT_A) $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+net-bench: $(NET_BENCH)
+.PHONY: net-bench
