@@ -58,6 +58,8 @@ typedef struct ExecCtx {
     ExecSize sizes[EXEC_SIZES];    /* most recently used first */
     int nsizes;
     Proxy *proxy;                  /* borrowed: the comm's proxy holding our port counters */
+    Net *net;                      /* borrowed: the comm's Net once this context registered
+                                      buffers or opened windows there (net_release on free) */
     struct ExecCtx *next;
     struct NvlsCtx *nvls;          /* owned; switch channels' multicast state (transport/nvls.c) */
     bool scratch_vmm;              /* scratch is nvls's cuMem allocation (freed by nvls_ctx_free) */
@@ -77,6 +79,8 @@ struct mscclrt_comm {
     Boot *boot;                    /* owned; init_rank comms: the group's bootstrap */
     XportIpc *xport;               /* owned; init_rank comms: CUDA IPC transport */
     Proxy *proxy;                  /* owned; started by the first context with port channels */
+    Net *net;                      /* owned; init_rank comms spanning nodes: port channels to
+                                      ranks on other nodes (runtime/net) */
     struct AlgoComm *algo;         /* owned; the algorithm layer's state (runtime/algo/algo.h),
                                       made with the comm's native context; freed by algo_comm_free */
     volatile uint32_t *abort_host; /* owned (cuMemHostAlloc, mapped): non-zero once aborted */

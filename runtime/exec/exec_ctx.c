@@ -71,6 +71,7 @@ void exec_ctx_free(ExecCtx *x) {
             LOG_WARN("freeing a context: %s", mscclrt_last_error());
         proxy_unregister(x->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]);
     }
+    net_release(x->net, x);   /* drained: no trigger uses its windows any more */
     nvls_ctx_free(x->nvls);   /* unbinds the multicast groups; frees a cuMem scratch */
     if (x->scratch && !x->scratch_vmm) cu.cuMemFree(x->scratch);
     if (x->state) cu.cuMemFree(x->state);
@@ -228,6 +229,7 @@ static mscclrt_result ctx_attach_proxy(mscclrt_comm *c, ExecCtx *x) {
         exec_ctx_pop(c, prev);
         TRY(r);
     }
+    if (c->net) TRY(proxy_route_net(c->proxy, c->net));   /* ranks on other nodes */
     TRY(proxy_register(c->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]));
     x->proxy = c->proxy;
     x->tab[x->layout.tab_proxy] = proxy_fifo_addr(c->proxy);

@@ -5,6 +5,9 @@
  * (runtime/bootstrap), and the collective setup of a context through it: every rank agrees on
  * the scratch size, exports its send/recv allocations, scratch and state block with the CUDA IPC
  * transport (runtime/transport), sends the descriptors to every peer and maps the peers' ones.
+ * Ranks on other nodes (boot_node_of) are reached through the network transport instead
+ * (runtime/net): their buffers are registered there and their table entries are window
+ * addresses, which only port channels through the proxy may use.
  */
 #include "exec/exec.h"
 #include "algo/algo_native.h"
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #define EXEC_MP_TAG 0x4558 /* "EX": bootstrap tag of setup descriptors */
+#define EXEC_NET_TAG 0x454e /* "EN": bootstrap tag of network memory descriptors */
 
 _Static_assert(sizeof(mscclrt_unique_id) == sizeof(BootId), "unique id carries a BootId");
 
@@ -64,6 +68,10 @@ static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device,
     c->boot = boot;
     TRY_GOTO(exec_abort_word_init(c), res, fail);
     TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
+    if (boot_nnodes(boot) > 1) {   /* collective: every rank sees the same node count */
+        NetOptions o = {.cu_ctx = c->ctx, .cu_device = device};
+        TRY_GOTO(net_create(&c->net, c->boot, &o), res, fail);
+    }
     cu.cuCtxSetCurrent(prev);
     /* ranks of this process on this device share one CUDA context (exec_share.c) */
     {
@@ -137,6 +145,30 @@ mscclrt_result mscclrt_comm_init_env(mscclrt_comm **out, int device) {
     return mp_comm_create(out, boot, device, "mscclrt_comm_init_env");
 }
 
+/* A plan may reach a rank on another node only through port channels run by the proxy: there
+ * is no mapping of that rank's memory for memory channels or SM stores to use. */
+static mscclrt_result mp_check_remote(const mscclrt_comm *c, const ExecCtx *x) {
+    const Plan *p = x->plan;
+    const PlanGpu *g = &p->gpus[c->rank];
+    for (int ch = 0; ch < g->npeers[0]; ch++)
+        if (net_peer_remote(c->net, g->peers[0][ch]))
+            return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d has memory channel %d to rank "
+                           "%d, which is on another node (only port channels cross nodes)",
+                           PLAN_ESC(p->name), c->rank, ch, g->peers[0][ch]);
+    for (int b = 0; b < g->nremotes; b++)
+        if (g->remotes[b].access[0] && net_peer_remote(c->net, g->remotes[b].rank))
+            return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d reads or writes remote buffer "
+                           "%d of rank %d through a memory channel, but that rank is on another "
+                           "node", PLAN_ESC(p->name), c->rank, b, g->remotes[b].rank);
+    bool port_remote = false;
+    for (int ch = 0; ch < g->npeers[1]; ch++) port_remote |= net_peer_remote(c->net, g->peers[1][ch]);
+    if (port_remote && !x->layout.uses_proxy)
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': rank %d has port channels to another node, "
+                       "which need the proxy (unset MSCCLRT_PORT_PROXY=0)", PLAN_ESC(p->name),
+                       c->rank);
+    return MSCCLRT_SUCCESS;
+}
+
 mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     const int n = c->nranks, r = c->rank;
     const Plan *p = x->plan;
@@ -166,15 +198,34 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     const int k0 = x->keyed ? 0 : 2;
     IpcDesc d[4];
     for (int k = k0; k < 4; k++) TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
+    NetMemDesc nd[4];
+    if (net_remote_count(c->net)) {   /* the same buffers, as targets for other nodes */
+        TRY_GOTO(mp_check_remote(c, x), res, out);
+        x->net = c->net;
+        for (int k = k0; k < 4; k++)
+            TRY_GOTO(net_reg(c->net, x, own[k], len[k], &nd[k]), res, out);
+    }
     /* 3: in n - 1 steps, to rank r + s and from rank r - s: a cuMem buffer's descriptor carries
      * a file descriptor through a Unix datagram socket whose queue holds few (sending to every
      * peer first filled it at 8 ranks, and every rank then waited for room) */
     for (int k = k0; k < 4; k++) ptr[r * 4 + k] = own[k];
     for (int s = 1; s < n; s++) {
         const int to = (r + s) % n, q = (r - s + n) % n;
-        for (int k = k0; k < 4; k++)
-            TRY_GOTO(xport_ipc_send(c->xport, to, EXEC_MP_TAG, &d[k]), res, out);
-        for (int k = k0; k < 4; k++) {
+        if (net_peer_remote(c->net, to)) {
+            for (int k = k0; k < 4; k++)
+                TRY_GOTO(boot_send(c->boot, to, EXEC_NET_TAG, &nd[k], sizeof nd[k]), res, out);
+        } else {
+            for (int k = k0; k < 4; k++)
+                TRY_GOTO(xport_ipc_send(c->xport, to, EXEC_MP_TAG, &d[k]), res, out);
+        }
+        for (int k = k0; k < 4 && net_peer_remote(c->net, q); k++) {
+            NetMemDesc pd;
+            uint64_t win = 0;
+            TRY_GOTO(boot_recv(c->boot, q, EXEC_NET_TAG, &pd, sizeof pd), res, out);
+            TRY_GOTO(net_import(c->net, x, q, &pd, &win), res, out);
+            ptr[q * 4 + k] = win;
+        }
+        for (int k = k0; k < 4 && !net_peer_remote(c->net, q); k++) {
             IpcDesc pd;
             CuDevPtr mapped = 0;
             TRY_GOTO(xport_ipc_recv(c->xport, q, EXEC_MP_TAG, &pd), res, out);
@@ -212,6 +263,8 @@ void exec_mp_quiesce(mscclrt_comm *c) {
 }
 
 void exec_mp_close(mscclrt_comm *c) {
+    net_destroy(c->net);   /* before the bootstrap it borrows */
+    c->net = NULL;
     if (c->xport) xport_ipc_destroy(c->xport);
     c->xport = NULL;
     if (c->boot) boot_close(c->boot);

@@ -4,6 +4,7 @@
  * counters in device memory, a non-blocking stream on which every trigger becomes a copy-engine
  * cuMemcpyAsync or a cuStreamWriteValue64 (signals and flush marks, ordered after the copies
  * before them), and the thread that polls: busy while work flows, every 50 us once idle.
+ * Triggers to window addresses (ranks on other nodes) are routed to the network transport.
  */
 #include "proxy/proxy.h"
 #include "core/clock.h"
@@ -37,6 +38,7 @@ struct Proxy {
     CuStream stream;
     HostBlock *host;               /* cuMemHostAlloc'd */
     CuDevPtr dev;                  /* DevBlock */
+    Net *net;                      /* borrowed: the comm's network transport, once routed */
     int rank;
     double spin_us;                /* MSCCLRT_PROXY_SPIN_US, read by proxy_create */
     pthread_t thread;
@@ -64,6 +66,41 @@ static int ops_write(void *ctx, uint64_t addr, uint64_t value, char *err, size_t
     snprintf(err, n, "cuStreamWriteValue64(0x%llx, %llu) failed: %s", (unsigned long long)addr,
              (unsigned long long)value, name);
     return -1;
+}
+
+/* ---- the network route: ProxyOps over a Net (errors carry net's message) ---------------- */
+static int net_result(mscclrt_result r, char *err, size_t n) {
+    if (r == MSCCLRT_SUCCESS) return 0;
+    snprintf(err, n, "%s", mscclrt_last_error());
+    return -1;
+}
+
+static int net_ops_copy(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes, char *err,
+                        size_t n) {
+    return net_result(net_put(ctx, dst, src, bytes), err, n);
+}
+
+static int net_ops_write(void *ctx, uint64_t addr, uint64_t value, char *err, size_t n) {
+    return net_result(net_signal(ctx, addr, value), err, n);
+}
+
+static int net_ops_flush(void *ctx, char *err, size_t n) {
+    return net_result(net_flush(ctx), err, n);
+}
+
+mscclrt_result proxy_route_net(Proxy *p, Net *n) {
+    if (p->net == n) return MSCCLRT_SUCCESS;
+    if (p->net)
+        return rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: port proxy already routes to another "
+                       "network transport", p->rank);
+    ProxyOps ops = {.ctx = n, .copy = net_ops_copy, .write = net_ops_write,
+                    .flush = net_ops_flush};
+    /* every window address: the tag byte, any index and offset */
+    TRY(proxy_fifo_route(&p->fifo, NET_WIN_TAG, NET_WIN_TAG + (1ull << 56), &ops));
+    p->net = n;
+    LOG_INFO(LOG_SUB_PROXY, "rank %d: port channels to other nodes go through the %s "
+             "transport", p->rank, net_backend_name(n));
+    return MSCCLRT_SUCCESS;
 }
 
 static void *proxy_main(void *arg) {
@@ -178,6 +215,9 @@ mscclrt_result proxy_drain(Proxy *p, double secs) {
         usleep(20);
     }
     TRY(proxy_check(p));
+    /* every trigger is taken, so the proxy thread issues nothing more: the network's own
+     * completion can be awaited from here */
+    if (p->net) TRY(net_flush(p->net));
     return cu_check(cu.cuStreamSynchronize(p->stream), "cuStreamSynchronize(proxy)");
 }
 

@@ -5,7 +5,10 @@
  *   ProxyFifo (proxy_fifo.c): the consumer protocol and the per-channel signal counts, over a
  *     ProxyOps table; no CUDA, so the protocol is unit-tested on any machine;
  *   Proxy (proxy.c): the CUDA side: memory, the stream, the thread, registration of contexts.
- * Transports other than CUDA IPC (RDMA, TCP) will supply their own ProxyOps.
+ * Routing: a trigger goes to the ProxyOps of the first route whose address range holds its
+ * destination, else to the default ops. Port channels to ranks on other nodes have window
+ * addresses (net/net.h) as destinations; their route is the network transport's, added by
+ * proxy_route_net, so same-node triggers keep using the copy engine unchanged.
  */
 #ifndef MSCCLRT_PROXY_H
 #define MSCCLRT_PROXY_H
@@ -16,6 +19,7 @@
 #include <stdint.h>
 
 #include "mscclrt.h"
+#include "net/net.h"
 #include "plan_abi.h"
 
 /* ==== the consumer protocol (proxy_fifo.c) ==================================================== */
@@ -26,7 +30,17 @@ typedef struct ProxyOps {
     int (*copy)(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes, char *err, size_t errlen);
     /* writes value into the 8 bytes at addr once everything issued before has completed */
     int (*write)(void *ctx, uint64_t addr, uint64_t value, char *err, size_t errlen);
+    /* routes only (may be NULL): returns once everything issued through these ops has landed.
+     * A flush trigger runs every route's flush before the default ops write the flush mark,
+     * because a route's completion is not ordered with the default ops' stream. */
+    int (*flush)(void *ctx, char *err, size_t errlen);
 } ProxyOps;
+
+/* Ordering across routes: a signal is ordered after the puts issued before it on the same
+ * route (a peer is reached through one route only, so a channel's data and its signal share
+ * it); a flush covers every route. */
+#define PROXY_MAX_ROUTES 4
+typedef struct ProxyRoute { uint64_t lo, hi; ProxyOps ops; } ProxyRoute;
 
 typedef struct ProxyCount { uint64_t addr, sent; } ProxyCount;
 
@@ -41,6 +55,8 @@ typedef struct ProxyFifo {
     size_t ncap, nused;
     char err[512];                 /* the first failure */
     _Atomic int failed;
+    ProxyRoute routes[PROXY_MAX_ROUTES];   /* [0, nroutes) valid */
+    _Atomic int nroutes;
 } ProxyFifo;
 
 /* ring and tail_pub are the caller's (zeroed); flushed_addr is passed to ops->write. */
@@ -54,6 +70,9 @@ int proxy_fifo_poll(ProxyFifo *f, const ProxyOps *ops, int max);
  * skipped). Counts start at 0, as the counters do in a fresh context. */
 mscclrt_result proxy_fifo_register(ProxyFifo *f, const uint64_t *counters, int n);
 void proxy_fifo_unregister(ProxyFifo *f, const uint64_t *counters, int n);
+/* Sends triggers whose destination lies in [lo, hi) to ops (copied). May run while the consumer
+ * polls (the entry is published before the count). MSCCLRT_ERR_INTERNAL when the table is full. */
+mscclrt_result proxy_fifo_route(ProxyFifo *f, uint64_t lo, uint64_t hi, const ProxyOps *ops);
 
 /* ==== the CUDA proxy of one communicator (proxy.c) ========================================== */
 typedef struct Proxy Proxy;
@@ -72,5 +91,9 @@ void proxy_unregister(Proxy *p, const uint64_t *counters, int n);
 mscclrt_result proxy_drain(Proxy *p, double secs);
 /* MSCCLRT_SUCCESS, or the proxy thread's failure (as an error with its message). */
 mscclrt_result proxy_check(Proxy *p);
+/* Routes triggers to window addresses through n (borrowed; must outlive the proxy's use of it):
+ * puts become net_put, signals net_signal, and flushes (and proxy_drain) wait for net_flush.
+ * Idempotent for the same n. */
+mscclrt_result proxy_route_net(Proxy *p, Net *n);
 
 #endif

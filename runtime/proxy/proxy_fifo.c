@@ -21,6 +21,7 @@ void proxy_fifo_init(ProxyFifo *f, MkTrigger *ring, volatile uint64_t *tail_pub,
     f->flushed_addr = flushed_addr;
     atomic_init(&f->taken, 0);
     atomic_init(&f->failed, 0);
+    atomic_init(&f->nroutes, 0);
     pthread_mutex_init(&f->mu, NULL);
 }
 
@@ -107,6 +108,19 @@ void proxy_fifo_unregister(ProxyFifo *f, const uint64_t *counters, int n) {
     pthread_mutex_unlock(&f->mu);
 }
 
+mscclrt_result proxy_fifo_route(ProxyFifo *f, uint64_t lo, uint64_t hi, const ProxyOps *ops) {
+    pthread_mutex_lock(&f->mu);
+    int n = atomic_load_explicit(&f->nroutes, memory_order_relaxed);
+    if (n == PROXY_MAX_ROUTES) {
+        pthread_mutex_unlock(&f->mu);
+        return rt_fail(MSCCLRT_ERR_INTERNAL, "port proxy: more than %d routes", PROXY_MAX_ROUTES);
+    }
+    f->routes[n] = (ProxyRoute){.lo = lo, .hi = hi, .ops = *ops};
+    atomic_store_explicit(&f->nroutes, n + 1, memory_order_release);
+    pthread_mutex_unlock(&f->mu);
+    return MSCCLRT_SUCCESS;
+}
+
 /* ---- consuming -------------------------------------------------------------------------------- */
 static int fail_at(ProxyFifo *f, uint64_t slot, const char *why) {
     snprintf(f->err, sizeof f->err, "port proxy: trigger #%" PRIu64 ": %s", slot, why);
@@ -114,8 +128,17 @@ static int fail_at(ProxyFifo *f, uint64_t slot, const char *why) {
     return -1;
 }
 
-static int perform(ProxyFifo *f, const ProxyOps *ops, uint64_t slot, const MkTrigger *t) {
+/* The ops a destination address is routed to. */
+static const ProxyOps *route_of(ProxyFifo *f, const ProxyOps *dflt, uint64_t addr) {
+    int n = atomic_load_explicit(&f->nroutes, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (addr >= f->routes[i].lo && addr < f->routes[i].hi) return &f->routes[i].ops;
+    return dflt;
+}
+
+static int perform(ProxyFifo *f, const ProxyOps *dflt, uint64_t slot, const MkTrigger *t) {
     char err[400] = "";
+    const ProxyOps *ops = t->kind == MK_TRIG_FLUSH ? dflt : route_of(f, dflt, t->dst);
     LOG_TRACE(LOG_SUB_PROXY, "trigger #%" PRIu64 ": kind %u dst 0x%" PRIx64 " src 0x%" PRIx64
               " bytes %" PRIu64, slot, t->kind, t->dst, t->src, t->bytes);
     switch (t->kind) {
@@ -137,6 +160,10 @@ static int perform(ProxyFifo *f, const ProxyOps *ops, uint64_t slot, const MkTri
         return 0;
     }
     case MK_TRIG_FLUSH:
+        for (int i = 0; i < atomic_load_explicit(&f->nroutes, memory_order_acquire); i++) {
+            const ProxyOps *r = &f->routes[i].ops;
+            if (r->flush && r->flush(r->ctx, err, sizeof err) != 0) return fail_at(f, slot, err);
+        }
         if (ops->write(ops->ctx, f->flushed_addr, slot + 1, err, sizeof err) != 0)
             return fail_at(f, slot, err);
         return 0;

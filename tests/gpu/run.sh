@@ -13,7 +13,9 @@
 # (torch_dropin.sh); those two scripts skip (77) without mpirun or PyTorch.
 # Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
-#   GPU_SECTIONS="basic sweep procs shared nccl"   the sections to run (default: all five)
+#   GPU_SECTIONS="basic sweep procs shared nccl net"   the sections to run (default: all six)
+# net (tests/gpu/net.sh): multi_node stdlib programs with ranks sharing GPU 0 split into 2 and 4
+# nodes by MSCCLRT_HOSTID, port channels between nodes over the socket transport.
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
 # MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and in test_gpu_coll, skips the sweep
 # and runs test_gpu_coll with 4 ranks only.
@@ -33,7 +35,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
-sections=${GPU_SECTIONS:-basic sweep procs shared nccl}
+sections=${GPU_SECTIONS:-basic sweep procs shared nccl net}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
@@ -267,5 +269,8 @@ if want nccl; then
         echo "testing nccl_tests ... skipped (no GPU)"
         echo "testing torch_dropin ... skipped (no GPU)"
     fi
+fi
+if want net; then
+    run gpu_net sh tests/gpu/net.sh
 fi
 exit $status

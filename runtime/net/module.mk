@@ -1,0 +1,12 @@
+# runtime/net/module.mk - the network transport of port channels; included by the top Makefile.
+# runtime/net/*.c go into libmscclrt with the other runtime directories (RT_SRC's wildcard) and
+# tests/unit/test_net_*.c are built like every unit test; this fragment adds the benchmark.
+# (The top Makefile's "-include */*/module.mk" already picks this file up: no line to add.)
+
+# the transport's benchmark (tests/speed/net_bench.c; BENCHMARKS.md "Port channels between nodes")
+NET_BENCH := $(BUILD)/tests/speed/net_bench
+$(NET_BENCH): $(BUILD)/obj/tests/speed/net_bench.o $(LIBRT_A) $(LIBMSCCLC_A)
+	@mkdir -p $(@D)
+	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+net-bench: $(NET_BENCH)
+.PHONY: net-bench

@@ -1,0 +1,283 @@
+/*
+ * net_core.c - the backend-independent half of a Net: which peers are remote, which backend
+ * runs (MSCCLRT_NET, else ib when usable, else socket), the table of local regions peers
+ * write into and the table of windows onto peers' regions, and the checks every put and
+ * signal passes (window known, range inside the region) before the backend moves a byte.
+ */
+#include "net/net_internal.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void net_set_error(Net *n, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int expect = 0;
+    /* only the first failure is kept: later ones are usually its consequences */
+    if (atomic_compare_exchange_strong(&n->failed, &expect, 2)) {
+        snprintf(n->err, sizeof n->err, "%s", msg);
+        atomic_store_explicit(&n->failed, 1, memory_order_release);
+    }
+    LOG_WARN("rank %d: %s", n->rank, msg);
+}
+
+mscclrt_result net_check(Net *n) {
+    if (atomic_load_explicit(&n->failed, memory_order_acquire) != 1) return MSCCLRT_SUCCESS;
+    return rt_fail(MSCCLRT_ERR_REMOTE, "rank %d: %s", n->rank, n->err);
+}
+
+static const NetBackend *pick_backend(const char *force, mscclrt_result *res) {
+    *res = MSCCLRT_SUCCESS;
+    if (force && *force) {
+        if (strcmp(force, "socket") == 0) return &net_tcp;
+        if (strcmp(force, "ib") == 0) return &net_ib;
+        *res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_NET='%s': expected 'ib' or 'socket'",
+                       force);
+        return NULL;
+    }
+    return net_ib_usable() ? &net_ib : &net_tcp;
+}
+
+mscclrt_result net_create(Net **out, Boot *b, const NetOptions *o) {
+    *out = NULL;
+    Net *n = calloc(1, sizeof *n);
+    if (!n) return rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+    n->boot = b;
+    n->rank = boot_rank(b);
+    n->nranks = boot_nranks(b);
+    n->opt = *o;
+    pthread_mutex_init(&n->mu, NULL);
+    atomic_init(&n->failed, 0);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    long long v;
+    if (n->opt.timeout_ms <= 0) {
+        TRY_GOTO(param_int(PARAM_NET_TIMEOUT_MS, &v), res, fail);
+        n->opt.timeout_ms = (int)v;
+    }
+    if (n->opt.nsocks <= 0) {
+        TRY_GOTO(param_int(PARAM_SOCKET_NSOCKS, &v), res, fail);
+        n->opt.nsocks = (int)v;
+    }
+    if (n->opt.nsocks > 16) {
+        res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: %d sockets per peer (at most 16)",
+                      n->opt.nsocks);
+        goto fail;
+    }
+    n->remote = calloc((size_t)n->nranks, sizeof *n->remote);
+    if (!n->remote) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+        goto fail;
+    }
+    for (int q = 0; q < n->nranks; q++) {
+        n->remote[q] = boot_node_of(b, q) != boot_node(b);
+        n->nremote += n->remote[q];
+    }
+    n->be = pick_backend(o->force ? o->force : param_str(PARAM_NET), &res);
+    if (!n->be) goto fail;
+    n->wins = calloc(16, sizeof *n->wins);
+    n->capwins = 16;
+    n->nwins = 1;   /* index 0 is never a window */
+    if (!n->wins) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+        goto fail;
+    }
+    if (n->nremote) {
+        if (!n->opt.host_mem) net_topo_log_gpu(n->rank, n->opt.cu_device);
+        TRY_GOTO(n->be->connect(n), res, fail);
+        LOG_INFO(LOG_SUB_XPORT, "rank %d: %s transport connected to %d rank(s) on other nodes",
+                 n->rank, n->be->name, n->nremote);
+    }
+    *out = n;
+    return MSCCLRT_SUCCESS;
+fail:
+    free(n->wins);
+    free(n->remote);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+    return res;
+}
+
+void net_destroy(Net *n) {
+    if (!n) return;
+    if (n->be_state) n->be->close(n);
+    for (int i = 0; i < n->nregs; i++)
+        if (n->regs[i].owner && n->be->dereg) n->be->dereg(n, &n->regs[i]);
+    free(n->regs);
+    free(n->wins);
+    free(n->remote);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}
+
+const char *net_backend_name(const Net *n) { return n->be->name; }
+
+int net_remote_count(const Net *n) { return n ? n->nremote : 0; }
+
+bool net_peer_remote(const Net *n, int peer) {
+    return n && peer >= 0 && peer < n->nranks && n->remote[peer];
+}
+
+bool net_region_get(Net *n, uint32_t id, NetRegion *out) {
+    pthread_mutex_lock(&n->mu);
+    bool ok = id >= 1 && (int)id <= n->nregs && n->regs[id - 1].owner;
+    if (ok) *out = n->regs[id - 1];
+    pthread_mutex_unlock(&n->mu);
+    return ok;
+}
+
+mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, NetMemDesc *d) {
+    if (!owner) return rt_fail(MSCCLRT_ERR_INTERNAL, "net_reg: no owner");
+    pthread_mutex_lock(&n->mu);
+    int slot = -1;
+    for (int i = 0; i < n->nregs && slot < 0; i++)
+        if (!n->regs[i].owner) slot = i;
+    if (slot < 0) {
+        if (n->nregs == n->capregs) {
+            int cap = n->capregs ? n->capregs * 2 : 16;
+            NetRegion *r = realloc(n->regs, (size_t)cap * sizeof *r);
+            if (!r) {
+                pthread_mutex_unlock(&n->mu);
+                return rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory for regions");
+            }
+            n->regs = r;
+            n->capregs = cap;
+        }
+        slot = n->nregs++;
+        n->regs[slot].owner = NULL;
+    }
+    /* the backend's registration (ib: an MR) runs under the lock: setups are rare, and the
+     * receive threads that look regions up must never see a half-made one */
+    NetRegion reg = {.owner = owner, .base = base, .bytes = bytes, .mr = NULL};
+    if (n->be->reg) {
+        mscclrt_result r = n->be->reg(n, &reg);
+        if (r != MSCCLRT_SUCCESS) {
+            if (slot == n->nregs - 1) n->nregs--;
+            pthread_mutex_unlock(&n->mu);
+            return r;
+        }
+    }
+    n->regs[slot] = reg;
+    pthread_mutex_unlock(&n->mu);
+    memset(d, 0, sizeof *d);
+    d->magic = NET_DESC_MAGIC;
+    d->version = NET_DESC_VERSION;
+    d->backend = (uint16_t)n->be->code;
+    d->owner = n->rank;
+    d->id = (uint32_t)slot + 1;
+    d->addr = base;
+    d->bytes = bytes;
+    d->rkey = reg.rkey;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result net_import(Net *n, const void *owner, int peer, const NetMemDesc *d,
+                          uint64_t *window) {
+    *window = 0;
+    if (d->magic != NET_DESC_MAGIC || d->version != NET_DESC_VERSION)
+        return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d sent a malformed memory descriptor "
+                       "(magic 0x%x, version %u)", peer, d->magic, d->version);
+    if (d->owner != peer)
+        return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d sent a memory descriptor of rank %d",
+                       peer, d->owner);
+    if (d->backend != n->be->code)
+        return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d uses another network transport than "
+                       "this rank's %s (set MSCCLRT_NET alike on every rank)", peer, n->be->name);
+    if (d->bytes > NET_WIN_OFF_MASK)
+        return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d registered %llu bytes (a window holds "
+                       "at most 1 TiB)", peer, (unsigned long long)d->bytes);
+    if (!net_peer_remote(n, peer))
+        return rt_fail(MSCCLRT_ERR_INTERNAL, "net: rank %d is not on another node", peer);
+    pthread_mutex_lock(&n->mu);
+    int slot = -1;
+    for (int i = 1; i < n->nwins && slot < 0; i++)
+        if (!n->wins[i].owner) slot = i;
+    if (slot < 0) {
+        if (n->nwins > NET_WIN_MAX) {
+            pthread_mutex_unlock(&n->mu);
+            return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "net: rank %d has %d windows onto peers' "
+                           "memory open (contexts with port channels to other nodes); at most "
+                           "%d", n->rank, NET_WIN_MAX, NET_WIN_MAX);
+        }
+        if (n->nwins == n->capwins) {
+            NetWindow *w = realloc(n->wins, (size_t)n->capwins * 2 * sizeof *w);
+            if (!w) {
+                pthread_mutex_unlock(&n->mu);
+                return rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory for windows");
+            }
+            n->wins = w;
+            n->capwins *= 2;
+        }
+        slot = n->nwins++;
+    }
+    n->wins[slot] = (NetWindow){.owner = owner, .peer = peer, .id = d->id, .addr = d->addr,
+                                .bytes = d->bytes, .rkey = d->rkey};
+    pthread_mutex_unlock(&n->mu);
+    *window = NET_WIN_TAG | ((uint64_t)slot << NET_WIN_OFF_BITS);
+    return MSCCLRT_SUCCESS;
+}
+
+void net_release(Net *n, const void *owner) {
+    if (!n || !owner) return;
+    pthread_mutex_lock(&n->mu);
+    for (int i = 1; i < n->nwins; i++)
+        if (n->wins[i].owner == owner) n->wins[i].owner = NULL;
+    for (int i = 0; i < n->nregs; i++) {
+        if (n->regs[i].owner != owner) continue;
+        if (n->be->dereg) n->be->dereg(n, &n->regs[i]);
+        n->regs[i].owner = NULL;
+    }
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* The window of a trigger's address and the offset into it, checked against len bytes. */
+static mscclrt_result window_of(Net *n, uint64_t addr, uint64_t len, const char *op,
+                                NetWindow *w, uint64_t *off) {
+    uint64_t idx = (addr & ~NET_WIN_TAG) >> NET_WIN_OFF_BITS;
+    *off = addr & NET_WIN_OFF_MASK;
+    pthread_mutex_lock(&n->mu);
+    bool ok = net_is_window(addr) && idx >= 1 && idx < (uint64_t)n->nwins && n->wins[idx].owner;
+    if (ok) *w = n->wins[idx];
+    pthread_mutex_unlock(&n->mu);
+    if (!ok)
+        return rt_fail(MSCCLRT_ERR_INTERNAL, "net: %s to 0x%llx, which is no open window onto "
+                       "a peer's memory", op, (unsigned long long)addr);
+    if (*off > w->bytes || len > w->bytes - *off)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: %s of %llu bytes at offset %llu of rank "
+                       "%d's region %u, which has %llu bytes", op, (unsigned long long)len,
+                       (unsigned long long)*off, w->peer, w->id, (unsigned long long)w->bytes);
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result net_put(Net *n, uint64_t dst, uint64_t src, uint64_t bytes) {
+    TRY(net_check(n));
+    NetWindow w;
+    uint64_t off;
+    TRY(window_of(n, dst, bytes, "put", &w, &off));
+    if (!bytes) return MSCCLRT_SUCCESS;
+    return n->be->put(n, &w, off, src, bytes);
+}
+
+mscclrt_result net_signal(Net *n, uint64_t dst, uint64_t value) {
+    TRY(net_check(n));
+    NetWindow w;
+    uint64_t off;
+    TRY(window_of(n, dst, 8, "signal", &w, &off));
+    if (off % 8)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: signal to offset %llu of rank %d's region "
+                       "%u is not 8-byte aligned", (unsigned long long)off, w.peer, w.id);
+    return n->be->signal(n, &w, off, value);
+}
+
+mscclrt_result net_flush(Net *n) {
+    TRY(net_check(n));
+    if (!n->nremote) return MSCCLRT_SUCCESS;
+    return n->be->flush(n);
+}

@@ -1,0 +1,747 @@
+/*
+ * net_tcp.c - the "socket" backend: port-channel data between nodes over TCP.
+ *
+ * Connections: every rank listens on one address (net_sock_pick) and publishes it with a
+ * bootstrap allgather; for each pair of ranks on different nodes the lower rank opens nsocks
+ * connections to the higher one and introduces each with a HELLO (rank, socket index, socket
+ * count, the group's secret). All connects happen before any accept: they complete in the
+ * listen backlog, so no order of ranks can deadlock.
+ *
+ * Threads: each socket has a sender (tx) and a receiver (rx) thread. The proxy thread only
+ * queues work: a put is cut into pieces of at most TCP_PIECE bytes spread round-robin over the
+ * peer's sockets; in device mode each piece is first copied device->pinned host with
+ * cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS staging slots and its tx thread sends it
+ * as soon as that copy's event completes (so copies and sends overlap). The receiver reads a
+ * piece straight into host memory, or into its pinned slot and then cuMemcpyHtoDAsync into the
+ * target (completed before the piece counts as landed).
+ *
+ * Ordering across sockets: the sender counts the pieces it queued per peer; a SIGNAL or FLUSH
+ * carries that count ("need") and always travels on socket 0, so they stay in issue order. The
+ * receiver counts the pieces that landed per peer and applies a SIGNAL (writes the value) or
+ * answers a FLUSH (ACK) only once landed >= need. net_flush waits for every peer's ACK.
+ *
+ * Wire: every message starts with a TcpHdr (magic, version, type, sender rank, region, offset,
+ * length, argument), checked by the receiver before it touches memory; a PUT's payload follows.
+ * Failures (a closed connection, a malformed header, a peer that stops reading or answering
+ * for MSCCLRT_NET_TIMEOUT_MS) are recorded once with the peer's rank and returned by the next
+ * call; a clean shutdown sends BYE first so the peer knows the close is not a failure.
+ */
+#include "net/net_internal.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/param.h"
+#include "cuda/cuda_driver.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TCP_MAGIC   0x4d53544eu          /* "MSTN" */
+#define TCP_VERSION 1
+#define TCP_PIECE   (512u << 10)         /* bytes per PUT message */
+#define TCP_SLOTS   4                    /* device mode: pinned staging pieces per socket */
+#define TCP_QMAX    64                   /* queued items per socket */
+#define TCP_SECRET  32
+
+enum { TCP_HELLO = 1, TCP_PUT = 2, TCP_SIGNAL = 3, TCP_FLUSH = 4, TCP_ACK = 5, TCP_BYE = 6 };
+
+typedef struct TcpHdr {
+    uint32_t magic;          /* TCP_MAGIC */
+    uint16_t version;        /* TCP_VERSION */
+    uint16_t type;           /* TCP_* */
+    int32_t rank;            /* sender */
+    uint32_t region;         /* PUT/SIGNAL: receiver's region id; HELLO: socket index */
+    uint64_t off;            /* PUT/SIGNAL: offset in the region; HELLO: socket count */
+    uint64_t len;            /* PUT: payload bytes; SIGNAL: the value; HELLO: secret bytes */
+    uint64_t arg;            /* SIGNAL/FLUSH: pieces queued before it; ACK: pieces landed */
+} TcpHdr;
+static_assert(sizeof(TcpHdr) == 40, "TcpHdr is a wire format");
+
+typedef struct TcpItem {
+    TcpHdr h;
+    const void *data;        /* PUT payload (host memory or a staging slot) */
+    int slot;                /* staging slot to wait for and free, or -1 */
+} TcpItem;
+
+typedef struct TcpPeer TcpPeer;
+
+typedef struct TcpSock {
+    TcpPeer *peer;
+    int idx, fd;
+    pthread_t rx, tx;
+    bool rx_on, tx_on;
+    pthread_mutex_t mu;      /* the queue, slots, ack */
+    pthread_cond_t cv;
+    TcpItem q[TCP_QMAX];
+    unsigned qhead, qtail;   /* qtail - qhead items queued; qhead's is being sent */
+    bool ack_due;            /* rx threads ask tx to send an ACK of ack_value (never block) */
+    uint64_t ack_value;
+    bool dead;               /* tx stopped after a failure: producers stop waiting */
+    /* device mode */
+    char *tx_stage, *rx_stage;   /* pinned, TCP_SLOTS and 1 pieces */
+    bool busy[TCP_SLOTS];
+    CuEvent ev[TCP_SLOTS];
+    CuStream tx_stream, rx_stream;
+} TcpSock;
+
+typedef struct TcpPending { int type; uint32_t region; uint64_t off, value, need; } TcpPending;
+
+struct TcpPeer {
+    struct Tcp *t;
+    int rank;
+    TcpSock s[16];
+    uint64_t sent;           /* pieces queued (proxy thread only) */
+    unsigned next;           /* round-robin socket of the next piece */
+    pthread_mutex_t mu;      /* landed, pending, acked, gone */
+    pthread_cond_t cv;
+    uint64_t landed;         /* pieces from this peer written into our memory */
+    TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for landed >= need */
+    size_t phead, ptail, pcap;
+    uint64_t acked;          /* highest ACK from the peer */
+    bool gone;               /* the peer said BYE */
+};
+
+typedef struct Tcp {
+    Net *n;
+    TcpPeer **peers;         /* [nranks]; NULL for ranks on this node */
+    int nsocks;
+    _Atomic int stopping;
+    CuContext ctx;
+} Tcp;
+
+static Tcp *tcp_of(Net *n) { return n->be_state; }
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* A deadline timeout_ms from now, for pthread_cond_timedwait (CLOCK_REALTIME). */
+static struct timespec deadline_in(int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    return ts;
+}
+
+static TcpHdr hdr(Net *n, int type) {
+    return (TcpHdr){.magic = TCP_MAGIC, .version = TCP_VERSION, .type = (uint16_t)type,
+                    .rank = n->rank};
+}
+
+static const char *cu_name(CuResult r) {
+    const char *s = "?";
+    if (cu.cuGetErrorName) cu.cuGetErrorName(r, &s);
+    return s;
+}
+
+static void sock_dead(TcpSock *s) {
+    pthread_mutex_lock(&s->mu);
+    s->dead = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    TcpPeer *p = s->peer;   /* wake a flush waiting for this peer */
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* ==== receiving ============================================================================= */
+
+/* Applies the pending entries whose data has landed; p->mu held. Returns false on a failure. */
+static bool pending_run(TcpPeer *p, TcpSock *via) {
+    Net *n = p->t->n;
+    while (p->phead != p->ptail) {
+        TcpPending *e = &p->pend[p->phead % p->pcap];
+        if (e->need > p->landed) break;
+        if (e->type == TCP_SIGNAL) {
+            NetRegion r;
+            if (!net_region_get(n, e->region, &r) || e->off > r.bytes || r.bytes - e->off < 8 ||
+                e->off % 8) {
+                net_set_error(n, "net: rank %d signalled offset %llu of region %u, which this "
+                              "rank has not registered that large", p->rank,
+                              (unsigned long long)e->off, e->region);
+                return false;
+            }
+            if (n->opt.host_mem) {
+                __atomic_store_n((uint64_t *)(uintptr_t)(r.base + e->off), e->value,
+                                 __ATOMIC_RELEASE);
+            } else {
+                uint64_t v = e->value;
+                CuResult cr = cu.cuMemcpyHtoDAsync(r.base + e->off, &v, 8, via->rx_stream);
+                if (cr == CU_OK) cr = cu.cuStreamSynchronize(via->rx_stream);
+                if (cr != CU_OK) {
+                    net_set_error(n, "net: writing rank %d's signal: cuMemcpyHtoDAsync: %s",
+                                  p->rank, cu_name(cr));
+                    return false;
+                }
+            }
+        } else {   /* FLUSH: socket 0's tx thread answers */
+            TcpSock *s0 = &p->s[0];
+            pthread_mutex_lock(&s0->mu);
+            s0->ack_due = true;
+            if (e->need > s0->ack_value) s0->ack_value = e->need;
+            pthread_cond_broadcast(&s0->cv);
+            pthread_mutex_unlock(&s0->mu);
+        }
+        p->phead++;
+    }
+    return true;
+}
+
+static bool pending_push(TcpPeer *p, const TcpPending *e) {
+    if (p->ptail - p->phead == p->pcap) {
+        size_t cap = p->pcap ? p->pcap * 2 : 64;
+        TcpPending *np = malloc(cap * sizeof *np);
+        if (!np) return false;
+        for (size_t i = 0; i < p->pcap; i++) np[i] = p->pend[(p->phead + i) % p->pcap];
+        p->ptail -= p->phead;
+        p->phead = 0;
+        free(p->pend);
+        p->pend = np;
+        p->pcap = cap;
+    }
+    p->pend[p->ptail++ % p->pcap] = *e;
+    return true;
+}
+
+/* Receives one PUT's payload into the region; false (error recorded) on failure. */
+static bool rx_put(TcpSock *s, const TcpHdr *h) {
+    TcpPeer *p = s->peer;
+    Net *n = p->t->n;
+    NetRegion r;
+    if (!net_region_get(n, h->region, &r) || h->off > r.bytes || h->len > r.bytes - h->off ||
+        h->len > TCP_PIECE) {
+        net_set_error(n, "net: rank %d sent a put of %llu bytes at offset %llu of region %u, "
+                      "which this rank has not registered that large", p->rank,
+                      (unsigned long long)h->len, (unsigned long long)h->off, h->region);
+        return false;
+    }
+    int to = n->opt.timeout_ms;
+    if (n->opt.host_mem) {
+        if (net_sock_recv_all(s->fd, (void *)(uintptr_t)(r.base + h->off), h->len, to) != 0)
+            goto recv_fail;
+    } else {
+        if (net_sock_recv_all(s->fd, s->rx_stage, h->len, to) != 0) goto recv_fail;
+        CuResult cr = cu.cuMemcpyHtoDAsync(r.base + h->off, s->rx_stage, h->len, s->rx_stream);
+        if (cr == CU_OK) cr = cu.cuStreamSynchronize(s->rx_stream);
+        if (cr != CU_OK) {
+            net_set_error(n, "net: writing %llu bytes from rank %d into device memory: "
+                          "cuMemcpyHtoDAsync: %s", (unsigned long long)h->len, p->rank,
+                          cu_name(cr));
+            return false;
+        }
+    }
+    pthread_mutex_lock(&p->mu);
+    p->landed++;
+    bool ok = pending_run(p, s);
+    pthread_mutex_unlock(&p->mu);
+    return ok;
+recv_fail:
+    if (!atomic_load(&p->t->stopping))
+        net_set_error(n, "net: receiving a put from rank %d on socket %d: %s", p->rank, s->idx,
+                      errno == EPIPE ? "rank closed its connection in the middle of a message"
+                      : errno == ETIMEDOUT ? "the rest of the message did not come within "
+                      "MSCCLRT_NET_TIMEOUT_MS" : strerror(errno));
+    return false;
+}
+
+static void *rx_main(void *arg) {
+    TcpSock *s = arg;
+    TcpPeer *p = s->peer;
+    Tcp *t = p->t;
+    Net *n = t->n;
+    if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
+    for (;;) {
+        TcpHdr h;
+        if (net_sock_recv_all(s->fd, &h, sizeof h, -1) != 0) {
+            if (atomic_load(&t->stopping)) break;
+            pthread_mutex_lock(&p->mu);
+            bool gone = p->gone;
+            pthread_mutex_unlock(&p->mu);
+            if (!gone)
+                net_set_error(n, "net: rank %d closed its connection (socket %d)%s%s", p->rank,
+                              s->idx, errno == EPIPE ? "" : ": ",
+                              errno == EPIPE ? "" : strerror(errno));
+            break;
+        }
+        if (h.magic != TCP_MAGIC || h.version != TCP_VERSION || h.rank != p->rank) {
+            net_set_error(n, "net: malformed message on socket %d from rank %d (magic 0x%x, "
+                          "version %u, rank %d)", s->idx, p->rank, h.magic, h.version, h.rank);
+            break;
+        }
+        bool ok = true;
+        if (h.type == TCP_PUT) {
+            ok = rx_put(s, &h);
+        } else if (h.type == TCP_SIGNAL || h.type == TCP_FLUSH) {
+            TcpPending e = {h.type, h.region, h.off, h.len, h.arg};
+            pthread_mutex_lock(&p->mu);
+            ok = pending_push(p, &e) && pending_run(p, s);
+            pthread_mutex_unlock(&p->mu);
+            if (!ok && atomic_load(&n->failed) != 1)
+                net_set_error(n, "net: out of memory queueing rank %d's signals", p->rank);
+        } else if (h.type == TCP_ACK) {
+            pthread_mutex_lock(&p->mu);
+            if (h.arg > p->acked) p->acked = h.arg;
+            pthread_cond_broadcast(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+        } else if (h.type == TCP_BYE) {
+            pthread_mutex_lock(&p->mu);
+            p->gone = true;
+            pthread_cond_broadcast(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+        } else {
+            net_set_error(n, "net: rank %d sent unknown message type %u on socket %d", p->rank,
+                          h.type, s->idx);
+            ok = false;
+        }
+        if (!ok) break;
+    }
+    if (!atomic_load(&t->stopping)) sock_dead(s);   /* wake a flush waiting on this peer */
+    return NULL;
+}
+
+/* ==== sending =============================================================================== */
+
+static void *tx_main(void *arg) {
+    TcpSock *s = arg;
+    TcpPeer *p = s->peer;
+    Tcp *t = p->t;
+    Net *n = t->n;
+    const int to = n->opt.timeout_ms;
+    if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!atomic_load(&t->stopping) && s->qhead == s->qtail && !s->ack_due)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->ack_due) {   /* acks first: a peer's flush waits on them */
+            TcpHdr h = hdr(n, TCP_ACK);
+            h.arg = s->ack_value;
+            s->ack_due = false;
+            pthread_mutex_unlock(&s->mu);
+            if (net_sock_send_all(s->fd, &h, sizeof h, to) != 0) goto send_fail;
+            continue;
+        }
+        if (s->qhead == s->qtail) {   /* stopping with nothing left: say goodbye */
+            pthread_mutex_unlock(&s->mu);
+            TcpHdr h = hdr(n, TCP_BYE);
+            net_sock_send_all(s->fd, &h, sizeof h, 1000);
+            break;
+        }
+        TcpItem it = s->q[s->qhead % TCP_QMAX];
+        pthread_mutex_unlock(&s->mu);
+        if (it.slot >= 0) {
+            CuResult cr = cu.cuEventSynchronize(s->ev[it.slot]);
+            if (cr != CU_OK) {
+                net_set_error(n, "net: staging a put to rank %d: cuMemcpyDtoHAsync: %s",
+                              p->rank, cu_name(cr));
+                sock_dead(s);
+                break;
+            }
+        }
+        if (net_sock_send_all(s->fd, &it.h, sizeof it.h, to) != 0) goto send_fail;
+        if (it.h.type == TCP_PUT && net_sock_send_all(s->fd, it.data, it.h.len, to) != 0)
+            goto send_fail;
+        pthread_mutex_lock(&s->mu);
+        s->qhead++;
+        if (it.slot >= 0) s->busy[it.slot] = false;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        continue;
+send_fail:
+        if (!atomic_load(&t->stopping))
+            net_set_error(n, "net: sending to rank %d on socket %d: %s", p->rank, s->idx,
+                          errno == ETIMEDOUT ? "the rank took no data within "
+                          "MSCCLRT_NET_TIMEOUT_MS (not answering)" : errno == EPIPE ||
+                          errno == ECONNRESET ? "the rank closed its connection" :
+                          strerror(errno));
+        sock_dead(s);
+        break;
+    }
+    return NULL;
+}
+
+/* Waits (s->mu held) until the queue has room and, when want_slot, a staging slot is free.
+ * Returns the slot (or 0), -1 on failure or timeout (error made). */
+static int wait_room(Tcp *t, TcpSock *s, bool want_slot) {
+    Net *n = t->n;
+    struct timespec dl = deadline_in(n->opt.timeout_ms);
+    for (;;) {
+        if (s->dead || atomic_load(&n->failed) == 1) {
+            pthread_mutex_unlock(&s->mu);
+            if (atomic_load(&n->failed) == 1) net_check(n);
+            else rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d: connection to rank %d is broken",
+                         n->rank, s->peer->rank);
+            pthread_mutex_lock(&s->mu);
+            return -1;
+        }
+        int slot = want_slot ? -1 : 0;
+        for (int i = 0; want_slot && i < TCP_SLOTS && slot < 0; i++)
+            if (!s->busy[i]) slot = i;
+        if (s->qtail - s->qhead < TCP_QMAX && slot >= 0) return slot;
+        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) == ETIMEDOUT) {
+            rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: rank %d took no data on socket %d "
+                    "within %d ms (MSCCLRT_NET_TIMEOUT_MS): it is not answering", n->rank,
+                    s->peer->rank, s->idx, n->opt.timeout_ms);
+            return -1;
+        }
+    }
+}
+
+static mscclrt_result enqueue(Tcp *t, TcpSock *s, const TcpItem *it) {
+    pthread_mutex_lock(&s->mu);
+    if (wait_room(t, s, false) < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return t->n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
+    }
+    s->q[s->qtail++ % TCP_QMAX] = *it;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
+                              uint64_t bytes) {
+    Tcp *t = tcp_of(n);
+    TcpPeer *p = t->peers[w->peer];
+    for (uint64_t o = 0; o < bytes; o += TCP_PIECE) {
+        uint64_t len = bytes - o < TCP_PIECE ? bytes - o : TCP_PIECE;
+        TcpSock *s = &p->s[p->next++ % (unsigned)t->nsocks];
+        TcpItem it = {.h = hdr(n, TCP_PUT), .data = (const void *)(uintptr_t)(src + o),
+                      .slot = -1};
+        it.h.region = w->id;
+        it.h.off = off + o;
+        it.h.len = len;
+        if (n->opt.host_mem) {
+            TRY(enqueue(t, s, &it));
+        } else {
+            pthread_mutex_lock(&s->mu);
+            int slot = wait_room(t, s, true);
+            if (slot < 0) {
+                pthread_mutex_unlock(&s->mu);
+                return n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
+            }
+            s->busy[slot] = true;
+            it.slot = slot;
+            it.data = s->tx_stage + (size_t)slot * TCP_PIECE;
+            CuResult cr = cu.cuMemcpyDtoHAsync((void *)it.data, src + o, len, s->tx_stream);
+            if (cr == CU_OK) cr = cu.cuEventRecord(s->ev[slot], s->tx_stream);
+            if (cr != CU_OK) {
+                s->busy[slot] = false;
+                pthread_mutex_unlock(&s->mu);
+                return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging %llu bytes at 0x%llx "
+                               "for rank %d: cuMemcpyDtoHAsync: %s", n->rank,
+                               (unsigned long long)len, (unsigned long long)(src + o), p->rank,
+                               cu_name(cr));
+            }
+            s->q[s->qtail++ % TCP_QMAX] = it;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+        }
+        p->sent++;
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result tcp_signal(Net *n, const NetWindow *w, uint64_t off, uint64_t value) {
+    Tcp *t = tcp_of(n);
+    TcpPeer *p = t->peers[w->peer];
+    TcpItem it = {.h = hdr(n, TCP_SIGNAL), .slot = -1};
+    it.h.region = w->id;
+    it.h.off = off;
+    it.h.len = value;
+    it.h.arg = p->sent;
+    return enqueue(t, &p->s[0], &it);
+}
+
+static mscclrt_result tcp_flush(Net *n) {
+    Tcp *t = tcp_of(n);
+    /* ask every peer with unconfirmed pieces first, then wait: the peers answer in parallel */
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers[q];
+        if (!p) continue;
+        pthread_mutex_lock(&p->mu);
+        bool due = p->acked < p->sent;
+        pthread_mutex_unlock(&p->mu);
+        if (!due) continue;
+        TcpItem it = {.h = hdr(n, TCP_FLUSH), .slot = -1};
+        it.h.arg = p->sent;
+        TRY(enqueue(t, &p->s[0], &it));
+    }
+    double t0 = now_ms();
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers[q];
+        if (!p) continue;
+        struct timespec dl = deadline_in(n->opt.timeout_ms);
+        pthread_mutex_lock(&p->mu);
+        int rc = 0;
+        while (p->acked < p->sent && !p->gone && atomic_load(&n->failed) != 1 &&
+               rc != ETIMEDOUT)
+            rc = pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+        uint64_t acked = p->acked, sent = p->sent;
+        bool gone = p->gone;
+        pthread_mutex_unlock(&p->mu);
+        if (acked >= sent) continue;
+        TRY(net_check(n));
+        if (gone)
+            return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d: rank %d left (closed its "
+                           "connections) before confirming %llu of %llu put pieces", n->rank,
+                           q, (unsigned long long)(sent - acked), (unsigned long long)sent);
+        return rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: flush: rank %d did not confirm "
+                       "%llu put piece(s) within %.0f ms (MSCCLRT_NET_TIMEOUT_MS): it is not "
+                       "answering", n->rank, q, (unsigned long long)(sent - acked),
+                       now_ms() - t0);
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+/* ==== connection setup ====================================================================== */
+
+static mscclrt_result sock_init(Tcp *t, TcpPeer *p, int idx) {
+    TcpSock *s = &p->s[idx];
+    s->peer = p;
+    s->idx = idx;
+    s->fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (t->n->opt.host_mem) return MSCCLRT_SUCCESS;
+    void *h = NULL;
+    TRY(cu_check(cu.cuMemHostAlloc(&h, (size_t)TCP_SLOTS * TCP_PIECE, CU_HOSTALLOC_PORTABLE),
+                 "cuMemHostAlloc(socket staging)"));
+    s->tx_stage = h;
+    TRY(cu_check(cu.cuMemHostAlloc(&h, TCP_PIECE, CU_HOSTALLOC_PORTABLE),
+                 "cuMemHostAlloc(socket staging)"));
+    s->rx_stage = h;
+    /* non-blocking streams: staging must never wait behind a kernel on the legacy stream */
+    TRY(cu_check(cu.cuStreamCreate(&s->tx_stream, CU_STREAM_FLAG_NON_BLOCKING),
+                 "cuStreamCreate(socket tx)"));
+    TRY(cu_check(cu.cuStreamCreate(&s->rx_stream, CU_STREAM_FLAG_NON_BLOCKING),
+                 "cuStreamCreate(socket rx)"));
+    for (int i = 0; i < TCP_SLOTS; i++)
+        TRY(cu_check(cu.cuEventCreate(&s->ev[i], CU_EVENT_FLAG_DISABLE_TIMING), "cuEventCreate"));
+    return MSCCLRT_SUCCESS;
+}
+
+static void sock_fini(Tcp *t, TcpSock *s) {
+    if (!s->peer) return;
+    if (s->fd >= 0) close(s->fd);
+    if (!t->n->opt.host_mem) {
+        for (int i = 0; i < TCP_SLOTS; i++)
+            if (s->ev[i]) cu.cuEventDestroy(s->ev[i]);
+        if (s->tx_stream) cu.cuStreamDestroy(s->tx_stream);
+        if (s->rx_stream) cu.cuStreamDestroy(s->rx_stream);
+        if (s->tx_stage) cu.cuMemFreeHost(s->tx_stage);
+        if (s->rx_stage) cu.cuMemFreeHost(s->rx_stage);
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+}
+
+static void tcp_close(Net *n) {
+    Tcp *t = tcp_of(n);
+    if (!t) return;
+    atomic_store(&t->stopping, 1);
+    /* tx threads send what is queued and a BYE; then the sockets close under the rx threads */
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers ? t->peers[q] : NULL;
+        for (int i = 0; p && i < t->nsocks; i++) {
+            TcpSock *s = &p->s[i];
+            if (!s->tx_on) continue;
+            pthread_mutex_lock(&s->mu);
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            pthread_join(s->tx, NULL);
+        }
+    }
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers ? t->peers[q] : NULL;
+        for (int i = 0; p && i < t->nsocks; i++)
+            if (p->s[i].fd >= 0) shutdown(p->s[i].fd, SHUT_RDWR);
+        for (int i = 0; p && i < t->nsocks; i++)
+            if (p->s[i].rx_on) pthread_join(p->s[i].rx, NULL);
+    }
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers ? t->peers[q] : NULL;
+        if (!p) continue;
+        for (int i = 0; i < t->nsocks; i++) sock_fini(t, &p->s[i]);
+        pthread_mutex_destroy(&p->mu);
+        pthread_cond_destroy(&p->cv);
+        free(p->pend);
+        free(p);
+    }
+    free(t->peers);
+    free(t);
+    n->be_state = NULL;
+}
+
+/* Accepts the connections of every remote rank below us (nsocks each) until timeout. */
+static mscclrt_result accept_all(Tcp *t, int lfd, const uint8_t *secret) {
+    Net *n = t->n;
+    int want = 0;
+    for (int q = 0; q < n->rank; q++) want += n->remote[q] ? t->nsocks : 0;
+    double end = now_ms() + n->opt.timeout_ms;
+    while (want > 0) {
+        int left = (int)(end - now_ms());
+        struct pollfd pf = {.fd = lfd, .events = POLLIN};
+        int pr = left > 0 ? poll(&pf, 1, left) : 0;
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) {
+            char missing[256] = "";
+            size_t k = 0;
+            for (int q = 0; q < n->rank && k + 12 < sizeof missing; q++) {
+                if (!n->remote[q]) continue;
+                for (int i = 0; i < t->nsocks; i++)
+                    if (t->peers[q]->s[i].fd < 0) {
+                        k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d",
+                                              k ? ", " : "", q);
+                        break;
+                    }
+            }
+            return rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: no connection from rank(s) %s "
+                           "within %d ms (MSCCLRT_NET_TIMEOUT_MS)", n->rank, missing,
+                           n->opt.timeout_ms);
+        }
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) continue;
+        TcpHdr h;
+        uint8_t sec[TCP_SECRET];
+        int hello_ms = left < 5000 ? left : 5000;   /* a stray connection cannot stall us */
+        if (net_sock_recv_all(fd, &h, sizeof h, hello_ms) != 0 || h.magic != TCP_MAGIC ||
+            h.version != TCP_VERSION || h.type != TCP_HELLO || h.len != TCP_SECRET ||
+            net_sock_recv_all(fd, sec, sizeof sec, hello_ms) != 0 ||
+            memcmp(sec, secret, TCP_SECRET) != 0) {
+            LOG_WARN("rank %d: net: refused a connection without a valid hello", n->rank);
+            close(fd);
+            continue;
+        }
+        if (h.rank < 0 || h.rank >= n->rank || !n->remote[h.rank] || h.region >= 16 ||
+            (int)h.off != t->nsocks || t->peers[h.rank]->s[h.region].fd >= 0) {
+            close(fd);
+            if ((int)h.off != t->nsocks && h.rank >= 0 && h.rank < n->nranks)
+                return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "net: rank %d uses %llu sockets per "
+                               "peer, rank %d uses %d (set MSCCLRT_SOCKET_NSOCKS alike "
+                               "everywhere)", h.rank, (unsigned long long)h.off, n->rank,
+                               t->nsocks);
+            LOG_WARN("rank %d: net: refused an unexpected connection claiming rank %d socket "
+                     "%u", n->rank, h.rank, h.region);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);   /* signals are tiny */
+        t->peers[h.rank]->s[h.region].fd = fd;
+        want--;
+    }
+    return MSCCLRT_SUCCESS;
+}
+
+static mscclrt_result tcp_connect(Net *n) {
+    Tcp *t = calloc(1, sizeof *t);
+    if (!t) return rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+    n->be_state = t;
+    t->n = n;
+    t->nsocks = n->opt.nsocks;
+    atomic_init(&t->stopping, 0);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    int lfd = -1;
+    NetAddr *addrs = NULL;
+    if (!n->opt.host_mem) {
+        TRY_GOTO(cu_load(), res, fail);
+        t->ctx = (CuContext)n->opt.cu_ctx;
+    }
+    t->peers = calloc((size_t)n->nranks, sizeof *t->peers);
+    addrs = calloc((size_t)n->nranks, sizeof *addrs);
+    if (!t->peers || !addrs) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+        goto fail;
+    }
+    for (int q = 0; q < n->nranks; q++) {
+        if (!n->remote[q]) continue;
+        TcpPeer *p = calloc(1, sizeof *p);
+        if (!p) {
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+            goto fail;
+        }
+        t->peers[q] = p;
+        p->t = t;
+        p->rank = q;
+        pthread_mutex_init(&p->mu, NULL);
+        pthread_cond_init(&p->cv, NULL);
+        for (int i = 0; i < 16; i++) p->s[i].fd = -1;
+        for (int i = 0; i < t->nsocks; i++) TRY_GOTO(sock_init(t, p, i), res, fail);
+    }
+    NetAddr *me = &addrs[n->rank];
+    TRY_GOTO(net_sock_pick(n->opt.ifname ? n->opt.ifname : param_str(PARAM_SOCKET_IFNAME), me), res, fail);
+    TRY_GOTO(net_sock_listen(me, &lfd), res, fail);
+    {
+        char s[80];
+        net_sock_format(me, s, sizeof s);
+        LOG_INFO(LOG_SUB_XPORT, "rank %d: socket transport listening on %s (%s), %d socket(s) "
+                 "per peer", n->rank, s, me->ifname, t->nsocks);
+    }
+    TRY_GOTO(boot_allgather(n->boot, addrs, sizeof *addrs), res, fail);
+    const uint8_t *secret = boot_secret(n->boot);
+    for (int q = n->rank + 1; q < n->nranks; q++) {
+        if (!n->remote[q]) continue;
+        for (int i = 0; i < t->nsocks; i++) {
+            int fd = -1;
+            TRY_GOTO(net_sock_connect(&addrs[q], q, n->opt.timeout_ms, &fd), res, fail);
+            t->peers[q]->s[i].fd = fd;
+            TcpHdr h = hdr(n, TCP_HELLO);
+            h.region = (uint32_t)i;
+            h.off = (uint64_t)t->nsocks;
+            h.len = TCP_SECRET;
+            if (net_sock_send_all(fd, &h, sizeof h, n->opt.timeout_ms) != 0 ||
+                net_sock_send_all(fd, secret, TCP_SECRET, n->opt.timeout_ms) != 0) {
+                res = rt_fail_errno(MSCCLRT_ERR_REMOTE, "net: rank %d: introducing socket %d "
+                                    "to rank %d", n->rank, i, q);
+                goto fail;
+            }
+        }
+    }
+    TRY_GOTO(accept_all(t, lfd, secret), res, fail);
+    close(lfd);
+    lfd = -1;
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers[q];
+        for (int i = 0; p && i < t->nsocks; i++) {
+            TcpSock *s = &p->s[i];
+            int rc = pthread_create(&s->rx, NULL, rx_main, s);
+            if (rc == 0) s->rx_on = true;
+            if (rc == 0 && (rc = pthread_create(&s->tx, NULL, tx_main, s)) == 0) s->tx_on = true;
+            if (rc != 0) {
+                res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: rank %d: cannot start the socket "
+                              "threads for rank %d: %s", n->rank, q, strerror(rc));
+                goto fail;
+            }
+        }
+    }
+    free(addrs);
+    return MSCCLRT_SUCCESS;
+fail:
+    if (lfd >= 0) close(lfd);
+    free(addrs);
+    tcp_close(n);
+    return res;
+}
+
+const NetBackend net_tcp = {
+    .name = "socket",
+    .code = NET_BACKEND_SOCKET,
+    .connect = tcp_connect,
+    .close = tcp_close,
+    .reg = NULL,
+    .dereg = NULL,
+    .put = tcp_put,
+    .signal = tcp_signal,
+    .flush = tcp_flush,
+};

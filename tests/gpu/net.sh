@@ -1,0 +1,64 @@
+#!/bin/sh
+# net.sh - port channels across "nodes" on one GPU machine: the ranks of a group share GPU 0
+# (one process each, --launch env with torchrun's variables) and MSCCLRT_HOSTID splits them into
+# nodes, so every port channel between nodes runs through the socket transport
+# (MSCCLRT_NET=socket over loopback) while the channels inside a node keep CUDA IPC. Every
+# stdlib program tagged multi_node (stdlib/*/*.coll; hier.coll takes -D N= -D G=) runs at
+# N=4 G=2 (2 nodes), N=4 G=1 (4 nodes) and N=8 G=2 (4 nodes) with --check, then once with
+# MSCCLRT_SOCKET_NSOCKS=1. Exits 77 without a GPU. Called by tests/gpu/run.sh (section net).
+#   BUILD=build sh tests/gpu/net.sh      (logs in $GPU_LOG_DIR or $BUILD/gpu-logs/net)
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.." || exit 2
+log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/net
+mkdir -p "$log"
+[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 1 ] || { echo "net.sh: no GPU"; exit 77; }
+[ -x "$BUILD/bin/mscclc" ] && [ -x "$BUILD/bin/mscclrt-run" ] || { echo "net.sh: build first"; exit 2; }
+export MSCCLRT_NET=socket MSCCLRT_SOCKET_IFNAME=lo MSCCLRT_NET_TIMEOUT_MS=60000
+export CUDA_DEVICE_MAX_CONNECTIONS=32   # many ranks on one GPU (see run.sh)
+status=0
+port=$((31000 + $$ % 1000))
+
+# group NAME PLAN N G: N background ranks on GPU 0, node = rank / G; rank 0's log is the result
+group() {
+    gname=$1 gplan=$2 gn=$3 gg=$4
+    port=$((port + 1))
+    pids=""
+    r=0
+    while [ "$r" -lt "$gn" ]; do
+        MSCCLRT_HOSTID="netnode$((r / gg))" RANK=$r WORLD_SIZE=$gn LOCAL_RANK=$((r % gg)) \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES=0 \
+            timeout 240 "$BUILD/bin/mscclrt-run" "$gplan" --backend gpu --launch env --check \
+            --iters 5 --size 1M >"$log/$gname.rank$r.log" 2>&1 &
+        pids="$pids $!"
+        r=$((r + 1))
+    done
+    gst=0
+    for p in $pids; do wait "$p" || gst=1; done
+    if [ "$gst" = 0 ]; then
+        echo "testing gpu_net/$gname ... passed"
+    else
+        echo "testing gpu_net/$gname ... failed (logs $log/$gname.rank*.log)"
+        for f in "$log/$gname".rank*.log; do tail -5 "$f" | sed "s|^|    $(basename "$f"): |"; done
+        status=1
+    fi
+}
+
+found=0
+for src in stdlib/*/*.coll; do
+    grep -q '^[[:space:]]*tags.*multi_node' "$src" || continue
+    found=1
+    prog=$(basename "$(dirname "$src")")_$(basename "$src" .coll)
+    for cfg in "4 2" "4 1" "8 2"; do
+        set -- $cfg
+        n=$1 g=$2
+        plan=$log/$prog.N$n.G$g.json
+        if ! "$BUILD/bin/mscclc" "$src" -D N="$n" -D G="$g" -o "$plan" >"$log/$prog.N$n.G$g.mscclc" 2>&1; then
+            echo "testing gpu_net/$prog.N$n.G$g ... skipped (does not compile at N=$n G=$g)"
+            continue
+        fi
+        group "$prog.N$n.G$g" "$plan" "$n" "$g"
+    done
+    MSCCLRT_SOCKET_NSOCKS=1 group "$prog.N4.G2.nsocks1" "$log/$prog.N4.G2.json" 4 2
+done
+[ "$found" = 1 ] || { echo "net.sh: no stdlib program is tagged multi_node"; exit 1; }
+exit $status

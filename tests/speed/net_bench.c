@@ -1,0 +1,238 @@
+/*
+ * net_bench.c - throughput and latency of the socket transport of port channels between two
+ * processes of this machine (loopback), against a plain TCP stream between the same two
+ * processes in the same run. Host buffers by default; --gpu stages device memory (one GPU,
+ * both ranks on it) and also times the parts of the staging path (DtoH into pinned memory,
+ * HtoD from pinned memory). Sizes 4 KiB to --max (default 1 GiB).
+ *   usage: net_bench [--gpu] [--max BYTES] [--nsocks N]
+ * Output: one line per size: size, transport GB/s, plain stream GB/s, ratio; then the
+ * round-trip latencies of an 8-byte put+signal and of an 8-byte message on the plain stream.
+ */
+#include "net/net_internal.h"
+#include "core/err.h"
+#include "cuda/cuda_driver.h"
+
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TAG 0x4e42
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int die(const char *what) {
+    fprintf(stderr, "net_bench: %s: %s\n", what, mscclrt_last_error());
+    return 1;
+}
+#define OK(call, what) do { if ((call) != MSCCLRT_SUCCESS) return die(what); } while (0)
+
+static uint64_t iters_for(uint64_t size) {
+    uint64_t it = (512ull << 20) / size;   /* about 512 MiB per size, at least 4 messages */
+    return it < 4 ? 4 : it > 20000 ? 20000 : it;
+}
+
+/* Rank 1's listen address to rank 0 (an allgather of two addresses). */
+static mscclrt_result addr_of_rank1(Boot *b, int rank, NetAddr *a) {
+    NetAddr both[2];
+    memset(both, 0, sizeof both);
+    both[rank] = *a;
+    TRY(boot_allgather(b, both, sizeof *both));
+    *a = both[1];
+    return MSCCLRT_SUCCESS;
+}
+
+static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nsocks) {
+    Boot *b = NULL;
+    OK(boot_init(&b, id, rank, 2, 30000), "boot_init");
+    CuContext ctx = NULL;
+    if (gpu) {
+        OK(cu_load(), "cu_load");
+        CuDevice d;
+        OK(cu_check(cu.cuDeviceGet(&d, 0), "cuDeviceGet"), "device");
+        OK(cu_check(cu.cuDevicePrimaryCtxRetain(&ctx, d), "ctx"), "ctx");
+        OK(cu_check(cu.cuCtxSetCurrent(ctx), "ctx"), "ctx");
+    }
+    NetOptions o = {.host_mem = !gpu, .cu_ctx = ctx, .cu_device = 0, .nsocks = nsocks,
+                    .force = "socket", .ifname = "lo"};
+    Net *n = NULL;
+    OK(net_create(&n, b, &o), "net_create");
+    uint64_t buf = 0, ctr = 0;
+    if (gpu) {
+        CuDevPtr p = 0, c = 0;
+        OK(cu_check(cu.cuMemAlloc(&p, max), "cuMemAlloc"), "alloc");
+        OK(cu_check(cu.cuMemAlloc(&c, 64), "cuMemAlloc"), "alloc");
+        cu.cuMemsetD8(c, 0, 64);
+        buf = p, ctr = c;
+    } else {
+        buf = (uint64_t)(uintptr_t)malloc(max);
+        ctr = (uint64_t)(uintptr_t)calloc(8, 8);
+        if (!buf || !ctr) return die("malloc");
+        memset((void *)(uintptr_t)buf, 1, max);
+    }
+    NetMemDesc d[2], pd[2];
+    OK(net_reg(n, &o, buf, max, &d[0]), "net_reg");
+    OK(net_reg(n, &o, ctr, 64, &d[1]), "net_reg");
+    const int peer = 1 - rank;
+    OK(boot_send(b, peer, TAG, d, sizeof d), "send");
+    OK(boot_recv(b, peer, TAG, pd, sizeof pd), "recv");
+    uint64_t wbuf, wctr;
+    OK(net_import(n, &o, peer, &pd[0], &wbuf), "import");
+    OK(net_import(n, &o, peer, &pd[1], &wctr), "import");
+    /* the plain stream: rank 1 listens, rank 0 connects */
+    NetAddr a;
+    int lfd = -1, fd = -1;
+    if (rank == 1) {
+        OK(net_sock_pick("lo", &a), "pick");
+        OK(net_sock_listen(&a, &lfd), "listen");
+    }
+    OK(addr_of_rank1(b, rank, &a), "addr");
+    if (rank == 0) OK(net_sock_connect(&a, 1, 10000, &fd), "connect");
+    else if ((fd = accept(lfd, NULL, NULL)) < 0) return die("accept");
+    char *hb = malloc(max < (64u << 20) ? max : (64u << 20));   /* plain stream's host buffer */
+    if (!hb) return die("malloc");
+    const size_t hbl = max < (64u << 20) ? max : (64u << 20);
+    if (rank == 0) printf("%12s %10s %10s %7s\n", "bytes", "net GB/s", "plain GB/s", "ratio");
+    for (uint64_t size = 4096; size <= max; size *= 4) {
+        uint64_t it = iters_for(size);
+        OK(boot_barrier(b), "barrier");
+        double tn = 0, tp = 0;
+        if (rank == 0) {
+            double t0 = now_s();
+            for (uint64_t i = 0; i < it; i++) OK(net_put(n, wbuf, buf, size), "put");
+            OK(net_flush(n), "flush");
+            tn = now_s() - t0;
+        }
+        OK(boot_barrier(b), "barrier");
+        if (rank == 0) {   /* plain: send it*size bytes, wait for the 1-byte answer */
+            double t0 = now_s();
+            for (uint64_t i = 0; i < it; i++)
+                for (uint64_t o2 = 0; o2 < size; o2 += hbl)
+                    if (net_sock_send_all(fd, hb, size - o2 < hbl ? size - o2 : hbl, -1))
+                        return die("plain send");
+            char c;
+            if (net_sock_recv_all(fd, &c, 1, -1)) return die("plain ack");
+            tp = now_s() - t0;
+            printf("%12llu %10.2f %10.2f %6.0f%%\n", (unsigned long long)size,
+                   size * it / tn / 1e9, size * it / tp / 1e9, 100 * tp / tn);
+            fflush(stdout);
+        } else {
+            for (uint64_t left = size * it; left;) {
+                uint64_t k = left < hbl ? left : hbl;
+                if (net_sock_recv_all(fd, hb, k, -1)) return die("plain recv");
+                left -= k;
+            }
+            char c = 1;
+            if (net_sock_send_all(fd, &c, 1, -1)) return die("plain ack");
+        }
+    }
+    /* latency: ping-pong of an 8-byte put + signal, then of 8 bytes on the plain stream */
+    OK(boot_barrier(b), "barrier");
+    const int rounds = 2000;
+    double t0 = now_s();
+    for (int i = 1; i <= rounds; i++) {
+        if (rank == 0) {
+            OK(net_put(n, wbuf, buf, 8), "put");
+            OK(net_signal(n, wctr, (uint64_t)i), "signal");
+        }
+        uint64_t v = 0;   /* wait for the peer's signal number i */
+        do {
+            if (gpu) cu.cuMemcpyDtoH(&v, ctr, 8);
+            else v = __atomic_load_n((uint64_t *)(uintptr_t)ctr, __ATOMIC_ACQUIRE);
+            if (v < (uint64_t)i) sched_yield();   /* leave the CPU to the socket threads */
+        } while (v < (uint64_t)i);
+        if (rank == 1) {
+            OK(net_put(n, wbuf, buf, 8), "put");
+            OK(net_signal(n, wctr, (uint64_t)i), "signal");
+        }
+    }
+    double lat_net = (now_s() - t0) / rounds;
+    OK(boot_barrier(b), "barrier");
+    t0 = now_s();
+    for (int i = 0; i < rounds; i++) {
+        char m[8];
+        if (rank == 0 && net_sock_send_all(fd, m, 8, -1)) return die("ping");
+        if (net_sock_recv_all(fd, m, 8, -1)) return die("pong");
+        if (rank == 1 && net_sock_send_all(fd, m, 8, -1)) return die("ping");
+    }
+    double lat_plain = (now_s() - t0) / rounds;
+    if (rank == 0)
+        printf("round trip, 8 bytes: put+signal %.1f us, plain stream %.1f us\n", lat_net * 1e6,
+               lat_plain * 1e6);
+    if (gpu && rank == 0) {   /* the staging path's parts: DtoH and HtoD through pinned memory */
+        void *pin = NULL;
+        OK(cu_check(cu.cuMemHostAlloc(&pin, 64u << 20, 0), "cuMemHostAlloc"), "pin");
+        double t1 = now_s();
+        for (int i = 0; i < 16; i++) cu.cuMemcpyDtoH(pin, buf, 64u << 20);
+        double dtoh = (now_s() - t1) / 16;
+        t1 = now_s();
+        for (int i = 0; i < 16; i++) cu.cuMemcpyHtoD(buf, pin, 64u << 20);
+        double htod = (now_s() - t1) / 16;
+        printf("staging parts, 64 MiB: DtoH to pinned %.2f GB/s, HtoD from pinned %.2f GB/s\n",
+               (64u << 20) / dtoh / 1e9, (64u << 20) / htod / 1e9);
+        cu.cuMemFreeHost(pin);
+    }
+    OK(boot_barrier(b), "barrier");
+    close(fd);
+    if (lfd >= 0) close(lfd);
+    net_release(n, &o);
+    net_destroy(n);
+    boot_close(b);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bool gpu = false;
+    uint64_t max = 1ull << 30;
+    int nsocks = 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--gpu") == 0) gpu = true;
+        else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = strtoull(argv[++i], 0, 10);
+        else if (strcmp(argv[i], "--nsocks") == 0 && i + 1 < argc) nsocks = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--child") == 0 && i + 2 < argc) {
+            BootId id;
+            for (int k = 0; k < BOOT_ID_BYTES; k++) {
+                unsigned v = 0;
+                sscanf(argv[i + 2] + 2 * k, "%2x", &v);
+                id.bytes[k] = (unsigned char)v;
+            }
+            return rank_main(atoi(argv[i + 1]), &id, gpu, max, nsocks);
+        } else {
+            fprintf(stderr, "usage: net_bench [--gpu] [--max BYTES] [--nsocks N]\n");
+            return 2;
+        }
+    }
+    if (max < 4096) max = 4096;
+    BootId id;
+    OK(boot_get_unique_id(&id), "boot_get_unique_id");
+    char hex[2 * BOOT_ID_BYTES + 1], ms[32], ns[16];
+    for (int k = 0; k < BOOT_ID_BYTES; k++) sprintf(hex + 2 * k, "%02x", id.bytes[k]);
+    snprintf(ms, sizeof ms, "%llu", (unsigned long long)max);
+    snprintf(ns, sizeof ns, "%d", nsocks);
+    pid_t pid[2];
+    for (int r = 0; r < 2; r++) {
+        fflush(stdout);
+        if ((pid[r] = fork()) == 0) {
+            setenv("MSCCLRT_HOSTID", r ? "bench-node1" : "bench-node0", 1);
+            execl(argv[0], argv[0], "--max", ms, "--nsocks", ns, gpu ? "--gpu" : "--max", ms,
+                  "--child", r ? "1" : "0", hex, (char *)NULL);
+            _exit(127);
+        }
+    }
+    int bad = 0;
+    for (int r = 0; r < 2; r++) {
+        int st = 0;
+        waitpid(pid[r], &st, 0);
+        bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    return bad ? 1 : 0;
+}
