@@ -324,3 +324,39 @@ def test_missing_library_names_where_it_looked(tmp_path):
 def test_versions():
     assert mscclrt.version() == "0.1.0"
     assert mscclrt._lib.compiler().mscclc_version() == b"0.1.0"
+
+
+# ---- the tuner's command line and its table, read by the C reader ------------------------------------
+
+def test_tune_command_arguments():
+    from mscclrt import tuning
+    a = tuning.parse_args(["-c", "allreduce,allgather", "-b", "4K", "-e", "64M", "--blocks", "8,16"])
+    assert a.collectives == ["allreduce", "allgather"] and (a.min_bytes, a.max_bytes) == (4096, 64 << 20)
+    assert a.blocks == [8, 16]
+    for bad, msg in ((["-c", "allsum"], "unknown collective 'allsum'"),
+                     (["-b", "8M", "-e", "1M"], "need 0 < --min-bytes <= --max-bytes"),
+                     (["--blocks", "x"], "comma-separated integers"),
+                     (["--timeout", "0"], "--timeout must be positive")):
+        with pytest.raises(SystemExit) as ei:
+            tuning.parse_args(bad)
+        assert ei.value.code == 2
+
+
+def test_written_table_is_read_by_the_library(tmp_path):
+    from mscclrt import _table
+    small, big = _two_allreduce_algos()
+    entries = _table.entries_from_winners(
+        [("allreduce", 1024, "sel_small", 0, 0), ("allreduce", 65536, "sel_big", 16, 512)],
+        world_size=4, ranks_per_node=4, arch=90, dtype="float32", op="sum")
+    path = tmp_path / "t.json"
+    _table.write_table(path, entries, meta={"tuner": "test"})
+    try:
+        mscclrt.load_tuning_table(path)          # the C reader validates it
+        pick = lambda n: mscclrt.select_among(  # noqa: E731
+            mscclrt.Request.make("allreduce", n, world_size=4, dtype="float32"), [small, big])
+        assert pick(512).algorithm.name == "sel_small"
+        ch = pick(32768)
+        assert (ch.algorithm.name, ch.nblocks, ch.nthreads_per_block) == ("sel_big", 16, 512)
+        assert pick(1 << 30).algorithm.name == "sel_big"   # the last winner is open-ended
+    finally:
+        mscclrt.load_tuning_table(None)
