@@ -88,7 +88,7 @@ def _preloaded_dropin() -> Optional[ctypes.CDLL]:
 # ---- C types ----------------------------------------------------------------------------------
 
 class UniqueIdC(Structure):
-    _fields_ = [("internal", c_char * 128)]
+    _fields_ = [("internal", ctypes.c_ubyte * 128)]   # bytes with NULs: not c_char
 
 
 class AlgoDescC(Structure):

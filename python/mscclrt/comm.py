@@ -3,6 +3,7 @@
 existing torch.distributed process group; plus the NCCL-shaped collectives on raw buffers."""
 from __future__ import annotations
 
+import ctypes
 import threading
 from ctypes import byref, c_int, c_void_p
 from typing import Any, Optional
@@ -21,7 +22,7 @@ class UniqueId(bytes):
     def new(cls) -> "UniqueId":
         u = _lib.UniqueIdC()
         _lib.check(_lib.runtime().mscclrt_get_unique_id(byref(u)), "mscclrt_get_unique_id")
-        return cls(bytes(u.internal))
+        return cls(bytes(bytearray(u.internal)))
 
 
 def get_unique_id() -> UniqueId:
@@ -62,7 +63,7 @@ class CommGroup:
         if len(unique_id) != UNIQUE_ID_BYTES:
             raise ValueError(f"mscclrt: a unique id has {UNIQUE_ID_BYTES} bytes, not {len(unique_id)}")
         u = _lib.UniqueIdC()
-        u.internal = bytes(unique_id)
+        ctypes.memmove(ctypes.addressof(u), bytes(unique_id), UNIQUE_ID_BYTES)
         h = c_void_p()
         _lib.check(_lib.runtime().mscclrt_comm_init_rank(byref(h), int(size), u, int(rank),
                                                          _default_device(device)),

@@ -70,7 +70,21 @@ class GpuRunner:
             torch.cuda.get_device_capability(self.device)[1]
 
     def algorithm(self, name: str) -> Algorithm:
-        return self._algos[name]
+        """The algorithm called name on the current communicator (default algorithms belong to
+        a communicator: after recover() they are looked up again on the new one)."""
+        a = self._algos.get(name)
+        if a is None:
+            coll = None
+            for c in Collective:
+                if any(x.name == name for x in self._all_algos(c.name)):
+                    coll = c.name
+                    break
+            if coll is None:
+                raise CandidateError(f"no algorithm named {name!r} on this communicator")
+            for x in self._all_algos(coll):
+                self._algos.setdefault(x.name, x)
+            a = self._algos[name]
+        return a
 
     def _all_algos(self, coll: str) -> list[Algorithm]:
         seen, out = set(), []
@@ -123,7 +137,7 @@ class GpuRunner:
              deadline_s: float) -> float:
         torch = _torch()
         deadline = time.monotonic() + deadline_s
-        algo = self._algos[cand.algorithm]
+        algo = self.algorithm(cand.algorithm)
         inp, out, ib, ob = self._buffers(collective, nbytes, dtype)
         opv = parse_op(op)
         s = torch.cuda.Stream(self.device)

@@ -174,7 +174,9 @@ bool algo_plan_crosses_nodes(const Plan *p, int rpn, char *why, size_t n);
 bool algo_stdlib_has(const char *coll_slash_name);
 /* algo_native.c: appends the built-in native algorithms ("native/<collective>", any size,
  * any buffer mode) for a world of this size to set. */
-mscclrt_result algo_native_builtins(AlgoSet *set, int world);
+/* Nothing across nodes (ranks_per_node != world): the native context maps every peer's scratch
+ * through CUDA IPC, which reaches only this host. */
+mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node);
 /* The default selector: the tuning table (MSCCLRT_TUNING_FILE) if it has a row for req, else
  * the first registered candidate (plan-based before native), else the size heuristics, else
  * native/<collective>, else the first candidate. Deterministic in (req's collective,

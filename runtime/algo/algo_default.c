@@ -504,7 +504,7 @@ mscclrt_result algo_default_build(int world, int ranks_per_node, int arch, AlgoS
     algo_plan_cache_dir(param_str(PARAM_CACHE_DIR), dir, sizeof dir);
     mscclrt_result res;
     TRY_GOTO(algo_default_build_plans(world, ranks_per_node, arch, dir, s, NULL), res, fail);
-    TRY_GOTO(algo_native_builtins(s, world), res, fail);
+    TRY_GOTO(algo_native_builtins(s, world, ranks_per_node), res, fail);
     *out = s;
     return MSCCLRT_SUCCESS;
 fail:

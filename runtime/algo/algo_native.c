@@ -11,6 +11,7 @@
  */
 #include "algo/algo.h"
 #include "algo/algo_native.h"
+#include "bootstrap/bootstrap.h"
 #include "codegen/codegen.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -127,9 +128,18 @@ void algo_native_free(mscclrt_comm *c) {
 }
 
 mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
+    if (n <= 0) return rt_fail(MSCCLRT_ERR_INTERNAL, "algo_native_init: %d communicators", n);
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;   /* native algorithms switched off */
+    /* the context maps every peer's scratch through CUDA IPC: only when all ranks share a host */
+    for (int i = 0; i < n; i++)
+        if (cs[i]->boot && boot_nnodes(cs[i]->boot) > 1) {
+            LOG_INFO(LOG_SUB_INIT, "rank %d: the communicator spans %d nodes: native algorithms "
+                     "(and send/recv) are off; collectives use the multi-node programs",
+                     cs[i]->rank, boot_nnodes(cs[i]->boot));
+            return MSCCLRT_SUCCESS;
+        }
     const double t0 = rt_now_s();
     NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
     SetupRound **rds = calloc((size_t)n, sizeof *rds);
@@ -266,7 +276,8 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     NativeCtx *nc = a ? a->native : NULL;
     if (!nc)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: native algorithm '%s': this "
-                       "communicator has no native context (MSCCLRT_NATIVE_SCRATCH_BYTES=0?)",
+                       "communicator has no native context (it spans nodes, or "
+                       "MSCCLRT_NATIVE_SCRATCH_BYTES=0)",
                        c->rank, algo->desc.name);
     if (extra_bytes > MN_EXTRA_BYTES)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %zu bytes of extra "
@@ -362,8 +373,8 @@ static mscclrt_algo *builtin(mscclrt_coll coll) {
     return a;
 }
 
-mscclrt_result algo_native_builtins(AlgoSet *set, int world) {
-    (void)world;   /* every rank count: the built-ins take any layout */
+mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node) {
+    if (ranks_per_node != world) return MSCCLRT_SUCCESS;   /* spans nodes: no native context */
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;

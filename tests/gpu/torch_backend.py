@@ -176,7 +176,7 @@ def backend_mode():
     def compiled():
         import mscclrt.torch.ops  # noqa: F401
         import torch.distributed._functional_collectives as fc
-        name = dist.distributed_c10d._get_default_group().group_name
+        name = dist.group.WORLD.group_name
 
         def f(x):
             y = torch.ops.mscclrt.all_reduce(x * 2, "sum", name)
@@ -224,14 +224,14 @@ def tune_mode():
     mscclrt.register_algorithm(hang)
     comm = mscclrt.CommGroup.from_torch()
     table = os.environ.get("TUNE_TABLE", "/tmp/mscclrt-tune-test.json")
-    res = mscclrt.tune(comm, ["allreduce", "allgather"], 4096, 65536, "float32", "sum",
-                       timeout_s=4.0, table=table, blocks=(8,), threads=(512,),
+    res = mscclrt.tune(comm, ["allreduce", "allgather"], 4096, 16384, "float32", "sum",
+                       timeout_s=3.0, table=table, blocks=(8,), threads=(512,),
                        iters_per_graph=4, replays=2)
     comm = res.comm
     dropped = [d for d in res.dropped if "hang_on_rank1" in str(d)]
     report("hanging_candidate_dropped_everywhere", len(dropped) > 0 and all(
         c.algorithm != "test/hang_on_rank1" for _, _, c, _ in res.winners), str(res.dropped))
-    report("winners_for_every_size", len(res.winners) == 2 * 5, str(res.winners))
+    report("winners_for_every_size", len(res.winners) == 2 * 3, str(res.winners))
     import json
     t = json.load(open(table))
     report("table_written", len(t["entries"]) >= 2, str(t))

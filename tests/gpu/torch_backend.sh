@@ -25,7 +25,8 @@ for mode in ${TORCH_MODES:-backend tune dropin}; do
         pre="$guard"
         [ "$mode" = dropin ] && pre="$guard:$so"
         t0=$(date +%s)
-        TUNE_TABLE=$PWD/$log/tune_np$n.json LD_PRELOAD="$pre" timeout 500 torchrun --standalone \
+        case $log in /*) tt=$log/tune_np$n.json ;; *) tt=$PWD/$log/tune_np$n.json ;; esac
+        TUNE_TABLE=$tt LD_PRELOAD="$pre" timeout 500 torchrun --standalone \
             --nproc_per_node "$n" tests/gpu/torch_backend.py "$mode" >"$log/torchpy_${mode}_np$n.log" 2>&1
         rc=$?
         echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/torchpy_${mode}_np$n.log"

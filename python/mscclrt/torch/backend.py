@@ -137,6 +137,20 @@ class MscclrtProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:
         return BACKEND_NAME
 
+    # torch.distributed names every group (functional collectives find it by name); a Python
+    # group keeps its own name and description
+    def setGroupName(self, name: str) -> None:
+        self._group_name = name
+
+    def getGroupName(self) -> str:
+        return getattr(self, "_group_name", "")
+
+    def setGroupDesc(self, desc: str) -> None:
+        self._group_desc = desc
+
+    def getGroupDesc(self) -> str:
+        return getattr(self, "_group_desc", "")
+
     def getRank(self) -> int:
         return self._rank
 
