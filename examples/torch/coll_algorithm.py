@@ -34,12 +34,19 @@ def main(argv=None):
     comm = mscclrt.CommGroup.from_torch()
     dtype = getattr(torch, a.dtype)
     n = a.nbytes // torch.tensor([], dtype=dtype).element_size()
-    ch = mscclrt.select(comm, "allreduce", 0, 0, a.nbytes, a.nbytes, a.dtype)
+    # the plan's own buffer mode decides whether the call is in place
+    x = torch.empty((n,), dtype=dtype, device=dev)
+    y = x if plan.inplace else torch.empty_like(x)
+    ch = mscclrt.select(comm, "allreduce", x, y, a.nbytes, a.nbytes, a.dtype)
+    if ch.algorithm.name != "example/coll_allreduce":
+        print(f"rank {rank}: the selector chose {ch.algorithm.name}, not the .coll algorithm "
+              f"(does {src} serve {a.nbytes} bytes on {world} ranks?)", file=sys.stderr)
+        return 1
     for it in range(a.iters):
-        x = torch.full((n,), float(rank + it), dtype=dtype, device=dev)
-        comm.allreduce(x, x, n, a.dtype, "sum", torch.cuda.current_stream())
+        x.fill_(float(rank + it))
+        comm.allreduce(x, y, n, a.dtype, "sum", torch.cuda.current_stream())
         torch.cuda.synchronize()
-        if not torch.all(x == sum(r + it for r in range(world))):
+        if not torch.all(y == sum(r + it for r in range(world))):
             print(f"rank {rank}: iteration {it}: wrong sum", file=sys.stderr)
             return 1
     if rank == 0:

@@ -10,7 +10,7 @@ for m in man/*.[0-9]; do
         echo "$out"; echo "testing man/$(basename "$m") ... failed"; st=1
     fi
 done
-for p in mscclc.1 mscclrt-run.1 mscclrt-perf.1 libmscclrt.3 libmscclc.3 coll.5 mscclrt-plan.5 \
+for p in mscclc.1 mscclrt-run.1 mscclrt-perf.1 mscclrt-tune.1 libmscclrt.3 libmscclc.3 coll.5 mscclrt-plan.5 \
          libmscclrt_nccl.7; do
     [ -f "man/$p" ] || { echo "man/$p is missing"; echo "testing man/present-$p ... failed"; st=1; }
 done

@@ -5,7 +5,8 @@
 # (MSCCLRT_NET=socket over loopback) while the channels inside a node keep CUDA IPC. Every
 # stdlib program tagged multi_node (stdlib/*/*.coll; hier.coll takes -D N= -D G=) runs at
 # N=4 G=2 (2 nodes), N=4 G=1 (4 nodes) and N=8 G=2 (4 nodes) with --check, then once with
-# MSCCLRT_SOCKET_NSOCKS=1. Exits 77 without a GPU. Called by tests/gpu/run.sh (section net).
+# MSCCLRT_SOCKET_NSOCKS=1; then every data type (operators rotating) through the reducing
+# programs, and 256 MB messages through the programs without a size cap. Exits 77 without a GPU. Called by tests/gpu/run.sh (section net).
 #   BUILD=build sh tests/gpu/net.sh      (logs in $GPU_LOG_DIR or $BUILD/gpu-logs/net)
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -28,7 +29,7 @@ group() {
         MSCCLRT_HOSTID="netnode$((r / gg))" RANK=$r WORLD_SIZE=$gn LOCAL_RANK=$((r % gg)) \
             MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES=0 \
             timeout 240 "$BUILD/bin/mscclrt-run" "$gplan" --backend gpu --launch env --check \
-            --iters 5 --size 1M >"$log/$gname.rank$r.log" 2>&1 &
+            --iters 5 --size "${SIZE:-1M}" $RUN_ARGS >"$log/$gname.rank$r.log" 2>&1 &
         pids="$pids $!"
         r=$((r + 1))
     done
@@ -61,4 +62,26 @@ for src in stdlib/*/*.coll; do
     MSCCLRT_SOCKET_NSOCKS=1 group "$prog.N4.G2.nsocks1" "$log/$prog.N4.G2.json" 4 2
 done
 [ "$found" = 1 ] || { echo "net.sh: no stdlib program is tagged multi_node"; exit 1; }
+
+# every data type and operator through the reducing programs (N=4 on 2 nodes), rotating the
+# operator over the types; then 256 MB messages through the programs without a size cap
+ops="sum prod max min avg"
+i=0
+for dt in float16 bfloat16 float32 float64 int8 uint8 int32 uint32 int64 uint64 fp8_e4m3 fp8_e5m2; do
+    set -- $ops
+    shift $((i % 5))
+    op=$1
+    case $dt in int*|uint*) [ "$op" = avg ] && op=sum ;; esac
+    i=$((i + 1))
+    for prog in allreduce_hier allreduce_hier_packet reducescatter_hier reduce_hier; do
+        [ -f "$log/$prog.N4.G2.json" ] || continue
+        sz=1M
+        [ "$prog" = allreduce_hier_packet ] && sz=256K
+        SIZE=$sz RUN_ARGS="--dtype $dt --op $op" group "$prog.N4.G2.$dt.$op" "$log/$prog.N4.G2.json" 4 2
+    done
+done
+for prog in allreduce_hier allgather_hier reducescatter_hier alltoall_hier broadcast_hier; do
+    [ -f "$log/$prog.N4.G2.json" ] || continue
+    SIZE=256M group "$prog.N4.G2.256M" "$log/$prog.N4.G2.json" 4 2
+done
 exit $status

@@ -223,7 +223,8 @@ int main(int argc, char **argv) {
         fflush(stdout);
         if ((pid[r] = fork()) == 0) {
             setenv("MSCCLRT_HOSTID", r ? "bench-node1" : "bench-node0", 1);
-            execl(argv[0], argv[0], "--max", ms, "--nsocks", ns, gpu ? "--gpu" : "--max", ms,
+            execl(argv[0], argv[0], "--max", ms, "--nsocks", ns, gpu ? "--gpu" : "--nsocks",
+                  gpu ? "--gpu" : ns,
                   "--child", r ? "1" : "0", hex, (char *)NULL);
             _exit(127);
         }
