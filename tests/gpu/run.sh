@@ -13,9 +13,10 @@
 # (torch_dropin.sh); those two scripts skip (77) without mpirun or PyTorch.
 # Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
-#   GPU_SECTIONS="basic sweep procs shared nccl net"   the sections to run (default: all six)
+#   GPU_SECTIONS="basic sweep procs shared nccl net python"   the sections to run (default: all)
 # net (tests/gpu/net.sh): multi_node stdlib programs with ranks sharing GPU 0 split into 2 and 4
 # nodes by MSCCLRT_HOSTID, port channels between nodes over the socket transport.
+# python (tests/gpu/torch_backend.sh): the Python package and backend="mscclrt" under torchrun.
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
 # MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and in test_gpu_coll, skips the sweep
 # and runs test_gpu_coll with 4 ranks only.
@@ -35,7 +36,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
-sections=${GPU_SECTIONS:-basic sweep procs shared nccl net}
+sections=${GPU_SECTIONS:-basic sweep procs shared nccl net python}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
@@ -272,5 +273,10 @@ if want nccl; then
 fi
 if want net; then
     run gpu_net sh tests/gpu/net.sh
+fi
+# python/mscclrt: backend="mscclrt", the tuner with a hanging candidate, a Python selector under
+# the drop-in (tests/gpu/torch_backend.sh; skips without PyTorch)
+if want python; then
+    run torch_backend env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_backend.sh
 fi
 exit $status

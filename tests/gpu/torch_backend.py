@@ -76,6 +76,16 @@ def backend_mode():
         return True
     check("all_reduce_every_op", allreduce_ops)
 
+    def premul():
+        x = torch.full((500,), float(R + 1), device=DEV)
+        dist.all_reduce(x, op=dist._make_nccl_premul_sum(0.5))
+        f = torch.tensor([2.0], device=DEV)
+        y = torch.full((300,), float(R + 1), device=DEV)
+        dist.all_reduce(y, op=dist._make_nccl_premul_sum(f))
+        s = sum(range(1, W + 1))
+        return bool(torch.all(x == 0.5 * s)) and bool(torch.all(y == 2.0 * s))
+    check("all_reduce_premul_sum", premul)
+
     def gathers():
         x = torch.full((3, 5), float(R), device=DEV)
         outs = [torch.empty_like(x) for _ in range(W)]
@@ -273,6 +283,30 @@ def dropin_mode():
     torch.cuda.synchronize()
     report("allreduce_correct", bool(torch.all(x == sum(range(1, WORLD + 1)))))
     report("python_selector_called", any(c[0] == "allreduce" for c in calls), str(calls))
+    # a tuning table (from the tune mode's run) is what the drop-in's default selector follows
+    table = os.environ.get("MSCCLRT_TUNING_FILE")
+    if table and os.path.exists(table):
+        import json
+        ents = [e for e in json.load(open(table))["entries"]
+                if e["collective"] == "allreduce" and e.get("world_size") in (0, WORLD)]
+        if ents:
+            e = ents[0]
+            size = max(4096, int(e.get("min_bytes", 0)))
+            if e.get("max_bytes"):
+                size = min(size, int(e["max_bytes"]))
+            seen = []
+            mscclrt.register_selector(lambda req, cands: seen.append((req, cands)) or None)
+            t = torch.full((size // 4,), 1.0, device=DEV)
+            dist.all_reduce(t)
+            torch.cuda.synchronize()
+            ok = bool(torch.all(t == WORLD)) and bool(seen)
+            if seen:
+                req, cands = seen[-1]
+                ch = mscclrt.select_among(req, cands)
+                ok &= ch.algorithm.name == e["algorithm"]
+            report("tuning_table_followed_under_dropin", ok,
+                   f"table says {e['algorithm']}, chose {ch.algorithm.name if seen else '?'}")
+            mscclrt.register_selector(sel)
     y = torch.full((8,), 1.0, device=DEV)
     outs = torch.empty((8 * WORLD,), device=DEV)
     dist.all_gather_into_tensor(outs, y)

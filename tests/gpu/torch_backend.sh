@@ -26,7 +26,9 @@ for mode in ${TORCH_MODES:-backend tune dropin}; do
         [ "$mode" = dropin ] && pre="$guard:$so"
         t0=$(date +%s)
         case $log in /*) tt=$log/tune_np$n.json ;; *) tt=$PWD/$log/tune_np$n.json ;; esac
-        TUNE_TABLE=$tt LD_PRELOAD="$pre" timeout 500 torchrun --standalone \
+        tf=
+        [ "$mode" = dropin ] && [ -f "$tt" ] && tf=$tt   # the tune mode's table, if it ran
+        MSCCLRT_TUNING_FILE=$tf TUNE_TABLE=$tt LD_PRELOAD="$pre" timeout 500 torchrun --standalone \
             --nproc_per_node "$n" tests/gpu/torch_backend.py "$mode" >"$log/torchpy_${mode}_np$n.log" 2>&1
         rc=$?
         echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/torchpy_${mode}_np$n.log"

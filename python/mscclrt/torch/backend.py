@@ -28,7 +28,7 @@ _UID_KEY = "mscclrt/unique_id"
 
 
 def _op_of(op: Any) -> int:
-    """Our operator for a torch ReduceOp (or RedOpType)."""
+    """Our operator for a torch ReduceOp (or RedOpType); PREMUL_SUM is _Premul's business."""
     R = dist.ReduceOp
     key = getattr(op, "op", op)
     for theirs, ours in ((R.SUM, ReduceOp.SUM), (R.PRODUCT, ReduceOp.PROD), (R.MAX, ReduceOp.MAX),
@@ -36,7 +36,11 @@ def _op_of(op: Any) -> int:
         if key == theirs or op == theirs:
             return int(ours)
     raise ValueError(f"backend mscclrt: reduction {op} is not supported (SUM, PRODUCT, MAX, MIN, "
-                     "AVG; PREMUL_SUM through backend='nccl' with the NCCL drop-in)")
+                     "AVG, PREMUL_SUM; bitwise operators are not)")
+
+
+def _is_premul(op: Any) -> bool:
+    return op == dist.ReduceOp.PREMUL_SUM or getattr(op, "op", None) == dist.ReduceOp.PREMUL_SUM
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -132,6 +136,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         self._p2p_events: dict[int, torch.cuda.Event] = {}
         self._next_ticket = 0
         self._coalescing = False
+        self._premul: dict[tuple, tuple] = {}   # PREMUL_SUM operators, see _op
 
     # ---- identity ----
     def getBackendName(self) -> str:
@@ -177,9 +182,36 @@ class MscclrtProcessGroup(dist.ProcessGroup):
             ev.record(self.stream)
         return MscclrtWork(self, ev, result, blocking)
 
+    # ---- operators ----
+    def _op(self, opts: Any, dtype: torch.dtype) -> int:
+        """Our operator for the call's ReduceOp. PREMUL_SUM (torch's _make_nccl_premul_sum):
+        its factor, a number or a one-element tensor of the call's type on this device, becomes
+        a PreMulSum operator of the communicator, made once per (factor, dtype) and kept (a
+        number is copied to the device once; a tensor is read at each call, as NCCL does)."""
+        red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        if not _is_premul(red):
+            return _op_of(red)
+        factor = red.__getstate__()[1]
+        dt = torch_dtype_to_mscclrt_dtype(dtype)
+        if isinstance(factor, torch.Tensor):
+            if factor.device != self.device or factor.dtype != dtype or factor.numel() != 1:
+                raise ValueError("backend mscclrt: a PREMUL_SUM factor tensor must hold one "
+                                 f"element of {dtype} on {self.device}")
+            key = ("t", factor.data_ptr(), int(dt))
+        else:
+            key = ("f", float(factor), int(dt))
+        got = self._premul.get(key)
+        if got is None:
+            if isinstance(factor, torch.Tensor):
+                got = (self.comm.premulsum(factor.data_ptr(), dt, on_device=True), factor)
+            else:
+                got = (self.comm.premulsum(float(factor), dt), None)
+            self._premul[key] = got
+        return got[0]
+
     # ---- collectives ----
     def allreduce(self, tensors: list, opts: Any = None) -> MscclrtWork:
-        op = _op_of(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        op = self._op(opts, tensors[0].dtype) if tensors else 0
         for t in tensors:
             _check_tensor(t, "allreduce tensor", self.device)
 
@@ -205,7 +237,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors: list, opts: Any = None) -> MscclrtWork:
         root = opts.rootRank if opts is not None else 0
-        op = _op_of(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        op = self._op(opts, tensors[0].dtype) if tensors else 0
         for t in tensors:
             _check_tensor(t, "reduce tensor", self.device)
 
@@ -256,7 +288,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         if _nbytes(input) != _nbytes(output) * self._size:
             raise ValueError(f"backend mscclrt: reduce_scatter input has {_nbytes(input)} bytes, "
                              f"expected {self._size} x {_nbytes(output)}")
-        op = _op_of(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        op = self._op(opts, input.dtype)
         dt = torch_dtype_to_mscclrt_dtype(input.dtype)
         return self._run([output, input], lambda s: self.comm.reducescatter(
             input.data_ptr(), output.data_ptr(), output.numel(), dt, op, s), output)
