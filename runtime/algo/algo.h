@@ -179,7 +179,8 @@ bool algo_stdlib_has(const char *coll_slash_name);
 mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node);
 /* The default selector: the tuning table (MSCCLRT_TUNING_FILE) if it has a row for req, else
  * the first registered candidate (plan-based before native), else the size heuristics, else
- * native/<collective>, else the first candidate. Deterministic in (req's collective,
+ * native/<collective> (only on one node: req->ranks_per_node == req->world_size), else the
+ * first candidate. Deterministic in (req's collective,
  * message_bytes, dtype, op, world_size, ranks_per_node, arch, root, inplace, symmetric) and the
  * collection: the same on every rank. false only when n is 0. */
 bool algo_default_select(const mscclrt_request *req, const mscclrt_algo *const *cand, int n,

@@ -3,15 +3,18 @@
  * collection is built once, for its real layout (world size, ranks per node): every program of
  * the stdlib, embedded in the library at build time, that accepts N = world is compiled in
  * process through libmscclc and wrapped as a plan-based algorithm "stdlib/<collective>/<name>";
- * the built-in native algorithms (algo_native.c) follow. Across nodes only the multi-node
- * programs (a `param G`, compiled with G = ranks per node) are compiled, and a plan that would
- * reach another node over a memory or switch channel is refused: only port channels cross. Compiled plans are cached in memory
- * (per process) and on disk ($MSCCLRT_CACHE_DIR/plans/<key>.json, written atomically, validated
- * on every read), keyed by the program's text, the defines and the compiler's identity (a hash
- * of its sources taken at build time), so a changed compiler never reads an older plan.
+ * on one node the built-in native algorithms (algo_native.c) follow. Across nodes only the
+ * multi-node programs (a `param G`, compiled with G = ranks per node) are compiled, a plan that
+ * would reach another node over a memory or switch channel is refused (only port channels
+ * cross), and there are no native algorithms (their context reaches one host only). Compiled
+ * plans are cached in memory (per process) and on disk ($MSCCLRT_CACHE_DIR/plans/<key>.json,
+ * written atomically, validated on every read), keyed by the program's text, the defines and the
+ * compiler's identity (a hash of its sources taken at build time), so a changed compiler never
+ * reads an older plan.
  *
  * The default selector: the tuning table first, then the first registered candidate, then size
- * heuristics from BENCHMARKS.md, then native/<collective>, then the first candidate.
+ * heuristics from BENCHMARKS.md, then native/<collective> (on one node), then the first
+ * candidate.
  */
 #include "algo/algo.h"
 #include "codegen/codegen.h"
@@ -553,6 +556,8 @@ static const struct {
     {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
     {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
     {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
+    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier"},
+    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier"},
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
     /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
     {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine"},
@@ -593,9 +598,14 @@ bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
             return true;
         }
     }
-    char native[64];
-    snprintf(native, sizeof native, "native/%s", mscclrt_coll_name(req->collective));
-    int i = find_cand(native, cand, n);
+    /* across nodes there are no built-in native algorithms (algo_native_builtins): the first
+     * candidate */
+    int i = -1;
+    if (req->ranks_per_node == req->world_size) {
+        char native[64];
+        snprintf(native, sizeof native, "native/%s", mscclrt_coll_name(req->collective));
+        i = find_cand(native, cand, n);
+    }
     choice->algo = cand[i >= 0 ? i : 0];
     return true;
 }

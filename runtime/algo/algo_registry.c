@@ -663,6 +663,17 @@ static const char *mode_name(const mscclrt_request *req) {
     return req->inplace == 1 ? "in place" : req->inplace == 0 ? "out of place" : "any buffers";
 }
 
+/* Across nodes the default collection holds only the multi-node stdlib programs: the "no
+ * algorithm" messages say so (after ": " when first, else after "; "), since a caller used to
+ * one node expects the native algorithms to catch everything. "" on one node. */
+static const char *spans_nodes_note(const mscclrt_request *req, bool first) {
+#define SPANS_NODES "the communicator spans nodes: only the multi-node stdlib programs and " \
+                    "registered algorithms serve it (no native algorithms)"
+    if (req->ranks_per_node == req->world_size) return "";
+    return first ? ": " SPANS_NODES : "; " SPANS_NODES;
+#undef SPANS_NODES
+}
+
 static mscclrt_result check_request(const mscclrt_request *req, const char *fn) {
     if ((unsigned)req->collective >= MSCCLRT_COLL_COUNT)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: req->collective %d is not a collective", fn,
@@ -707,8 +718,9 @@ mscclrt_result algo_select_from(const mscclrt_request *req, const mscclrt_algo *
     TRY(check_request(req, "selection"));
     if (n <= 0)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "no algorithm serves %s of %" PRIu64 " bytes "
-                       "(%s, %s, %d ranks)", coll_names[req->collective], req->message_bytes,
-                       mscclrt_dtype_name(req->dtype), mode_name(req), req->world_size);
+                       "(%s, %s, %d ranks, %d per node)%s", coll_names[req->collective],
+                       req->message_bytes, mscclrt_dtype_name(req->dtype), mode_name(req),
+                       req->world_size, req->ranks_per_node, spans_nodes_note(req, true));
     pthread_mutex_lock(&reg_mu);
     mscclrt_selector_fn fn = R.sel;
     void *user = R.sel_user;
@@ -784,8 +796,11 @@ static mscclrt_result none_fits(const mscclrt_request *req, const mscclrt_algo *
         }
     }
     if (total > shown && w > 0 && (size_t)w < sizeof msg)
-        snprintf(msg + w, sizeof msg - (size_t)w, "%s(%d algorithms of this collective in all)",
-                 shown ? "; " : ": ", total);
+        w += snprintf(msg + w, sizeof msg - (size_t)w, "%s(%d algorithms of this collective in "
+                      "all)", shown ? "; " : ": ", total);
+    if (w > 0 && (size_t)w < sizeof msg)
+        snprintf(msg + w, sizeof msg - (size_t)w, "%s",
+                 spans_nodes_note(req, !shown && !total));
     return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s", msg);
 }
 

@@ -142,8 +142,10 @@ static mscclrt_result effective(mscclrt_comm *c, const mscclrt_request *q, msccl
     if (!nat)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: plan '%s' cannot serve this %s "
                        "(PreMulSum operator, or first use under CUDA-graph capture) and no "
-                       "built-in native algorithm is there to take it", c->rank,
-                       ch->algo->desc.name, mscclrt_coll_name(q->collective));
+                       "built-in native algorithm is there to take it%s", c->rank,
+                       ch->algo->desc.name, mscclrt_coll_name(q->collective),
+                       q->ranks_per_node != q->world_size ? " (the communicator spans nodes)"
+                                                          : "");
     LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s: '%s' handed to '%s' (PreMulSum or capture)",
               c->rank, mscclrt_coll_name(q->collective), ch->algo->desc.name, nat->desc.name);
     ch->algo = nat;
@@ -410,6 +412,10 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     NativeLaunch *l = a->p2p_open;
     if (!l) {
         const mscclrt_algo *algo = builtin_for(c, MSCCLRT_COLL_SENDRECV);
+        if (!algo && a->ranks_per_node != c->nranks)
+            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path: the "
+                           "communicator spans nodes, and send/recv runs only on the native "
+                           "context, which reaches one host", fn, c->rank);
         if (!algo)
             return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path (the native "
                            "context is off: MSCCLRT_NATIVE_SCRATCH_BYTES=0)", fn, c->rank);

@@ -1,8 +1,9 @@
 /*
  * test_algo_default.c - the default collection and the default selector without a GPU
  * (runtime/algo/algo_default.c): the stdlib algorithms built for N = 2, 4, 8, 16 on one node and
- * for several nodes (only the multi-node programs, picked for every collective they serve;
- * a plan crossing nodes over NVLink refused), their descriptions, every algorithm declared for
+ * for several nodes (only the multi-node programs, picked for every collective they serve,
+ * never a native/ name, and a clear message where none fits; a plan crossing nodes over NVLink
+ * refused), their descriptions, every algorithm declared for
  * any buffers run in place on the CPU backend (the claim that lets out-of-place stdlib plans
  * serve in-place calls), the plan cache on disk (a miss writes, a hit reads and is timed, a corrupt, foreign or symlinked
  * file is ignored and rewritten, no temporary file is left), the cache directory setting, the
@@ -40,8 +41,8 @@ static const char *single_node[] = {
 /* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
 static const char *multi_node[] = {
     "stdlib/allgather/hier", "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet",
-    "stdlib/alltoall/hier", "stdlib/broadcast/hier", "stdlib/reduce/hier",
-    "stdlib/reducescatter/hier",
+    "stdlib/alltoall/hier", "stdlib/broadcast/hier", "stdlib/gather/hier", "stdlib/reduce/hier",
+    "stdlib/reducescatter/hier", "stdlib/scatter/hier",
 };
 #define NMULTI ((int)(sizeof multi_node / sizeof *multi_node))
 
@@ -257,8 +258,8 @@ static void t_any_runs_in_place(void) {
             CHECK(run_in_place(comm, a, n, 3 * min, MSCCLRT_BFLOAT16));
             ran++;
         }
-        /* allgather, allreduce/hier_packet, broadcast, reduce, reducescatter */
-        CHECK_EQ_INT(5, ran);
+        /* allgather, allreduce/hier_packet, broadcast, gather, reduce, reducescatter, scatter */
+        CHECK_EQ_INT(7, ran);
         mscclrt_cpu_comm_destroy(comm);
         algo_set_free(s);
     }
@@ -487,22 +488,39 @@ static mscclrt_request request(mscclrt_coll coll, uint64_t bytes, int n, int inp
                          .out_bytes = bytes, .dtype = MSCCLRT_FLOAT16, .op = MSCCLRT_SUM,
                          .world_size = n, .ranks_per_node = n, .root = -1, .peer = -1,
                          .arch = 90, .inplace = inplace, .symmetric = sym};
-    if (coll == MSCCLRT_COLL_ALLGATHER) r.in_bytes = bytes / (uint64_t)n;
-    if (coll == MSCCLRT_COLL_REDUCESCATTER) r.out_bytes = bytes / (uint64_t)n;
+    if (coll == MSCCLRT_COLL_ALLGATHER || coll == MSCCLRT_COLL_GATHER)
+        r.in_bytes = bytes / (uint64_t)n;
+    if (coll == MSCCLRT_COLL_REDUCESCATTER || coll == MSCCLRT_COLL_SCATTER)
+        r.out_bytes = bytes / (uint64_t)n;
     if (coll == MSCCLRT_COLL_BROADCAST) r.root = 0;
     return r;
 }
 
-/* The default choice for req among the fitting algorithms of s plus the native stand-ins. */
+/* The default choice for req among the fitting algorithms of s plus, on one node, the native
+ * stand-ins (across nodes the collection has no native algorithms: algo_native_builtins). */
 static const char *choose(const AlgoSet *s, const mscclrt_request *req) {
     const mscclrt_algo *cand[64];
     int n = 0;
     for (int i = 0; i < s->n; i++)
         if (algo_fits(s->v[i], req, NULL)) cand[n++] = s->v[i];
-    if (algo_fits(natives[req->collective], req, NULL)) cand[n++] = natives[req->collective];
+    if (req->ranks_per_node == req->world_size && algo_fits(natives[req->collective], req, NULL))
+        cand[n++] = natives[req->collective];
     mscclrt_choice c;
     if (algo_select_from(req, cand, n, &c) != MSCCLRT_SUCCESS) return mscclrt_last_error();
     CHECK(c.blocks == 0 && c.threads == 0);
+    return c.algo->desc.name;
+}
+
+/* The default choice for req among first (a candidate ahead of the collection, which only the
+ * heuristics can pass over) and the fitting algorithms of s. */
+static const char *choose_after(const mscclrt_algo *first, const AlgoSet *s,
+                                const mscclrt_request *req) {
+    const mscclrt_algo *cand[64] = {first};
+    int n = 1;
+    for (int i = 0; i < s->n; i++)
+        if (algo_fits(s->v[i], req, NULL)) cand[n++] = s->v[i];
+    mscclrt_choice c;
+    if (algo_select_from(req, cand, n, &c) != MSCCLRT_SUCCESS) return mscclrt_last_error();
     return c.algo->desc.name;
 }
 
@@ -579,10 +597,12 @@ static void t_heuristics(void) {
 }
 
 /* Across nodes (2 and 4 nodes, 1 to 8 ranks each) the default collection offers only the
- * multi-node programs, and the selector picks them for every collective they serve. */
+ * multi-node programs, and the selector picks them for every collective they serve; where none
+ * fits the call fails with a message that says why (there is no native algorithm to fall back
+ * on), and the selector never prefers a candidate for its native/ name. */
 static void t_multinode_heuristics(void) {
-    static const int layouts[][2] = {{8, 4}, {16, 8}, {4, 2}, {16, 4}, {32, 8}, {4, 1}};
-    for (int i = 0; i < 6; i++) {
+    static const int layouts[][2] = {{8, 4}, {16, 8}, {4, 2}, {16, 4}, {32, 8}, {4, 1}, {2, 1}};
+    for (int i = 0; i < 7; i++) {
         int n = layouts[i][0], rpn = layouts[i][1];
         AlgoSet *s = build(n, rpn, "", NULL);
         for (int k = 0; k < s->n; k++) {
@@ -606,7 +626,6 @@ static void t_multinode_heuristics(void) {
             {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 1, 1, "stdlib/allreduce/hier"},
             {MSCCLRT_COLL_ALLREDUCE, 64 * MB, 1, 1, "stdlib/allreduce/hier"},
             {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_packet"},
-            {MSCCLRT_COLL_ALLREDUCE, 4 * MB, 0, 0, "native/allreduce"},
             {MSCCLRT_COLL_ALLGATHER, 1 * MB, 0, 1, "stdlib/allgather/hier"},
             {MSCCLRT_COLL_ALLGATHER, 64 * MB, 1, 1, "stdlib/allgather/hier"},
             {MSCCLRT_COLL_REDUCESCATTER, 1 * MB, 0, 1, "stdlib/reducescatter/hier"},
@@ -615,30 +634,79 @@ static void t_multinode_heuristics(void) {
             {MSCCLRT_COLL_BROADCAST, 4 * MB, 1, 1, "stdlib/broadcast/hier"},
             {MSCCLRT_COLL_REDUCE, 1 * MB, 0, 1, "stdlib/reduce/hier"},
             {MSCCLRT_COLL_ALLTOALL, 1 * MB, 0, 1, "stdlib/alltoall/hier"},
-            {MSCCLRT_COLL_ALLTOALL, 1 * MB, 1, 1, "native/alltoall"},
+            /* gather and scatter on windows, in place too */
+            {MSCCLRT_COLL_GATHER, 64 * KB, 0, 1, "stdlib/gather/hier"},
+            {MSCCLRT_COLL_GATHER, 256 * MB, 1, 1, "stdlib/gather/hier"},
+            {MSCCLRT_COLL_SCATTER, 64 * KB, 1, 1, "stdlib/scatter/hier"},
+            {MSCCLRT_COLL_SCATTER, 256 * MB, 0, 1, "stdlib/scatter/hier"},
         };
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             mscclrt_request r = request(cases[c].coll, cases[c].bytes, n, cases[c].inplace,
                                         cases[c].sym);
             r.ranks_per_node = rpn;
-            if (cases[c].coll == MSCCLRT_COLL_REDUCE) r.root = 0;
-            const char *got = choose(s, &r);
+            if (cases[c].coll == MSCCLRT_COLL_REDUCE || cases[c].coll == MSCCLRT_COLL_GATHER ||
+                cases[c].coll == MSCCLRT_COLL_SCATTER)
+                r.root = 0;
+            /* the heuristics choose, even with a native/ stand-in ahead of the collection */
+            const char *got = choose_after(natives[cases[c].coll], s, &r);
             if (strcmp(got, cases[c].want) != 0)
                 fprintf(stderr, "  N=%d, %d per node, %s %llu bytes: want %s\n", n, rpn,
                         mscclrt_coll_name(cases[c].coll), (unsigned long long)cases[c].bytes,
                         cases[c].want);
             CHECK_STR(cases[c].want, got);
+            CHECK_STR(cases[c].want, choose(s, &r));
         }
-        /* a rooted call for another root: the multi-node programs are for root 0 */
-        mscclrt_request r = request(MSCCLRT_COLL_BROADCAST, 16 * KB, n, 0, 1);
-        r.ranks_per_node = rpn;
-        r.root = 1;
-        CHECK_STR("native/broadcast", choose(s, &r));
+        /* no multi-node program fits and nothing else is there: the message says why */
+        static const struct {
+            mscclrt_coll coll;
+            uint64_t bytes;
+            int inplace, sym, root;   /* root -2: the last rank */
+            const char *want;
+        } none[] = {
+            /* out of place above hier_packet's 1 MB (hier runs in place on windows only) */
+            {MSCCLRT_COLL_ALLREDUCE, 4 * MB, 0, 0, -1, "no algorithm serves allreduce of 4194304"},
+            {MSCCLRT_COLL_ALLTOALL, 1 * MB, 1, 1, -1, "no algorithm serves alltoall of 1048576"},
+            /* the leaders write into the root's buffers (gather), or the root into theirs */
+            {MSCCLRT_COLL_GATHER, 1 * MB, 0, 0, 0, "no algorithm serves gather of 1048576"},
+            {MSCCLRT_COLL_SCATTER, 1 * MB, 1, 0, 0, "no algorithm serves scatter of 1048576"},
+            /* the multi-node programs are for root 0 */
+            {MSCCLRT_COLL_BROADCAST, 16 * KB, 0, 1, 1, "no algorithm serves broadcast of 16384"},
+            {MSCCLRT_COLL_GATHER, 1 * MB, 0, 1, 1, "no algorithm serves gather of 1048576"},
+            {MSCCLRT_COLL_SCATTER, 1 * MB, 0, 1, -2, "no algorithm serves scatter of 1048576"},
+            {MSCCLRT_COLL_SENDRECV, 1 * MB, 0, 1, -1, "no algorithm serves sendrecv of 1048576"},
+        };
+        for (size_t c = 0; c < sizeof none / sizeof *none; c++) {
+            mscclrt_request r = request(none[c].coll, none[c].bytes, n, none[c].inplace,
+                                        none[c].sym);
+            r.ranks_per_node = rpn;
+            r.root = none[c].root == -2 ? n - 1 : none[c].root;
+            const char *got = choose(s, &r);
+            CHECK_CONTAINS(got, none[c].want);
+            CHECK_CONTAINS(got, "per node): the communicator spans nodes: only the multi-node "
+                           "stdlib programs and registered algorithms serve it");
+        }
         /* the same collection does not serve a single-node request of that size */
-        r = request(MSCCLRT_COLL_ALLREDUCE, 1 * KB, n, 0, 0);
+        mscclrt_request r = request(MSCCLRT_COLL_ALLREDUCE, 1 * KB, n, 0, 0);
         CHECK_STR("native/allreduce", choose(s, &r));
         algo_set_free(s);
     }
+    /* no heuristic row matches (an algorithm of the user's, not registered, and a native/ one):
+     * on one node native/<collective> wins, across nodes the first candidate */
+    mscclrt_algo *mine = NULL;
+    mscclrt_algo_desc d = {.name = "mine", .collective = MSCCLRT_COLL_ALLREDUCE};
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_algo_from_source(&mine, "x", "k", &d));
+    const mscclrt_algo *cand[2] = {mine, natives[MSCCLRT_COLL_ALLREDUCE]};
+    mscclrt_request r = request(MSCCLRT_COLL_ALLREDUCE, 4 * MB, 16, 0, 0);
+    mscclrt_choice c;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_select_from(&r, cand, 2, &c));
+    CHECK(c.algo == cand[1]);
+    r.ranks_per_node = 8;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_select_from(&r, cand, 2, &c));
+    CHECK(c.algo == cand[0]);
+    r.ranks_per_node = 0;   /* nodes of different sizes */
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_select_from(&r, cand, 2, &c));
+    CHECK(c.algo == cand[0]);
+    mscclrt_algo_free(mine);
 }
 
 /* A plan that reaches another node over NVLink is refused across nodes; its own layout is fine. */
