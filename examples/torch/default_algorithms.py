@@ -4,8 +4,9 @@
     (one GPU for every rank: add --device 0)
 
 Makes a CommGroup over torchrun's ranks, lists the default collection built for its layout,
-picks an allreduce algorithm by message size (packets for small messages, the two-phase
-read-reduce for large ones) and runs it on tensors, checking the sums.
+picks an allreduce algorithm by message size (packets for small messages, else the built-in
+native one, or the hierarchical programs across nodes) among those that serve the call, and
+runs it on tensors, checking the sums.
 """
 import sys
 
@@ -22,15 +23,26 @@ def main(argv=None):
     algos = mscclrt.default_algorithms(comm, "allreduce")
     if rank == 0:
         print("default allreduce algorithms:", ", ".join(algos.names()))
-    small = next((x for x in algos if x.name.endswith("allpair_packet")), None)
-    large = algos.get("native/allreduce")
+    def pick(nbytes):
+        """Packets for small messages, else the first that serves the call (the built-in native
+        one on one node, the hierarchical programs across nodes)."""
+        req = mscclrt.Request.make("allreduce", nbytes, dtype=a.dtype, world_size=world,
+                                   ranks_per_node=comm.nranks_per_node, in_place=True)
+        fitting = [x for x in algos if x.fits(req)[0]]
+        if not fitting:
+            raise SystemExit(f"no default algorithm serves an in-place allreduce of {nbytes} bytes")
+        order = ("packet",) if nbytes <= (64 << 10) else ("native/", "hier", "simple")
+        for key in order:
+            for x in fitting:
+                if key in x.name:
+                    return x
+        return fitting[0]
+
     dtype = getattr(torch, a.dtype)
     n = a.nbytes // torch.tensor([], dtype=dtype).element_size()
+    algo = pick(n * torch.tensor([], dtype=dtype).element_size())
     for it in range(a.iters):
         x = torch.full((n,), float(rank + 1 + it), dtype=dtype, device=dev)
-        algo = small if small is not None and x.nbytes <= (64 << 10) and small.fits(
-            mscclrt.Request.make("allreduce", x.nbytes, dtype=a.dtype, world_size=world,
-                                 ranks_per_node=comm.nranks_per_node, in_place=True))[0] else large
         algo.execute(comm, x, x, x.nbytes, x.nbytes, mscclrt.torch_dtype_to_mscclrt_dtype(dtype),
                      mscclrt.ReduceOp.SUM, torch.cuda.current_stream())
         torch.cuda.synchronize()
