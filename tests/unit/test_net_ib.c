@@ -3,7 +3,7 @@
  * (build/tests/libfake_ibverbs.so: RC queue pairs emulated between processes of this machine),
  * with host buffers: re-executed children are the ranks, split into "nodes" by MSCCLRT_HOSTID,
  * with MSCCLRT_IBVERBS_LIB pointing at the fake. Covers: GID choice; the automatic backend
- * choice; connection setup for 2 and 4 ranks (InfiniBand LIDs and RoCE GIDs); puts of 1 B to
+ * choice (per process, and agreed over a group whose ranks differ); connection setup for 2 and 4 ranks (InfiniBand LIDs and RoCE GIDs); puts of 1 B to
  * 8 MiB at odd sizes and offsets, each followed by a signal the receiver checks the data
  * behind; more puts than a queue pair holds; flush waiting for completions the fake delays; a
  * wrong rkey (remote access error) and a peer that never connects, both naming the rank.
@@ -242,6 +242,23 @@ static int rank_noconnect(int rank, int n, const BootId *id) {
     return h_failed ? 1 : 0;
 }
 
+/* The automatic choice over a group: want is the backend every rank must end up with; with
+ * mix, rank 1's port is down, so all must take socket. */
+static int rank_auto(int rank, int n, const BootId *id, bool mix) {
+    unsetenv("MSCCLRT_NET");   /* before anything reads it */
+    if (mix && rank == 1) setenv("FAKE_IBV_PORT_STATE", "down", 1);
+    Boot *b = NULL;
+    CHECK_OK(boot_init(&b, id, rank, n, 10000));
+    if (!b) return 1;
+    Net *net = NULL;
+    NetOptions o = {.host_mem = true, .timeout_ms = 5000, .ifname = "lo"};
+    CHECK_OK(net_create(&net, b, &o));
+    if (net) CHECK_STR(mix ? "socket" : "ib", net_backend_name(net));
+    net_destroy(net);
+    boot_close(b);
+    return h_failed ? 1 : 0;
+}
+
 /* The automatic choice: ib exactly when the library loads and a port is active. */
 static int child_auto(const char *want) {
     CHECK_EQ_INT(strcmp(want, "ib") == 0, net_ib_usable());
@@ -313,6 +330,8 @@ int main(int argc, char **argv) {
         int rc = strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, &id)
                : strcmp(scen, "badkey") == 0 ? rank_badkey(rank, n, &id)
                : strcmp(scen, "noconnect") == 0 ? rank_noconnect(rank, n, &id)
+               : strcmp(scen, "group-auto") == 0 ? rank_auto(rank, n, &id, false)
+               : strcmp(scen, "group-mixed") == 0 ? rank_auto(rank, n, &id, true)
                : strncmp(scen, "auto-", 5) == 0 ? child_auto(scen + 5) : 2;
         harness_report();
         return rc;
@@ -342,6 +361,10 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("auto-socket", 1, one, down));
          CHECK_EQ_INT(0, run("auto-socket", 1, one, nolib));
          CHECK_EQ_INT(0, run("auto-socket", 1, one, excl)));
+    TEST("net/ib automatic choice agrees across the group (ib everywhere; socket when one rank "
+         "lacks RDMA)",
+         CHECK_EQ_INT(0, run("group-auto", 2, two, NULL));
+         CHECK_EQ_INT(0, run("group-mixed", 2, two, NULL)));
     TEST("net/ib puts 1 B..8 MiB, signals after data, flush waits for completions (2 ranks)",
          CHECK_EQ_INT(0, run("exchange", 2, two, delay)));
     TEST("net/ib all pairs across nodes (4 ranks, 2 nodes)",
