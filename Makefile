@@ -67,8 +67,9 @@ CMD_SRC   := $(wildcard runtime/cmd/*.c)
 MSCCLC_SRC:= $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 GRAMMAR   := $(wildcard grammar/coll.y)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
-# (tests/tools/fake_nccl.c is a shared library: runtime/nccl/module.mk builds it)
-TOOL_SRC  := $(filter-out tests/tools/fake_nccl.c,$(wildcard tests/tools/*.c))
+# (tests/tools/fake_*.c are shared libraries: runtime/nccl/module.mk and runtime/net/module.mk
+# build them)
+TOOL_SRC  := $(filter-out tests/tools/fake_%.c,$(wildcard tests/tools/*.c))
 KERNEL_FILES := $(sort $(wildcard kernels/*.cuh kernels/*.h kernels/*.def))
 STDLIB_FILES := $(sort $(wildcard stdlib/*/*.coll))
 # what the compiler's output depends on: hashed into the embedded stdlib's compiler id, which

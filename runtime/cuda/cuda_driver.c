@@ -49,6 +49,9 @@ static void cu_open(void) {
     }
     CU_DRIVER_FUNCTIONS(CU_RESOLVE)
 #undef CU_RESOLVE
+#define CU_RESOLVE_OPT(field, name, ret, params) *(void **)&cu.field = sym(lib, name);
+    CU_OPTIONAL_FUNCTIONS(CU_RESOLVE_OPT)
+#undef CU_RESOLVE_OPT
     /* multicast: only when explicitly enabled (see cuda_driver.h); a bad value fails every
      * cu_load with its message, as any other reason the driver cannot be used */
     long long nvls;

@@ -149,10 +149,17 @@ enum {
     X(cuMulticastGetGranularity, "cuMulticastGetGranularity", CuResult, (size_t *g, const CuMulticastObjectProp *p, int option)) \
     X(cuMulticastBindAddr, "cuMulticastBindAddr", CuResult, (CuMemHandle mc, size_t mcoff, CuDevPtr mem, size_t n, unsigned long long flags))
 
+/* Optional entries: NULL when the driver is older; callers fall back. cuMemGetHandleForAddressRange
+ * (CUDA 11.7) exports device memory as a dmabuf fd, which RDMA registration (net_ib.c) prefers. */
+#define CU_OPTIONAL_FUNCTIONS(X) \
+    X(cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", CuResult, (void *handle, CuDevPtr p, size_t n, int type, unsigned long long flags))
+enum { CU_MEM_RANGE_HANDLE_DMA_BUF_FD = 1, CU_PTR_ATTR_BUFFER_ID = 18 };
+
 #define CU_TABLE_FIELD(field, sym, ret, params) ret (*field) params;
 typedef struct CudaDriver {
     CU_DRIVER_FUNCTIONS(CU_TABLE_FIELD)
     CU_MULTICAST_FUNCTIONS(CU_TABLE_FIELD)
+    CU_OPTIONAL_FUNCTIONS(CU_TABLE_FIELD)
     int version;             /* cuDriverGetVersion, e.g. 13000 */
     int multicast;           /* 1 when the multicast entries were resolved (NVLS enabled) */
 } CudaDriver;

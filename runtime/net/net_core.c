@@ -1,8 +1,8 @@
 /*
  * net_core.c - the backend-independent half of a Net: which peers are remote, which backend
- * runs (MSCCLRT_NET, else ib when usable, else socket), the table of local regions peers
- * write into and the table of windows onto peers' regions, and the checks every put and
- * signal passes (window known, range inside the region) before the backend moves a byte.
+ * runs (MSCCLRT_NET, else ib when usable on every rank, else socket), the table of local
+ * regions peers write into and the table of windows onto peers' regions, and the checks every
+ * put and signal passes (window known, range inside the region) before the backend moves a byte.
  */
 #include "net/net_internal.h"
 #include "core/err.h"
@@ -80,8 +80,29 @@ mscclrt_result net_create(Net **out, Boot *b, const NetOptions *o) {
         n->remote[q] = boot_node_of(b, q) != boot_node(b);
         n->nremote += n->remote[q];
     }
-    n->be = pick_backend(o->force ? o->force : param_str(PARAM_NET), &res);
+    const char *force = o->force ? o->force : param_str(PARAM_NET);
+    n->be = pick_backend(force, &res);
     if (!n->be) goto fail;
+    if (!(force && *force) && n->nremote) {
+        /* the automatic choice must agree everywhere (nodes may differ in hardware): ib only
+         * when every rank can use it, else the two ends would wait on different handshakes */
+        uint8_t *can = calloc((size_t)n->nranks, 1);
+        if (!can) {
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+            goto fail;
+        }
+        can[n->rank] = n->be == &net_ib;
+        res = boot_allgather(b, can, 1);
+        int without = -1;
+        for (int q = 0; q < n->nranks && res == MSCCLRT_SUCCESS; q++)
+            if (!can[q] && without < 0) without = q;
+        free(can);
+        if (res != MSCCLRT_SUCCESS) goto fail;
+        if (without >= 0 && n->be == &net_ib)
+            LOG_INFO(LOG_SUB_XPORT, "rank %d: RDMA is usable here but not on rank %d: socket "
+                     "transport", n->rank, without);
+        if (without >= 0) n->be = &net_tcp;
+    }
     n->wins = calloc(16, sizeof *n->wins);
     n->capwins = 16;
     n->nwins = 1;   /* index 0 is never a window */

@@ -69,7 +69,8 @@ void net_set_error(Net *n, const char *fmt, ...) __attribute__((format(printf, 2
 mscclrt_result net_check(Net *n);
 /* Copies region id's fields out under the lock; false when id names no live region. */
 bool net_region_get(Net *n, uint32_t id, NetRegion *out);
-/* Whether the ib backend can run here (libibverbs loads and a device passes MSCCLRT_IB_HCA). */
+/* Whether the ib backend can run here (libibverbs loads and a device that passes
+ * MSCCLRT_IB_HCA has an ACTIVE port). Quiet: logs nothing. */
 bool net_ib_usable(void);
 
 /* ==== sockets (net_sock.c) ================================================================== */

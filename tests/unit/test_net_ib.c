@@ -1,0 +1,379 @@
+/*
+ * test_net_ib.c - the ib (RDMA) transport of port channels, against the fake libibverbs
+ * (build/tests/libfake_ibverbs.so: RC queue pairs emulated between processes of this machine),
+ * with host buffers: re-executed children are the ranks, split into "nodes" by MSCCLRT_HOSTID,
+ * with MSCCLRT_IBVERBS_LIB pointing at the fake. Covers: GID choice; the automatic backend
+ * choice (per process, and agreed over a group whose ranks differ); connection setup for 2 and 4 ranks (InfiniBand LIDs and RoCE GIDs); puts of 1 B to
+ * 8 MiB at odd sizes and offsets, each followed by a signal the receiver checks the data
+ * behind; more puts than a queue pair holds; flush waiting for completions the fake delays; a
+ * wrong rkey (remote access error) and a peer that never connects, both naming the rank.
+ * Nothing here touches a real NIC.
+ */
+#include "net/net_ib.h"
+#include "core/err.h"
+#include "../harness.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BIG      (8u << 20)
+#define TAG_DESC 0x4e54
+#define NSMALL   700          /* small puts in a row: more than a QP's 256 requests */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+#define CHECK_OK(call) do { mscclrt_result r__ = (call); CHECK_EQ_INT(MSCCLRT_SUCCESS, r__); \
+    if (r__ != MSCCLRT_SUCCESS) fprintf(stderr, "  -> %s\n", mscclrt_last_error()); } while (0)
+
+static unsigned char pat(int from, uint64_t i, int round) {
+    return (unsigned char)(from * 131 + i * 7 + (i >> 13) + round * 29);
+}
+
+/* ---- GID choice (no processes) ----------------------------------------------------------- */
+static void gid_set(IbGidInfo *g, int type, const char *kind, int tail) {
+    memset(g, 0, sizeof *g);
+    g->type = type;
+    if (strcmp(kind, "ll") == 0) { g->gid.raw[0] = 0xfe; g->gid.raw[1] = 0x80; }
+    if (strcmp(kind, "v4") == 0) { g->gid.raw[10] = g->gid.raw[11] = 0xff; g->gid.raw[12] = 10; }
+    if (strcmp(kind, "v6") == 0) { g->gid.raw[0] = 0x20; g->gid.raw[1] = 0x01; }
+    if (strcmp(kind, "zero") != 0) g->gid.raw[15] = (uint8_t)tail;
+}
+
+static void test_gid_pick(void) {
+    IbGidInfo g[6];
+    gid_set(&g[0], IBV_GID_TYPE_ROCE_V1, "ll", 1);
+    gid_set(&g[1], IBV_GID_TYPE_ROCE_V2, "ll", 1);
+    gid_set(&g[2], IBV_GID_TYPE_ROCE_V1, "v4", 2);
+    gid_set(&g[3], IBV_GID_TYPE_ROCE_V2, "v4", 2);
+    gid_set(&g[4], IBV_GID_TYPE_ROCE_V2, "v6", 3);
+    gid_set(&g[5], IBV_GID_TYPE_ROCE_V2, "zero", 0);
+    CHECK_EQ_INT(3, ib_pick_gid(g, 6));   /* RoCEv2 IPv4-mapped */
+    CHECK_EQ_INT(2, ib_pick_gid(g, 3));   /* no v2 IPv4: an IPv4-mapped v1 over link-local */
+    IbGidInfo h[3] = {g[0], g[1], g[4]};
+    CHECK_EQ_INT(2, ib_pick_gid(h, 3));   /* RoCEv2 routable IPv6 over link-local */
+    IbGidInfo u[2];
+    gid_set(&u[0], -1, "ll", 1);          /* types unknown (old library) */
+    gid_set(&u[1], -1, "v4", 1);
+    CHECK_EQ_INT(1, ib_pick_gid(u, 2));
+    CHECK_EQ_INT(0, ib_pick_gid(u, 1));
+    CHECK_EQ_INT(-1, ib_pick_gid(&g[5], 1));   /* only empty entries */
+}
+
+/* ---- ranks ------------------------------------------------------------------------------- */
+typedef struct Side {
+    Net *net;
+    Boot *boot;
+    int rank, n;
+    unsigned char *recv;          /* [n][BIG + 64] */
+    volatile uint64_t *ctr;       /* [n] */
+    uint64_t win_recv[16], win_ctr[16];
+} Side;
+
+/* Connects and exchanges descriptors; tamper_rkey: rank 0 imports rank 1's receive area with a
+ * wrong key. */
+static int side_open(Side *s, int rank, int n, const BootId *id, int timeout_ms, bool tamper) {
+    memset(s, 0, sizeof *s);
+    s->rank = rank;
+    s->n = n;
+    CHECK_OK(boot_init(&s->boot, id, rank, n, 10000));
+    if (!s->boot) return 1;
+    NetOptions o = {.host_mem = true, .timeout_ms = timeout_ms};   /* MSCCLRT_NET=ib */
+    CHECK_OK(net_create(&s->net, s->boot, &o));
+    if (!s->net) return 1;
+    CHECK_STR("ib", net_backend_name(s->net));
+    s->recv = calloc((size_t)n, BIG + 64);
+    s->ctr = calloc((size_t)n, 8);
+    if (!s->recv || !s->ctr) return 1;
+    NetMemDesc dr, dc;
+    CHECK_OK(net_reg(s->net, s, (uint64_t)(uintptr_t)s->recv, (size_t)n * (BIG + 64), &dr));
+    CHECK_OK(net_reg(s->net, s, (uint64_t)(uintptr_t)s->ctr, (size_t)n * 8, &dc));
+    CHECK(dr.rkey != 0 && dr.backend == 2);
+    for (int q = 0; q < n; q++) {
+        if (!net_peer_remote(s->net, q)) continue;
+        CHECK_OK(boot_send(s->boot, q, TAG_DESC, &dr, sizeof dr));
+        CHECK_OK(boot_send(s->boot, q, TAG_DESC, &dc, sizeof dc));
+    }
+    for (int q = 0; q < n; q++) {
+        if (!net_peer_remote(s->net, q)) continue;
+        NetMemDesc a, b;
+        CHECK_OK(boot_recv(s->boot, q, TAG_DESC, &a, sizeof a));
+        CHECK_OK(boot_recv(s->boot, q, TAG_DESC, &b, sizeof b));
+        if (tamper && rank == 0 && q == 1) a.rkey ^= 0x10;
+        CHECK_OK(net_import(s->net, s, q, &a, &s->win_recv[q]));
+        CHECK_OK(net_import(s->net, s, q, &b, &s->win_ctr[q]));
+    }
+    return h_failed ? 1 : 0;
+}
+
+static void side_close(Side *s) {
+    if (s->net) net_release(s->net, s);
+    net_destroy(s->net);
+    boot_close(s->boot);
+    free(s->recv);
+    free((void *)s->ctr);
+}
+
+static bool wait_ctr(Side *s, int from, uint64_t v) {
+    double t0 = now_s();
+    while (__atomic_load_n(&s->ctr[from], __ATOMIC_ACQUIRE) < v) {
+        if (now_s() - t0 > 20) return false;
+        sched_yield();
+    }
+    return true;
+}
+
+static uint64_t first_bad(const unsigned char *got, int from, uint64_t len, int round) {
+    for (uint64_t i = 0; i < len; i++)
+        if (got[i] != pat(from, i, round)) return i;
+    return len;
+}
+
+static int rank_exchange(int rank, int n, const BootId *id) {
+    Side s;
+    if (side_open(&s, rank, n, id, 10000, false)) return 1;
+    static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, (1u << 20) - 1, (1u << 20) + 7,
+                                     (3u << 20) + 5, BIG};
+    const int nsz = (int)(sizeof sizes / sizeof *sizes);
+    unsigned char *src = malloc(BIG + 64);
+    if (!src) return 1;
+    /* 1: each size, then a signal; the receiver checks the data once the signal shows */
+    for (int k = 0; k < nsz; k++) {
+        uint64_t off = (uint64_t)(k * 13) % 64;
+        for (uint64_t i = 0; i < sizes[k]; i++) src[i] = pat(rank, i, k);
+        for (int q = 0; q < n; q++) {
+            if (!net_peer_remote(s.net, q)) continue;
+            uint64_t dst = s.win_recv[q] + (uint64_t)rank * (BIG + 64) + off;
+            CHECK_OK(net_put(s.net, dst, (uint64_t)(uintptr_t)src, sizes[k]));
+            CHECK_OK(net_signal(s.net, s.win_ctr[q] + (uint64_t)rank * 8, (uint64_t)k + 1));
+        }
+        CHECK_OK(net_flush(s.net));
+        for (int q = 0; q < n; q++) {
+            if (!net_peer_remote(s.net, q)) continue;
+            CHECK(wait_ctr(&s, q, (uint64_t)k + 1));
+            const unsigned char *got = s.recv + (size_t)q * (BIG + 64) + off;
+            uint64_t bad = first_bad(got, q, sizes[k], k);
+            if (bad != sizes[k])
+                fprintf(stderr, "rank %d: from rank %d size %llu: first bad byte %llu\n", rank,
+                        q, (unsigned long long)sizes[k], (unsigned long long)bad);
+            CHECK(bad == sizes[k]);
+        }
+        CHECK_OK(boot_barrier(s.boot));
+    }
+    /* 2: NSMALL 3-byte puts (more than a queue pair holds), no signal: flush alone must
+     * guarantee they landed (the fake delays every write at the receiver) */
+    const int round = nsz;
+    for (uint64_t i = 0; i < 3 * NSMALL; i++) src[i] = pat(rank, i, round);
+    for (int q = 0; q < n; q++) {
+        if (!net_peer_remote(s.net, q)) continue;
+        for (int j = 0; j < NSMALL; j++)
+            CHECK_OK(net_put(s.net, s.win_recv[q] + (uint64_t)rank * (BIG + 64) + 3u * (unsigned)j,
+                             (uint64_t)(uintptr_t)(src + 3 * j), 3));
+    }
+    CHECK_OK(net_flush(s.net));
+    CHECK_OK(boot_barrier(s.boot));   /* everyone's flush returned: everything has landed */
+    for (int q = 0; q < n; q++) {
+        if (!net_peer_remote(s.net, q)) continue;
+        uint64_t bad = first_bad(s.recv + (size_t)q * (BIG + 64), q, 3 * NSMALL, round);
+        if (bad != 3 * NSMALL)
+            fprintf(stderr, "rank %d: small puts from rank %d: first bad byte %llu\n", rank, q,
+                    (unsigned long long)bad);
+        CHECK(bad == 3 * NSMALL);
+    }
+    CHECK_OK(boot_barrier(s.boot));
+    free(src);
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
+/* Rank 0 writes to rank 1 with a wrong rkey: the flush fails naming rank 1. */
+static int rank_badkey(int rank, int n, const BootId *id) {
+    Side s;
+    if (side_open(&s, rank, n, id, 3000, true)) return 1;
+    if (rank == 0) {
+        unsigned char src[64] = {1};
+        double t0 = now_s();
+        mscclrt_result r = net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, sizeof src);
+        if (r == MSCCLRT_SUCCESS) r = net_flush(s.net);
+        CHECK_EQ_INT(MSCCLRT_ERR_REMOTE, r);
+        CHECK_CONTAINS(mscclrt_last_error(), "rank 1");
+        CHECK_CONTAINS(mscclrt_last_error(), "put");
+        CHECK_CONTAINS(mscclrt_last_error(), "remote access error");
+        fprintf(stderr, "rank 0 saw after %.2f s: %s\n", now_s() - t0, mscclrt_last_error());
+        /* later calls fail at once with the same error */
+        CHECK_EQ_INT(MSCCLRT_ERR_REMOTE, net_signal(s.net, s.win_ctr[1], 1));
+        CHECK_CONTAINS(mscclrt_last_error(), "rank 1");
+        CHECK(now_s() - t0 < 5.0);
+    }
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
+/* Rank 1 joins the group but never creates its Net: rank 0's creation fails naming it. */
+static int rank_noconnect(int rank, int n, const BootId *id) {
+    Boot *b = NULL;
+    CHECK_OK(boot_init(&b, id, rank, n, 1500));
+    if (!b) return 1;
+    if (rank == 1) {
+        sleep(30);   /* the parent kills us */
+        _exit(0);
+    }
+    Net *net = NULL;
+    NetOptions o = {.host_mem = true, .timeout_ms = 1500};
+    double t0 = now_s();
+    mscclrt_result r = net_create(&net, b, &o);
+    double dt = now_s() - t0;
+    CHECK(r == MSCCLRT_ERR_TIMEOUT || r == MSCCLRT_ERR_REMOTE);
+    CHECK(net == NULL);
+    CHECK_CONTAINS(mscclrt_last_error(), "rank 1");
+    CHECK(dt < 10.0);
+    fprintf(stderr, "rank 0 saw after %.2f s: %s\n", dt, mscclrt_last_error());
+    boot_close(b);
+    return h_failed ? 1 : 0;
+}
+
+/* The automatic choice over a group: want is the backend every rank must end up with; with
+ * mix, rank 1's port is down, so all must take socket. */
+static int rank_auto(int rank, int n, const BootId *id, bool mix) {
+    unsetenv("MSCCLRT_NET");   /* before anything reads it */
+    if (mix && rank == 1) setenv("FAKE_IBV_PORT_STATE", "down", 1);
+    Boot *b = NULL;
+    CHECK_OK(boot_init(&b, id, rank, n, 10000));
+    if (!b) return 1;
+    Net *net = NULL;
+    NetOptions o = {.host_mem = true, .timeout_ms = 5000, .ifname = "lo"};
+    CHECK_OK(net_create(&net, b, &o));
+    if (net) CHECK_STR(mix ? "socket" : "ib", net_backend_name(net));
+    net_destroy(net);
+    boot_close(b);
+    return h_failed ? 1 : 0;
+}
+
+/* The automatic choice: ib exactly when the library loads and a port is active. */
+static int child_auto(const char *want) {
+    CHECK_EQ_INT(strcmp(want, "ib") == 0, net_ib_usable());
+    return h_failed ? 1 : 0;
+}
+
+/* ---- the parent ------------------------------------------------------------------------- */
+static const char *self;
+static char fake_lib[PATH_MAX];
+
+static pid_t spawn(const char *scen, int rank, int n, const BootId *id, const char *hostid,
+                   const char *const *env) {
+    char hex[2 * BOOT_ID_BYTES + 1], rs[16], ns[16];
+    for (int i = 0; i < BOOT_ID_BYTES; i++) sprintf(hex + 2 * i, "%02x", id->bytes[i]);
+    snprintf(rs, sizeof rs, "%d", rank);
+    snprintf(ns, sizeof ns, "%d", n);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p == 0) {
+        setenv("MSCCLRT_HOSTID", hostid, 1);
+        setenv("MSCCLRT_IBVERBS_LIB", fake_lib, 1);
+        setenv("MSCCLRT_NET", "ib", 1);
+        for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
+        execl(self, self, "child", scen, rs, ns, hex, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
+static int run(const char *scen, int n, const char *const *hostids, const char *const *env) {
+    BootId id;
+    if (boot_get_unique_id(&id) != MSCCLRT_SUCCESS) return n;
+    pid_t pids[8];
+    for (int r = 0; r < n; r++) pids[r] = spawn(scen, r, n, &id, hostids[r], env);
+    int bad = 0;
+    for (int r = 0; r < n; r++) {
+        int st = 0;
+        if (strcmp(scen, "noconnect") == 0 && r == 1) {   /* the silent one: rank 0 decides */
+            waitpid(pids[0], &st, 0);
+            bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            kill(pids[1], SIGKILL);
+            waitpid(pids[1], &st, 0);
+            pids[0] = 0;
+            continue;
+        }
+        if (!pids[r]) continue;
+        if (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            bad++;
+            fprintf(stderr, "%s: rank %d %s %d\n", scen, r, WIFSIGNALED(st) ? "killed by signal"
+                    : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        }
+    }
+    return bad;
+}
+
+int main(int argc, char **argv) {
+    self = argv[0];
+    if (argc == 6 && strcmp(argv[1], "child") == 0) {
+        alarm(90);
+        BootId id;
+        for (int i = 0; i < BOOT_ID_BYTES; i++) {
+            unsigned v = 0;
+            sscanf(argv[5] + 2 * i, "%2x", &v);
+            id.bytes[i] = (unsigned char)v;
+        }
+        const char *scen = argv[2];
+        int rank = atoi(argv[3]), n = atoi(argv[4]);
+        int rc = strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, &id)
+               : strcmp(scen, "badkey") == 0 ? rank_badkey(rank, n, &id)
+               : strcmp(scen, "noconnect") == 0 ? rank_noconnect(rank, n, &id)
+               : strcmp(scen, "group-auto") == 0 ? rank_auto(rank, n, &id, false)
+               : strcmp(scen, "group-mixed") == 0 ? rank_auto(rank, n, &id, true)
+               : strncmp(scen, "auto-", 5) == 0 ? child_auto(scen + 5) : 2;
+        harness_report();
+        return rc;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", argv[0]);
+    snprintf(fake_lib, sizeof fake_lib, "%s/libfake_ibverbs.so", dirname(dir));
+    if (access(fake_lib, R_OK) != 0) {
+        fprintf(stderr, "%s is missing: build it with 'make fake-ibverbs'\n", fake_lib);
+        return 1;
+    }
+    TEST("net/ib GID choice (RoCEv2 IPv4 first)", test_gid_pick());
+    static const char *const one[] = {"nodeA"};
+    static const char *const two[] = {"nodeA", "nodeB"};
+    static const char *const four[] = {"nodeA", "nodeA", "nodeB", "nodeB"};
+    static const char *const four4[] = {"n0", "n1", "n2", "n3"};
+    static const char *const down[] = {"FAKE_IBV_PORT_STATE", "down", NULL};
+    static const char *const nolib[] = {"MSCCLRT_IBVERBS_LIB", "/nonexistent/libibverbs.so.1",
+                                        NULL};
+    static const char *const excl[] = {"MSCCLRT_IB_HCA", "^fake", NULL};
+    static const char *const delay[] = {"FAKE_IBV_DELAY_US", "300", NULL};
+    static const char *const roce[] = {"FAKE_IBV_LINK", "eth", "FAKE_IBV_DELAY_US", "100", NULL};
+    TEST("net/ib automatic choice: an active port means ib",
+         CHECK_EQ_INT(0, run("auto-ib", 1, one, NULL)));
+    TEST("net/ib automatic choice: socket when the port is down, the library is missing or "
+         "MSCCLRT_IB_HCA excludes the device",
+         CHECK_EQ_INT(0, run("auto-socket", 1, one, down));
+         CHECK_EQ_INT(0, run("auto-socket", 1, one, nolib));
+         CHECK_EQ_INT(0, run("auto-socket", 1, one, excl)));
+    TEST("net/ib automatic choice agrees across the group (ib everywhere; socket when one rank "
+         "lacks RDMA)",
+         CHECK_EQ_INT(0, run("group-auto", 2, two, NULL));
+         CHECK_EQ_INT(0, run("group-mixed", 2, two, NULL)));
+    TEST("net/ib puts 1 B..8 MiB, signals after data, flush waits for completions (2 ranks)",
+         CHECK_EQ_INT(0, run("exchange", 2, two, delay)));
+    TEST("net/ib all pairs across nodes (4 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("exchange", 4, four, NULL)));
+    TEST("net/ib over RoCE GIDs (4 ranks, 4 nodes)",
+         CHECK_EQ_INT(0, run("exchange", 4, four4, roce)));
+    TEST("net/ib a wrong rkey is a remote access error naming the rank",
+         CHECK_EQ_INT(0, run("badkey", 2, two, NULL)));
+    TEST("net/ib a peer that never connects is named within the timeout",
+         CHECK_EQ_INT(0, run("noconnect", 2, two, NULL)));
+    return harness_report();
+}
