@@ -15,6 +15,8 @@ mkdir -p "$log"
 [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 1 ] || { echo "net.sh: no GPU"; exit 77; }
 [ -x "$BUILD/bin/mscclc" ] && [ -x "$BUILD/bin/mscclrt-run" ] || { echo "net.sh: build first"; exit 2; }
 export MSCCLRT_NET=socket MSCCLRT_SOCKET_IFNAME=lo MSCCLRT_NET_TIMEOUT_MS=60000
+# NET_AUTO=1: leave the transport to the automatic choice (socket where no RDMA port is active)
+[ -n "$NET_AUTO" ] && unset MSCCLRT_NET
 export CUDA_DEVICE_MAX_CONNECTIONS=32   # many ranks on one GPU (see run.sh)
 status=0
 port=$((31000 + $$ % 1000))
