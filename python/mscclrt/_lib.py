@@ -18,7 +18,7 @@ import ctypes
 import os
 import sys
 import threading
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int,
                     c_longlong, c_size_t, c_uint64, c_void_p)
 from pathlib import Path
 from typing import Optional

@@ -151,7 +151,6 @@ class CommGroup:
     def host_broadcast(self, data: bytes, root: int = 0) -> bytes:
         """Small host data from root to every rank over the bootstrap (every rank passes a
         buffer of the same length)."""
-        import ctypes
         buf = ctypes.create_string_buffer(bytes(data), len(data))
         _lib.check(_lib.runtime().mscclrt_comm_host_bcast(self.handle, buf, len(data), int(root)),
                    "mscclrt_comm_host_bcast")
@@ -221,8 +220,6 @@ class CommGroup:
     def premulsum(self, scalar: Any, dtype: Any, on_device: bool = False) -> int:
         """A PreMulSum operator (sum after multiplying each input by scalar): scalar is a host
         value (on_device False) or a device address of one element (on_device True)."""
-        import ctypes
-        import struct
         dt = parse_dtype(dtype)
         op = c_int()
         if on_device:

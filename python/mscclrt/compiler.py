@@ -15,7 +15,7 @@ import os
 import re
 import tempfile
 import threading
-from ctypes import POINTER, byref, c_char_p, c_int, c_longlong, c_size_t, c_void_p
+from ctypes import byref, c_char_p, c_int, c_longlong, c_size_t, c_void_p
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Union

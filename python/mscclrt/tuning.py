@@ -16,7 +16,6 @@ import argparse
 import os
 import socket
 import sys
-import threading
 import time
 from typing import Any, Callable, Optional, Sequence
 

@@ -263,7 +263,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         works = []
         for outs, inp in zip(output_lists, inputs):
             flat = torch.empty((self._size * inp.numel(),), dtype=inp.dtype, device=self.device)
-            w = self._allgather_base(flat, inp.contiguous())
+            self._allgather_base(flat, inp.contiguous())
             with torch.cuda.stream(self.stream):
                 for k, o in enumerate(outs):
                     o.copy_(flat[k * inp.numel():(k + 1) * inp.numel()].view_as(o))
