@@ -17,14 +17,25 @@ MSCCLRT_LIB_DIR=$PWD/$BUILD/lib MSCCLRT_CACHE_DIR=$PWD/$out/cache PYTHONPATH=$PW
     --junit-xml="$out/junit.xml" python/tests >"$out/pytest.log" 2>&1
 st=$?
 # "python/tests/test_x.py::test_y[param] PASSED   [ 10%]" -> "testing python/test_x.py::... passed"
-sed -n 's#^python/tests/\([^ ]*\) \(PASSED\|FAILED\|SKIPPED\|ERROR\|XFAIL\|XPASS\).*#\1 \2#p' \
-    "$out/pytest.log" | while read -r name res; do
+# (parameter ids may hold spaces: they become underscores)
+sed -n -E 's#^python/tests/(.*) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) +\[ *[0-9]+%\]$#\2 \1#p' \
+    "$out/pytest.log" | while read -r res name; do
+    name=$(printf '%s' "$name" | tr ' ' '_')
     case $res in
         PASSED|XFAIL) echo "testing python/$name ... passed" ;;
         SKIPPED) echo "testing python/$name ... skipped" ;;
         *) echo "testing python/$name ... failed" ;;
     esac
-done
+done >"$out/results.txt"
+cat "$out/results.txt"
+# every test pytest counted must have had its line
+want=$(grep -E '^=+ .* in [0-9.]+s' "$out/pytest.log" | tail -n 1 | grep -oE '[0-9]+ (passed|failed|skipped|error)' |
+       awk '{n += $1} END {print n + 0}')
+got=$(wc -l <"$out/results.txt")
+if [ "$want" != "$got" ]; then
+    echo "python.sh: pytest counted $want tests, $got result lines were read from its log"
+    echo "testing python/result_lines ... failed"
+fi
 tail -n 60 "$out/pytest.log" | sed -n '/= FAILURES =\|short test summary\|Error\|error/,$p' | tail -n 40
 grep -E '^=+ .* in [0-9.]+s' "$out/pytest.log" | tail -n 1
 # pytest: 0 all passed, 1 some failed, 5 nothing collected; anything else is a harness failure
