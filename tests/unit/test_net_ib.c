@@ -9,37 +9,14 @@
  * wrong rkey (remote access error) and a peer that never connects, both naming the rank.
  * Nothing here touches a real NIC.
  */
+#define BIG    (8u << 20)
+#define NSMALL 700          /* small puts in a row: more than a QP's 256 requests */
 #include "net/net_ib.h"
-#include "core/err.h"
-#include "../harness.h"
+#include "test_net_util.h"
 
 #include <libgen.h>
 #include <limits.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#define BIG      (8u << 20)
-#define TAG_DESC 0x4e54
-#define NSMALL   700          /* small puts in a row: more than a QP's 256 requests */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-#define CHECK_OK(call) do { mscclrt_result r__ = (call); CHECK_EQ_INT(MSCCLRT_SUCCESS, r__); \
-    if (r__ != MSCCLRT_SUCCESS) fprintf(stderr, "  -> %s\n", mscclrt_last_error()); } while (0)
-
-static unsigned char pat(int from, uint64_t i, int round) {
-    return (unsigned char)(from * 131 + i * 7 + (i >> 13) + round * 29);
-}
-
-/* ---- GID choice (no processes) ----------------------------------------------------------- */
 static void gid_set(IbGidInfo *g, int type, const char *kind, int tail) {
     memset(g, 0, sizeof *g);
     g->type = type;
@@ -70,105 +47,31 @@ static void test_gid_pick(void) {
 }
 
 /* ---- ranks ------------------------------------------------------------------------------- */
-typedef struct Side {
-    Net *net;
-    Boot *boot;
-    int rank, n;
-    unsigned char *recv;          /* [n][BIG + 64] */
-    volatile uint64_t *ctr;       /* [n] */
-    uint64_t win_recv[16], win_ctr[16];
-} Side;
+/* Every descriptor a peer sends is an ib one with a key; with tamper_key, rank 0 imports rank 1's
+ * receive area with a wrong key. */
+static bool tamper_key;
+static void check_desc(NetMemDesc *a, int rank, int from) {
+    CHECK(a->rkey != 0 && a->backend == 2);
+    if (tamper_key && rank == 0 && from == 1) a->rkey ^= 0x10;
+}
 
-/* Connects and exchanges descriptors; tamper_rkey: rank 0 imports rank 1's receive area with a
- * wrong key. */
-static int side_open(Side *s, int rank, int n, const BootId *id, int timeout_ms, bool tamper) {
-    memset(s, 0, sizeof *s);
-    s->rank = rank;
-    s->n = n;
-    CHECK_OK(boot_init(&s->boot, id, rank, n, 10000));
-    if (!s->boot) return 1;
+static int ib_open(Side *s, int rank, int n, const BootId *id, int timeout_ms, bool tamper) {
     NetOptions o = {.host_mem = true, .timeout_ms = timeout_ms};   /* MSCCLRT_NET=ib */
-    CHECK_OK(net_create(&s->net, s->boot, &o));
-    if (!s->net) return 1;
-    CHECK_STR("ib", net_backend_name(s->net));
-    s->recv = calloc((size_t)n, BIG + 64);
-    s->ctr = calloc((size_t)n, 8);
-    if (!s->recv || !s->ctr) return 1;
-    NetMemDesc dr, dc;
-    CHECK_OK(net_reg(s->net, s, (uint64_t)(uintptr_t)s->recv, (size_t)n * (BIG + 64), &dr));
-    CHECK_OK(net_reg(s->net, s, (uint64_t)(uintptr_t)s->ctr, (size_t)n * 8, &dc));
-    CHECK(dr.rkey != 0 && dr.backend == 2);
-    for (int q = 0; q < n; q++) {
-        if (!net_peer_remote(s->net, q)) continue;
-        CHECK_OK(boot_send(s->boot, q, TAG_DESC, &dr, sizeof dr));
-        CHECK_OK(boot_send(s->boot, q, TAG_DESC, &dc, sizeof dc));
-    }
-    for (int q = 0; q < n; q++) {
-        if (!net_peer_remote(s->net, q)) continue;
-        NetMemDesc a, b;
-        CHECK_OK(boot_recv(s->boot, q, TAG_DESC, &a, sizeof a));
-        CHECK_OK(boot_recv(s->boot, q, TAG_DESC, &b, sizeof b));
-        if (tamper && rank == 0 && q == 1) a.rkey ^= 0x10;
-        CHECK_OK(net_import(s->net, s, q, &a, &s->win_recv[q]));
-        CHECK_OK(net_import(s->net, s, q, &b, &s->win_ctr[q]));
-    }
-    return h_failed ? 1 : 0;
-}
-
-static void side_close(Side *s) {
-    if (s->net) net_release(s->net, s);
-    net_destroy(s->net);
-    boot_close(s->boot);
-    free(s->recv);
-    free((void *)s->ctr);
-}
-
-static bool wait_ctr(Side *s, int from, uint64_t v) {
-    double t0 = now_s();
-    while (__atomic_load_n(&s->ctr[from], __ATOMIC_ACQUIRE) < v) {
-        if (now_s() - t0 > 20) return false;
-        sched_yield();
-    }
-    return true;
-}
-
-static uint64_t first_bad(const unsigned char *got, int from, uint64_t len, int round) {
-    for (uint64_t i = 0; i < len; i++)
-        if (got[i] != pat(from, i, round)) return i;
-    return len;
+    tamper_key = tamper;
+    return side_open(s, rank, n, id, &o, "ib", check_desc);
 }
 
 static int rank_exchange(int rank, int n, const BootId *id) {
     Side s;
-    if (side_open(&s, rank, n, id, 10000, false)) return 1;
+    if (ib_open(&s, rank, n, id, 10000, false)) return 1;
     static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, (1u << 20) - 1, (1u << 20) + 7,
                                      (3u << 20) + 5, BIG};
     const int nsz = (int)(sizeof sizes / sizeof *sizes);
     unsigned char *src = malloc(BIG + 64);
     if (!src) return 1;
     /* 1: each size, then a signal; the receiver checks the data once the signal shows */
-    for (int k = 0; k < nsz; k++) {
-        uint64_t off = (uint64_t)(k * 13) % 64;
-        for (uint64_t i = 0; i < sizes[k]; i++) src[i] = pat(rank, i, k);
-        for (int q = 0; q < n; q++) {
-            if (!net_peer_remote(s.net, q)) continue;
-            uint64_t dst = s.win_recv[q] + (uint64_t)rank * (BIG + 64) + off;
-            CHECK_OK(net_put(s.net, dst, (uint64_t)(uintptr_t)src, sizes[k]));
-            CHECK_OK(net_signal(s.net, s.win_ctr[q] + (uint64_t)rank * 8, (uint64_t)k + 1));
-        }
-        CHECK_OK(net_flush(s.net));
-        for (int q = 0; q < n; q++) {
-            if (!net_peer_remote(s.net, q)) continue;
-            CHECK(wait_ctr(&s, q, (uint64_t)k + 1));
-            const unsigned char *got = s.recv + (size_t)q * (BIG + 64) + off;
-            uint64_t bad = first_bad(got, q, sizes[k], k);
-            if (bad != sizes[k])
-                fprintf(stderr, "rank %d: from rank %d size %llu: first bad byte %llu\n", rank,
-                        q, (unsigned long long)sizes[k], (unsigned long long)bad);
-            CHECK(bad == sizes[k]);
-        }
-        CHECK_OK(boot_barrier(s.boot));
-    }
+    for (int k = 0; k < nsz; k++)
+        exchange_round(&s, src, sizes[k], (uint64_t)(k * 13) % 64, k);
     /* 2: NSMALL 3-byte puts (more than a queue pair holds), no signal: flush alone must
      * guarantee they landed (the fake delays every write at the receiver) */
     const int round = nsz;
@@ -198,7 +101,7 @@ static int rank_exchange(int rank, int n, const BootId *id) {
 /* Rank 0 writes to rank 1 with a wrong rkey: the flush fails naming rank 1. */
 static int rank_badkey(int rank, int n, const BootId *id) {
     Side s;
-    if (side_open(&s, rank, n, id, 3000, true)) return 1;
+    if (ib_open(&s, rank, n, id, 3000, true)) return 1;
     if (rank == 0) {
         unsigned char src[64] = {1};
         double t0 = now_s();
@@ -265,66 +168,41 @@ static int child_auto(const char *want) {
     return h_failed ? 1 : 0;
 }
 
-/* ---- the parent ------------------------------------------------------------------------- */
-static const char *self;
+/* ---- the parent: every rank loads the fake library and is forced onto ib ------------------ */
 static char fake_lib[PATH_MAX];
-
-static pid_t spawn(const char *scen, int rank, int n, const BootId *id, const char *hostid,
-                   const char *const *env) {
-    char hex[2 * BOOT_ID_BYTES + 1], rs[16], ns[16];
-    for (int i = 0; i < BOOT_ID_BYTES; i++) sprintf(hex + 2 * i, "%02x", id->bytes[i]);
-    snprintf(rs, sizeof rs, "%d", rank);
-    snprintf(ns, sizeof ns, "%d", n);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t p = fork();
-    if (p == 0) {
-        setenv("MSCCLRT_HOSTID", hostid, 1);
-        setenv("MSCCLRT_IBVERBS_LIB", fake_lib, 1);
-        setenv("MSCCLRT_NET", "ib", 1);
-        for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
-        execl(self, self, "child", scen, rs, ns, hex, (char *)NULL);
-        _exit(127);
-    }
-    return p;
-}
 
 static int run(const char *scen, int n, const char *const *hostids, const char *const *env) {
     BootId id;
     if (boot_get_unique_id(&id) != MSCCLRT_SUCCESS) return n;
+    /* the scenario's variables come after ours, so they may override them */
+    const char *all[32] = {"MSCCLRT_IBVERBS_LIB", fake_lib, "MSCCLRT_NET", "ib"};
+    int k = 4;
+    for (int i = 0; env && env[i] && k < 30; i += 2) {
+        all[k++] = env[i];
+        all[k++] = env[i + 1];
+    }
+    all[k] = NULL;
     pid_t pids[8];
-    for (int r = 0; r < n; r++) pids[r] = spawn(scen, r, n, &id, hostids[r], env);
+    for (int r = 0; r < n; r++) pids[r] = spawn_rank(scen, r, n, &id, hostids[r], all);
     int bad = 0;
     for (int r = 0; r < n; r++) {
-        int st = 0;
-        if (strcmp(scen, "noconnect") == 0 && r == 1) {   /* the silent one: rank 0 decides */
-            waitpid(pids[0], &st, 0);
-            bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (strcmp(scen, "noconnect") == 0 && r == 1) {   /* the silent one: rank 0 (reaped
+                                                             above) decided */
             kill(pids[1], SIGKILL);
-            waitpid(pids[1], &st, 0);
-            pids[0] = 0;
+            waitpid(pids[1], NULL, 0);
             continue;
         }
-        if (!pids[r]) continue;
-        if (waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            bad++;
-            fprintf(stderr, "%s: rank %d %s %d\n", scen, r, WIFSIGNALED(st) ? "killed by signal"
-                    : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-        }
+        bad += reap_rank(scen, r, pids[r]);
     }
     return bad;
 }
 
 int main(int argc, char **argv) {
-    self = argv[0];
+    net_test_self = argv[0];
     if (argc == 6 && strcmp(argv[1], "child") == 0) {
         alarm(90);
         BootId id;
-        for (int i = 0; i < BOOT_ID_BYTES; i++) {
-            unsigned v = 0;
-            sscanf(argv[5] + 2 * i, "%2x", &v);
-            id.bytes[i] = (unsigned char)v;
-        }
+        parse_boot_id(argv[5], &id);
         const char *scen = argv[2];
         int rank = atoi(argv[3]), n = atoi(argv[4]);
         int rc = strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, &id)
