@@ -261,6 +261,17 @@ def message_bytes(coll: Collective, input_size: int, output_size: int) -> int:
     return max(input_size, output_size)
 
 
+def per_rank_bytes(collective: Any, message_size: int, world_size: int) -> tuple[int, int]:
+    """A rank's (input, output) bytes for a message of message_size bytes on world_size ranks,
+    as the size ranges count messages (the inverse of message_bytes)."""
+    c = parse_collective(collective)
+    n = int(message_size)
+    per = n // world_size if world_size else n
+    shapes = {Collective.allgather: (per, n), Collective.gather: (per, n),
+              Collective.reducescatter: (n, per), Collective.scatter: (n, per)}
+    return shapes.get(c, (n, n))
+
+
 def build_request(collective: Any, input: Any, output: Any, input_size: int, output_size: int,
                   dtype: Any, op: Any, stream: Any, root: int = 0, peer: int = -1) -> _lib.RequestC:
     coll = parse_collective(collective)
@@ -416,10 +427,7 @@ class Request:
         c = parse_collective(collective)
         n = int(message_size)
         if input_size is None or output_size is None:
-            per = n // world_size if world_size else n
-            shapes = {Collective.allgather: (per, n), Collective.gather: (per, n),
-                      Collective.reducescatter: (n, per), Collective.scatter: (n, per)}
-            i, o = shapes.get(c, (n, n))
+            i, o = per_rank_bytes(c, n, world_size)
             input_size = i if input_size is None else input_size
             output_size = o if output_size is None else output_size
         if c in _ROOTED:
@@ -549,4 +557,4 @@ def load_tuning_table(path: Optional[Union[str, Path]]) -> None:
 __all__ = ["Algorithm", "AlgorithmCollection", "AlgorithmConstraint", "Choice", "Request",
            "default_algorithms", "registered_algorithms", "register_algorithm", "select_among",
            "unregister_algorithm", "register_selector", "select", "last_selector_error",
-           "load_tuning_table", "build_request", "message_bytes"]
+           "load_tuning_table", "build_request", "message_bytes", "per_rank_bytes"]

@@ -24,9 +24,11 @@ from ._sync import HostSync
 from ._table import write_table
 from ._tuner import Candidate, CandidateError, CandidateTimeout, TuneResult
 from ._tuner import tune as _tune_loop
-from .algorithm import Algorithm, Request, default_algorithms, registered_algorithms
+from .algorithm import (Algorithm, Request, default_algorithms, per_rank_bytes,
+                        registered_algorithms)
 from .comm import CommGroup, UniqueId
-from .types import Collective, DataType, parse_dtype, parse_op
+from .types import (Collective, DataType, ReduceOp, mscclrt_dtype_to_torch_dtype, parse_dtype,
+                    parse_op, torch_dtype_to_mscclrt_dtype)
 
 DEFAULT_BLOCKS = (4, 8, 16, 32)
 DEFAULT_THREADS = (256, 512, 1024)
@@ -40,11 +42,9 @@ def _torch():
     return torch
 
 
-def _shape(coll: str, nbytes: int, world: int) -> tuple[int, int]:
-    """Per-rank (input, output) bytes of a message of nbytes (as the size ranges count it)."""
-    per = nbytes // world
-    return {"allgather": (per, nbytes), "gather": (per, nbytes), "reducescatter": (nbytes, per),
-            "scatter": (nbytes, per)}.get(coll, (nbytes, nbytes))
+# the data types tuned (device buffers are filled with ones)
+TUNABLE_DTYPES = (DataType.float16, DataType.bfloat16, DataType.float32, DataType.float64,
+                  DataType.int32, DataType.int64, DataType.int8, DataType.uint8)
 
 
 class GpuRunner:
@@ -95,7 +95,7 @@ class GpuRunner:
         return out
 
     def candidates(self, collective: str, nbytes: int, dtype: str) -> list[Candidate]:
-        ib, ob = _shape(collective, nbytes, self.world_size)
+        ib, ob = per_rank_bytes(collective, nbytes, self.world_size)
         req = Request.make(collective, nbytes, dtype=dtype, world_size=self.world_size,
                            ranks_per_node=self.comm.nranks_per_node, arch=self._arch,
                            in_place=collective in ("allreduce",), input_size=ib, output_size=ob)
@@ -114,11 +114,11 @@ class GpuRunner:
 
     def _buffers(self, collective: str, nbytes: int, dtype: str):
         torch = _torch()
-        ib, ob = _shape(collective, nbytes, self.world_size)
-        tdt = {DataType.float16: torch.float16, DataType.bfloat16: torch.bfloat16,
-               DataType.float32: torch.float32, DataType.float64: torch.float64,
-               DataType.int32: torch.int32, DataType.int64: torch.int64,
-               DataType.int8: torch.int8, DataType.uint8: torch.uint8}[parse_dtype(dtype)]
+        ib, ob = per_rank_bytes(collective, nbytes, self.world_size)
+        dt = parse_dtype(dtype)
+        if dt not in TUNABLE_DTYPES:
+            raise KeyError(dt)
+        tdt = mscclrt_dtype_to_torch_dtype(dt)
         es = torch.tensor([], dtype=tdt).element_size()
         inp = torch.ones((max(1, ib // es),), dtype=tdt, device=self.device)
         if collective == "allreduce":
@@ -254,13 +254,14 @@ def tune_shape(comm: CommGroup, coll: str, nbytes: int, dtype: Any, op: int,
                make_buffers: Any = None, timeout_s: float = 10.0) -> Any:
     """Tunes one (collective, size, dtype) for the torch.compile ops; returns (algorithm,
     blocks, threads) or None when no candidate could be timed."""
-    torch = _torch()
-    dname = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32",
-             torch.float64: "float64", torch.int32: "int32", torch.int64: "int64",
-             torch.int8: "int8", torch.uint8: "uint8"}.get(dtype)
-    if dname is None:
+    try:
+        dt = torch_dtype_to_mscclrt_dtype(dtype)
+    except TypeError:
         return None
-    opname = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}.get(op, "sum")
+    if dt not in TUNABLE_DTYPES or str(dtype) == "torch.bool":
+        return None
+    dname = dt.name
+    opname = ReduceOp(op).name.lower() if 0 <= op < 5 else "sum"
     r = GpuRunner(comm, blocks=(8, 16, 32), threads=(512, 1024), iters_per_graph=5, replays=3)
     res = tune(comm, [coll], nbytes, nbytes, dname, opname, timeout_s, runner=r,
                progress=lambda ev: None)

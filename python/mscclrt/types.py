@@ -107,8 +107,8 @@ def parse_collective(x: Union[Collective, str, int]) -> Collective:
         raise ValueError(f"unknown collective {x!r}; one of {', '.join(c.name for c in Collective)}") from None
 
 
-def torch_dtype_to_mscclrt_dtype(dtype: Any) -> DataType:
-    """Our DataType for a torch.dtype (bool as uint8; fp8 e4m3fn/e5m2)."""
+def _torch_table() -> dict:
+    """torch.dtype -> DataType, for the dtypes this torch has (bool travels as uint8)."""
     import torch
     table = {torch.int8: DataType.int8, torch.uint8: DataType.uint8, torch.bool: DataType.uint8,
              torch.int32: DataType.int32, torch.int64: DataType.int64,
@@ -119,6 +119,21 @@ def torch_dtype_to_mscclrt_dtype(dtype: Any) -> DataType:
         t = getattr(torch, attr, None)
         if t is not None:
             table[t] = ours
+    return table
+
+
+def mscclrt_dtype_to_torch_dtype(dtype: Any) -> Any:
+    """The torch.dtype of one of our data types (uint8 for uint8, never bool)."""
+    ours = parse_dtype(dtype)
+    for theirs, d in _torch_table().items():
+        if d == ours and str(theirs) != "torch.bool":
+            return theirs
+    raise TypeError(f"mscclrt: this torch has no dtype for {ours.name}")
+
+
+def torch_dtype_to_mscclrt_dtype(dtype: Any) -> DataType:
+    """Our DataType for a torch.dtype (bool as uint8; fp8 e4m3fn/e5m2)."""
+    table = _torch_table()
     try:
         return table[dtype]
     except KeyError:
@@ -140,4 +155,5 @@ def torch_op_to_mscclrt_op(op: Any) -> int:
 
 
 __all__ = ["DataType", "ReduceOp", "Collective", "BufferMode", "parse_dtype", "parse_op",
-           "parse_collective", "torch_dtype_to_mscclrt_dtype", "torch_op_to_mscclrt_op"]
+           "parse_collective", "torch_dtype_to_mscclrt_dtype", "mscclrt_dtype_to_torch_dtype",
+           "torch_op_to_mscclrt_op"]

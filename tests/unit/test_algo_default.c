@@ -216,53 +216,38 @@ static bool run_in_place(mscclrt_cpu_comm *comm, const mscclrt_algo *a, int n, s
     return ok;
 }
 
+/* Runs every "any buffers" algorithm of the default collection for n ranks, ranks_per_node
+ * per node, in place: the smallest size (float32) and three times it (bfloat16; when
+ * skip_unsized, only where the plan takes that size). Returns how many ran. */
+static int run_any_in_place(int n, int ranks_per_node, bool skip_unsized) {
+    AlgoSet *s = build(n, ranks_per_node, "", NULL);
+    mscclrt_cpu_comm *comm = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_create(&comm, n));
+    int ran = 0;
+    for (int k = 0; comm && k < s->n; k++) {
+        const mscclrt_algo *a = s->v[k];
+        if (a->desc.buffer_mode != MSCCLRT_BUFFER_ANY) continue;
+        size_t min = 0, in, out;
+        CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_min_bytes(a->plan, &min));
+        /* the smallest size and an odd multiple, with 2- and 4-byte elements */
+        CHECK(run_in_place(comm, a, n, min, MSCCLRT_FLOAT32));
+        if (!skip_unsized || mscclrt_plan_call_sizes(a->plan, 3 * min, &in, &out) == MSCCLRT_SUCCESS)
+            CHECK(run_in_place(comm, a, n, 3 * min, MSCCLRT_BFLOAT16));
+        ran++;
+    }
+    mscclrt_cpu_comm_destroy(comm);
+    algo_set_free(s);
+    return ran;
+}
+
 static void t_any_runs_in_place(void) {
     static const int ns[] = {2, 3, 4, 8};
-    for (int i = 0; i < 4; i++) {
-        int n = ns[i];
-        AlgoSet *s = build(n, n, "", NULL);
-        mscclrt_cpu_comm *comm = NULL;
-        CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_create(&comm, n));
-        int ran = 0;
-        for (int k = 0; comm && k < s->n; k++) {
-            const mscclrt_algo *a = s->v[k];
-            if (a->desc.buffer_mode != MSCCLRT_BUFFER_ANY) continue;
-            size_t min = 0;
-            CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_min_bytes(a->plan, &min));
-            /* the smallest size and an odd multiple, with 2- and 4-byte elements */
-            CHECK(run_in_place(comm, a, n, min, MSCCLRT_FLOAT32));
-            size_t in, out;
-            if (mscclrt_plan_call_sizes(a->plan, 3 * min, &in, &out) == MSCCLRT_SUCCESS)
-                CHECK(run_in_place(comm, a, n, 3 * min, MSCCLRT_BFLOAT16));
-            ran++;
-        }
-        /* allgather x4, allreduce x2, broadcast x2, fullmesh_put, gather, reduce, scatter */
-        CHECK_EQ_INT(12, ran);
-        mscclrt_cpu_comm_destroy(comm);
-        algo_set_free(s);
-    }
-    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1 */
+    /* allgather x4, allreduce x2, broadcast x2, fullmesh_put, gather, reduce, scatter */
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(12, run_any_in_place(ns[i], ns[i], true));
+    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather,
+     * allreduce/hier_packet, broadcast, gather, reduce, reducescatter, scatter (every size) */
     static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
-    for (int i = 0; i < 3; i++) {
-        int n = layouts[i][0];
-        AlgoSet *s = build(n, layouts[i][1], "", NULL);
-        mscclrt_cpu_comm *comm = NULL;
-        CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_create(&comm, n));
-        int ran = 0;
-        for (int k = 0; comm && k < s->n; k++) {
-            const mscclrt_algo *a = s->v[k];
-            if (a->desc.buffer_mode != MSCCLRT_BUFFER_ANY) continue;
-            size_t min = 0;
-            CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_min_bytes(a->plan, &min));
-            CHECK(run_in_place(comm, a, n, min, MSCCLRT_FLOAT32));
-            CHECK(run_in_place(comm, a, n, 3 * min, MSCCLRT_BFLOAT16));
-            ran++;
-        }
-        /* allgather, allreduce/hier_packet, broadcast, gather, reduce, reducescatter, scatter */
-        CHECK_EQ_INT(7, ran);
-        mscclrt_cpu_comm_destroy(comm);
-        algo_set_free(s);
-    }
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(7, run_any_in_place(layouts[i][0], layouts[i][1], false));
 }
 
 /* ---- the plan cache on disk ------------------------------------------------------------------- */
