@@ -120,7 +120,8 @@ static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
 }
 
 /* A plan-based algorithm can serve this call now: a standard operator, and, under capture, a
- * context that already exists (a first call sets up memory and cannot be captured). */
+ * context that already exists and is large enough (a first call or a growth sets up memory
+ * and cannot be captured). */
 static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const mscclrt_request *q) {
     if (q->op >= MSCCLRT_REDOP_COUNT) return false;
     if (!q->capturing) return true;
@@ -131,7 +132,9 @@ static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const msccl
     bool ok = exec_buf_key(c, q->sendbuf, q->recvbuf, q->in_bytes, q->out_bytes, &k) == MSCCLRT_SUCCESS;
     exec_ctx_pop(c, prev);
     const ExecCtx *x = ok ? exec_ctx_find(c, p, &k) : NULL;
-    return x && x->ready;
+    /* a context too small for this call would grow, which is a setup too */
+    return x && x->ready &&
+           (x->keyed || !exec_scratch_grow_span(p, q->in_bytes, q->out_bytes, x->span, x->scratch_bytes));
 }
 
 /* What runs for a choice: the chosen algorithm, or the built-in native one of the collective

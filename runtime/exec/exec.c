@@ -59,7 +59,23 @@ mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, vo
         snprintf(what, sizeof what, "plan '%s'", PLAN_ESC(p->name));
         TRY_GOTO(exec_share_check_blocks(c, k->fn, x->layout.ntb, x->layout.threads, what), res, out);
     }
-    TRY_GOTO(exec_size_get(c, x, send, recv, in, out, &a), res, out);
+    uint64_t grow = 0;
+    TRY_GOTO(exec_size_get(c, x, send, recv, in, out, &a, &grow), res, out);
+    if (grow) {   /* a larger message than the scratch serves: every rank sets up a larger one */
+        LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s': scratch of %zu bytes is short for in %zu / "
+                 "out %zu bytes; growing it for messages up to %llu bytes", c->rank,
+                 PLAN_ESC(p->name), x->scratch_bytes, in, out, (unsigned long long)grow);
+        exec_ctx_retire(c, x);
+        key.span = grow;
+        TRY_GOTO(exec_ctx_setup(c, p, &key, stream, &x), res, out);
+        TRY_GOTO(exec_size_get(c, x, send, recv, in, out, &a, &grow), res, out);
+        if (grow) {
+            res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: plan '%s': grown scratch of %zu bytes "
+                          "still short for in %zu / out %zu bytes", c->rank, PLAN_ESC(p->name),
+                          x->scratch_bytes, in, out);
+            goto out;
+        }
+    }
     *xo = x;
     *fn = k->fn;
     *args = *a;

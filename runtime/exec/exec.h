@@ -63,6 +63,12 @@ typedef struct ExecCtx {
     struct ExecCtx *next;
     struct NvlsCtx *nvls;          /* owned; switch channels' multicast state (transport/nvls.c) */
     bool scratch_vmm;              /* scratch is nvls's cuMem allocation (freed by nvls_ctx_free) */
+    uint64_t span;                 /* !keyed: the message bytes the scratch serves (it grows) */
+    struct XportIpc *xport;        /* borrowed: the comm's IPC transport that mapped imports[] */
+    CuDevPtr *imports;             /* owned, [nimports]: peers' memory this context mapped; each
+                                      closed on free, so a peer's freed allocation is never kept
+                                      open (a later open of its reuse would fail) */
+    int nimports;
 } ExecCtx;
 
 typedef struct ExecClique ExecClique;
@@ -88,10 +94,16 @@ struct mscclrt_comm {
     bool aborted;                  /* mscclrt_comm_abort ran: release without peers */
     bool revoked;                  /* mscclrt_comm_revoke ran: new calls fail */
     bool shares_context;           /* another rank of this group is in this process on this
-                                      device (one CUDA context): kernel loads are collective */
+                                      device (one CUDA context) */
+    bool group_shares_context;     /* some two ranks of the group share a process and a device:
+                                      kernel loads are then collective on every rank (a barrier
+                                      that only the sharing ranks joined hung the others) */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
+    ExecCtx *retired;              /* owned list: contexts replaced by a grown one, freed once
+                                      the device is synchronised anyway (kernels may still use
+                                      them, and a sync here could wait on a rank sharing the GPU) */
     /* the previous call: the hot path compares against it */
     struct {
         const Plan *plan;
@@ -123,7 +135,13 @@ bool exec_plan_keys_buffers(const Plan *p);
 /* Shared by the single- and multi-process setups (exec_ctx.c, exec_setup.c); send/recv are
  * ignored when !keyed. */
 mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void *send,
-                                 const void *recv, size_t *bytes);
+                                 const void *recv, uint64_t span, size_t *bytes);
+/* 0 when a context whose ranks agreed on `have` scratch bytes serves a call of in / out bytes
+ * on every rank (plan_geom's need of each); else the span (a power of two, at least twice
+ * `span`) for which exec_scratch_bytes gives every rank what it needs. Every rank computes the
+ * same answer, so all set up the grown context together. */
+uint64_t exec_scratch_grow_span(const Plan *p, uint64_t in, uint64_t out, uint64_t span,
+                                uint64_t have);
 /* Its arithmetic (no device): scratch bytes of rank's context when its buffers' allocations
  * leave in_room / out_room bytes (both capped by max_message_size; for an unkeyed context pass
  * EXEC_UNKEYED_SCRATCH_SPAN); with double_scratch two equal halves of a multiple of 256;

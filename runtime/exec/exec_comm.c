@@ -66,6 +66,7 @@ void exec_comm_release(mscclrt_comm *c) {
         c->ctxs = x->next;
         exec_ctx_free(x);
     }
+    exec_ctx_free_retired(c);
     while (c->kernels) {
         ExecKernel *k = c->kernels;
         c->kernels = k->next;

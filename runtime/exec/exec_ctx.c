@@ -20,6 +20,7 @@ mscclrt_result exec_buf_key(const mscclrt_comm *c, const void *send, const void 
                               size_t in, size_t out, BufKey *k) {
     const void *ptr[2] = {send, recv};
     const size_t len[2] = {in, out};
+    k->span = 0;
     static const char *const what[2] = {"sendbuf", "recvbuf"};
     for (int i = 0; i < 2; i++) {
         CuDevPtr b = 0;
@@ -72,6 +73,10 @@ void exec_ctx_free(ExecCtx *x) {
         proxy_unregister(x->proxy, x->tab + x->layout.tab_chan[1], x->layout.nchan[1]);
     }
     net_release(x->net, x);   /* drained: no trigger uses its windows any more */
+    for (int i = 0; i < x->nimports; i++)
+        if (xport_ipc_close(x->xport, x->imports[i]) != MSCCLRT_SUCCESS)
+            LOG_WARN("freeing a context: %s", mscclrt_last_error());
+    free(x->imports);
     nvls_ctx_free(x->nvls);   /* unbinds the multicast groups; frees a cuMem scratch */
     if (x->scratch && !x->scratch_vmm) cu.cuMemFree(x->scratch);
     if (x->state) cu.cuMemFree(x->state);
@@ -85,6 +90,20 @@ void exec_ctx_unlink(mscclrt_comm *c, ExecCtx *x) {
             break;
         }
     if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);
+}
+
+void exec_ctx_retire(mscclrt_comm *c, ExecCtx *x) {
+    exec_ctx_unlink(c, x);
+    x->next = c->retired;
+    c->retired = x;
+}
+
+void exec_ctx_free_retired(mscclrt_comm *c) {
+    while (c->retired) {
+        ExecCtx *x = c->retired;
+        c->retired = x->next;
+        exec_ctx_free(x);
+    }
 }
 
 /* Bytes of the allocation after ptr (the largest message that can start there). */
@@ -117,12 +136,12 @@ uint64_t exec_scratch_bytes(const Plan *p, int rank, uint64_t in_room, uint64_t 
 }
 
 mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void *send,
-                                 const void *recv, size_t *bytes) {
+                                 const void *recv, uint64_t span, size_t *bytes) {
     *bytes = 0;
     if (p->gpus[rank].scratch_chunks == 0) return MSCCLRT_SUCCESS;
     if (!keyed) {
-        *bytes = (size_t)exec_scratch_bytes(p, rank, EXEC_UNKEYED_SCRATCH_SPAN,
-                                            EXEC_UNKEYED_SCRATCH_SPAN);
+        if (!span) span = EXEC_UNKEYED_SCRATCH_SPAN;
+        *bytes = (size_t)exec_scratch_bytes(p, rank, span, span);
         return MSCCLRT_SUCCESS;
     }
     size_t in_room = 0, out_room = 0;
@@ -130,6 +149,35 @@ mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void
     TRY(alloc_room(recv, "recvbuf", rank, &out_room));
     *bytes = (size_t)exec_scratch_bytes(p, rank, in_room, out_room);
     return MSCCLRT_SUCCESS;
+}
+
+/* plan_geom's scratch need of rank q for in / out bytes (0 if the sizes do not fit the plan:
+ * the call fails later with the geometry's message) */
+static uint64_t rank_need(const Plan *p, int q, uint64_t in, uint64_t out) {
+    PlanGeom g;
+    PlanErr err;
+    return plan_geom(p, q, in, out, &g, &err) ? g.scratch_bytes : 0;
+}
+
+/* Every rank's need from plan_geom, against what exec_scratch_bytes gives for a span. Doubling
+ * keeps the number of re-setups logarithmic in the largest message (nccl-tests' sweep grows
+ * by 2 or 4 per step), and the old contexts retired meanwhile add up to less than the new. */
+uint64_t exec_scratch_grow_span(const Plan *p, uint64_t in, uint64_t out, uint64_t span,
+                                uint64_t have) {
+    if (p->reuse_resources) return 0;   /* fixed scratch (spec §3.5): exec_size_get refuses */
+    bool short_somewhere = false;
+    for (int q = 0; q < p->ngpus && !short_somewhere; q++) short_somewhere = rank_need(p, q, in, out) > have;
+    if (!short_somewhere) return 0;
+    const uint64_t top = (uint64_t)1 << 62, big = in > out ? in : out;
+    uint64_t s = span ? span : EXEC_UNKEYED_SCRATCH_SPAN;
+    s = s < top ? s * 2 : s;
+    while (s < big && s < top) s *= 2;
+    for (;; s *= 2) {
+        bool fits = true;
+        for (int q = 0; q < p->ngpus && fits; q++)
+            fits = exec_scratch_bytes(p, q, s, s) >= rank_need(p, q, in, out);
+        if (fits || s >= top) return s;
+    }
 }
 
 /* Allocations of rank r's context; the device's context is current. */
@@ -201,6 +249,7 @@ mscclrt_result exec_ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufKey
     if (!x) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for a context", c->rank);
     x->plan = p;
     x->keyed = exec_plan_keys_buffers(p);
+    x->span = x->keyed ? 0 : k->span ? k->span : EXEC_UNKEYED_SCRATCH_SPAN;
     if (x->keyed) {
         x->send = k->send;
         x->recv = k->recv;
@@ -296,6 +345,7 @@ static void drop_where(mscclrt_comm *c, bool (*drop)(const ExecCtx *x, const voi
                 exec_ctx_pop(c, prev);
             }
             synced = true;
+            exec_ctx_free_retired(c);
         }
         *pp = x->next;
         if (c->hot.ctx == x) memset(&c->hot, 0, sizeof c->hot);

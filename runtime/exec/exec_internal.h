@@ -34,8 +34,10 @@ struct ExecClique {
     SetupRound *rounds;
 };
 
-/* Context key of a call: the allocations holding sendbuf and recvbuf (spec §7.3). */
-typedef struct { const void *send, *recv; size_t srange, rrange; } BufKey;
+/* Context key of a call: the allocations holding sendbuf and recvbuf (spec §7.3). span: for a
+ * context not keyed by buffers, the message bytes its scratch must serve (0: the default,
+ * EXEC_UNKEYED_SCRATCH_SPAN); not part of the key: a larger call grows the context. */
+typedef struct { const void *send, *recv; size_t srange, rrange; uint64_t span; } BufKey;
 
 /* exec_comm.c */
 mscclrt_result exec_comm_check(const mscclrt_comm *c, const char *fn);
@@ -47,6 +49,11 @@ mscclrt_result exec_buf_key(const mscclrt_comm *c, const void *send, const void 
                             size_t in, size_t out, BufKey *k);
 ExecCtx *exec_ctx_find(mscclrt_comm *c, const Plan *p, const BufKey *k);
 void exec_ctx_unlink(mscclrt_comm *c, ExecCtx *x);
+/* Unlinks x (replaced by a grown context) onto c->retired: kernels may still use it, so it is
+ * freed at the next device synchronisation (exec_drop_*, comm release). */
+void exec_ctx_retire(mscclrt_comm *c, ExecCtx *x);
+/* Frees c->retired; the device must be idle for them. */
+void exec_ctx_free_retired(mscclrt_comm *c);
 /* A new placeholder context, linked into the comm (ready once its setup is done). */
 mscclrt_result exec_ctx_placeholder(mscclrt_comm *c, const Plan *p, const BufKey *k, ExecCtx **out);
 /* The end of a context's setup (res: its outcome): proxy attached and ready, or unlinked and freed. */
@@ -62,8 +69,11 @@ mscclrt_result exec_round_wait(mscclrt_comm *c, SetupRound *rd);
 /* exec_kernel.c */
 mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op, int pk,
                                ExecKernel **out);
+/* *grow (0 if the context serves the call): an unkeyed context whose scratch is too small for
+ * these sizes on some rank gets the span to set it up again with (exec_scratch_grow_span); then
+ * *args is not set. Every rank decides the same, since the span comes from every rank's need. */
 mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, const void *recv,
-                             uint64_t in, uint64_t out, const MkArgs **args);
+                             uint64_t in, uint64_t out, const MkArgs **args, uint64_t *grow);
 
 /* exec_share.c: ranks of one process sharing a GPU; refusals instead of hangs */
 mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,

@@ -93,7 +93,8 @@ fail:
 
 /* ---- per-size arguments ---------------------------------------------------------------------- */
 mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, const void *recv,
-                               uint64_t in, uint64_t out, const MkArgs **args) {
+                               uint64_t in, uint64_t out, const MkArgs **args, uint64_t *grow) {
+    *grow = 0;
     /* keyed: offsets into the context's allocations (added to peers' bases, spec §3.4); unkeyed:
      * peers never see our buffers, and the size cache is keyed by the pointers themselves */
     const uint64_t in_off = x->keyed ? (uint64_t)((const char *)send - (const char *)x->send)
@@ -116,6 +117,9 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
     if (!plan_geom(x->plan, c->rank, in, out, &g, &err))
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s", c->rank, err.msg);
     uint64_t need = g.scratch_bytes;
+    if (!x->keyed && !x->plan->reuse_resources &&
+        (*grow = exec_scratch_grow_span(x->plan, in, out, x->span, x->scratch_bytes)) != 0)
+        return MSCCLRT_SUCCESS;
     if (x->plan->reuse_resources && x->plan->gpus[c->rank].scratch_chunks) {
         /* the fixed 64 MiB holds every chunk only while chunks stay below spec §3.5's
          * scratchChunkSize; beyond it MSCCL++ wraps scratch offsets (§5.0), which the generated

@@ -45,6 +45,31 @@ static mscclrt_result mp_device(const char *fn, int local, int *device) {
     return MSCCLRT_SUCCESS;
 }
 
+/* (node, process, device) of one rank: two equal ones share a CUDA context */
+typedef struct { int node, pid, device; } RankPlace;
+
+static int place_cmp(const void *a, const void *b) {
+    const RankPlace *x = a, *y = b;
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    return x->device < y->device ? -1 : x->device > y->device;
+}
+
+/* Whether any two ranks of the group share a process and a device (devs: every rank's device).
+ * Sorting keeps it O(n log n) for large groups. */
+static bool group_shares(const Boot *b, const int *devs, int n, bool *fail) {
+    RankPlace *pl = malloc((size_t)n * sizeof *pl);
+    *fail = !pl;
+    if (!pl) return false;
+    for (int q = 0; q < n; q++)
+        pl[q] = (RankPlace){boot_node_of(b, q), boot_pid_of(b, q), devs[q]};
+    qsort(pl, (size_t)n, sizeof *pl, place_cmp);
+    bool any = false;
+    for (int q = 1; q < n && !any; q++) any = place_cmp(&pl[q - 1], &pl[q]) == 0;
+    free(pl);
+    return any;
+}
+
 /* The comm of a rank whose bootstrap is up (boot is taken over: closed on failure, without a
  * barrier, so that the peers see the rank leave at once). */
 static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device, const char *fn) {
@@ -89,6 +114,9 @@ static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device,
             same++;
             if (boot_pid_of(c->boot, q) == (int)getpid()) c->shares_context = true;
         }
+        bool nomem = false;
+        if (res == MSCCLRT_SUCCESS) c->group_shares_context = group_shares(c->boot, devs, c->nranks, &nomem);
+        if (nomem) res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
         if (same)   /* NCCL refuses this; libmscclrt allows it (tests run many ranks on one GPU) */
             LOG_INFO(LOG_SUB_INIT, "rank %d: %d other rank(s) of this group use device %d of this "
                      "host too", c->rank, same, device);
@@ -181,7 +209,7 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     }
     /* 1: one scratch size everywhere (the double-buffer half applies to peers' scratch too) */
     size_t mine = 0;
-    TRY_GOTO(exec_scratch_size(p, r, x->keyed, x->send, x->recv, &mine), res, out);
+    TRY_GOTO(exec_scratch_size(p, r, x->keyed, x->send, x->recv, x->span, &mine), res, out);
     sizes[r] = mine;
     TRY_GOTO(boot_allgather(c->boot, sizes, sizeof *sizes), res, out);
     uint64_t most = 0;
@@ -204,6 +232,12 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
         x->net = c->net;
         for (int k = k0; k < 4; k++)
             TRY_GOTO(net_reg(c->net, x, own[k], len[k], &nd[k]), res, out);
+    }
+    x->xport = c->xport;
+    x->imports = calloc((size_t)n * 4, sizeof *x->imports);
+    if (!x->imports) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the setup", r);
+        goto out;
     }
     /* 3: in n - 1 steps, to rank r + s and from rank r - s: a cuMem buffer's descriptor carries
      * a file descriptor through a Unix datagram socket whose queue holds few (sending to every
@@ -230,6 +264,7 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
             CuDevPtr mapped = 0;
             TRY_GOTO(xport_ipc_recv(c->xport, q, EXEC_MP_TAG, &pd), res, out);
             TRY_GOTO(xport_ipc_import(c->xport, &pd, &mapped), res, out);
+            x->imports[x->nimports++] = mapped;   /* closed with the context */
             ptr[q * 4 + k] = mapped;
         }
     }

@@ -75,7 +75,8 @@ static mscclrt_result setup_round(ExecClique *q, SetupRound *rd) {
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {
         size_t b = 0;
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(q->comms[r]->ctx), "cuCtxSetCurrent"), res, out);
-        TRY_GOTO(exec_scratch_size(rd->plan[r], r, rd->ctx[r]->keyed, rd->send[r], rd->recv[r], &b), res, out);
+        TRY_GOTO(exec_scratch_size(rd->plan[r], r, rd->ctx[r]->keyed, rd->send[r], rd->recv[r],
+                                           rd->ctx[r]->span, &b), res, out);
         if (b > scratch) scratch = b;
     }
     for (int r = 0; r < q->nranks && res == MSCCLRT_SUCCESS; r++) {

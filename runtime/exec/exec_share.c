@@ -106,7 +106,7 @@ static mscclrt_result clique_load_barrier(mscclrt_comm *c, int k) {
 
 mscclrt_result exec_share_after_load(mscclrt_comm *c) {
     /* ranks of a bootstrap group each have their own thread (and group) */
-    if (c->boot) return c->shares_context ? boot_barrier(c->boot) : MSCCLRT_SUCCESS;
+    if (c->boot) return c->group_shares_context ? boot_barrier(c->boot) : MSCCLRT_SUCCESS;
     /* a single-process group in a group call: one thread prepares every rank before launching */
     if (exec_in_group()) return MSCCLRT_SUCCESS;
     const int k = ranks_on_device(c);

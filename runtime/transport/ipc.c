@@ -3,7 +3,8 @@
  * allocations travel as cuIpc handles inside the descriptor; cuMem/VMM allocations as POSIX
  * fds through FdPass, imported with cuMemImportFromShareableHandle + reserve + map + access.
  * Exports are cached per allocation and imports per (exporting process, export id), so
- * registering the same memory again costs no driver call and no second fd.
+ * registering the same memory again costs no driver call and no second fd; legacy handles are
+ * opened once per process and context (ipc_legacy.c), whatever transport instance asks.
  */
 #include "transport/transport.h"
 #include "core/err.h"
@@ -174,7 +175,7 @@ static mscclrt_result import_unmap(IpcImport *im) {
     mscclrt_result r = MSCCLRT_SUCCESS;
     if (im->same_process) return r;
     if (im->kind == IPC_KIND_LEGACY) {
-        r = cu_check(cu.cuIpcCloseMemHandle(im->mapped), "ipc: cuIpcCloseMemHandle");
+        r = ipc_legacy_close(im->mapped);
     } else {
         r = cu_check(cu.cuMemUnmap(im->mapped, im->size), "ipc: cuMemUnmap");
         mscclrt_result r2 = cu_check(cu.cuMemAddressFree(im->mapped, im->size), "ipc: cuMemAddressFree");
@@ -480,8 +481,7 @@ mscclrt_result xport_ipc_import(XportIpc *x, const IpcDesc *desc, CuDevPtr *peer
     } else if (desc->kind == IPC_KIND_LEGACY) {
         CuIpcMemHandle h;
         memcpy(&h, desc->handle, sizeof h);
-        r = cu_check(cu.cuIpcOpenMemHandle(&im->mapped, h, CU_IPC_LAZY_ENABLE_PEER_ACCESS),
-                     "ipc: cuIpcOpenMemHandle");
+        r = ipc_legacy_open(&h, owner, &im->mapped);
     } else {
         r = map_vmm(x, desc, my_dev, &im->mapped);
     }

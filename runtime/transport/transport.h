@@ -136,6 +136,14 @@ mscclrt_result xport_ipc_import(XportIpc *x, const IpcDesc *desc, CuDevPtr *peer
 /* Drops the reference taken by import of a pointer it returned; unmaps on the last one. */
 mscclrt_result xport_ipc_close(XportIpc *x, CuDevPtr peer_ptr);
 
+/* ==== legacy handles opened by this process (ipc_legacy.c) ===================================
+ * The driver opens one cuIpcMemHandle once per context (a second open fails with
+ * CUDA_ERROR_ALREADY_MAPPED), so every legacy import of the process shares one mapping per
+ * (current context, handle), counted. owner_rank only names the peer in errors. */
+mscclrt_result ipc_legacy_open(const CuIpcMemHandle *h, int owner_rank, CuDevPtr *mapped);
+/* Drops one reference to a mapping ipc_legacy_open returned; closes it on the last. */
+mscclrt_result ipc_legacy_close(CuDevPtr mapped);
+
 /* ==== the transport table ==================================================================== */
 typedef struct Transport {
     const char *name;        /* "ipc"; later "ib", "tcp" */

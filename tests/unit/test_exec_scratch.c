@@ -4,7 +4,9 @@
  * largest message, chunks rounded to the alignment, LL packets doubling it, and double-buffered
  * scratch made of two equal halves of a multiple of 256 bytes — also for the smallest messages,
  * where the half used to round down to 0 and double buffering silently stopped — and its
- * relation to the spec's exact size that plan_geom gives the CPU backend.
+ * relation to the spec's exact size that plan_geom gives the CPU backend; and the growth of a
+ * context not keyed by buffers when a call needs more scratch than it has (exec_scratch_grow_span:
+ * 1 GiB through a plan whose scratch grows with the message was refused at 64 MiB before).
  */
 #include "../harness.h"
 #include "exec/exec.h"
@@ -104,7 +106,37 @@ static void t_keys_buffers(void) {
     plan_free(p);
 }
 
+/* Growth: none while every rank's need fits; else a power-of-two span, at least double the old,
+ * whose scratch holds every rank's need; reuse_resources plans never grow (fixed 64 MiB). */
+static void t_grow(void) {
+    Plan *p = plan(false, false, 2, 4, 8);   /* scratch of 8 chunks: 4x the input */
+    p->gpus[1].scratch_chunks = 16;          /* ranks differ: the largest need decides */
+    const uint64_t span = (uint64_t)1 << 26;
+    uint64_t have = exec_scratch_bytes(p, 1, span, span);
+    CHECK_EQ_INT(0, exec_scratch_grow_span(p, 1 << 20, 2 << 20, span, have));
+    CHECK_EQ_INT(0, exec_scratch_grow_span(p, span, 2 * span, span, have));
+    const uint64_t big = (uint64_t)1 << 28;   /* 16 chunks of 128 MiB: offsets below 4 GiB */
+    uint64_t s = exec_scratch_grow_span(p, big, 2 * big, span, have);
+    CHECK(s >= 2 * big && (s & (s - 1)) == 0);
+    for (int q = 0; q < 2; q++) {
+        PlanGeom g;
+        PlanErr err;
+        CHECK(plan_geom(p, q, big, 2 * big, &g, &err));
+        CHECK(exec_scratch_bytes(p, q, s, s) >= g.scratch_bytes);
+    }
+    /* just over what the scratch serves: at least twice the old span (a sweep sets up O(log)
+     * times), and enough for the larger of the two buffers */
+    CHECK_EQ_INT(4 * span, exec_scratch_grow_span(p, span + 256, 2 * span + 512, span, have));
+    /* a grown context then serves that size */
+    uint64_t have2 = exec_scratch_bytes(p, 1, 4 * span, 4 * span);
+    CHECK_EQ_INT(0, exec_scratch_grow_span(p, span + 256, 2 * span + 512, 4 * span, have2));
+    p->reuse_resources = true;
+    CHECK_EQ_INT(0, exec_scratch_grow_span(p, big, 2 * big, span, have));
+    plan_free(p);
+}
+
 int main(void) {
+    TEST("exec scratch: unkeyed contexts grow for larger messages (power-of-two spans)", t_grow());
     TEST("exec scratch: reuse_resources plans get the fixed 64 MiB", t_reuse_resources());
     TEST("exec scratch: contexts keyed by buffers only for plans reaching peers' input/output", t_keys_buffers());
     TEST("exec scratch: double-buffered halves of 256 bytes, also for tiny messages", t_double_halves());

@@ -83,39 +83,66 @@ static void bufs_free(Bufs *b) {
     }
 }
 
-/* got vs want, elementwise, with a tolerance for floats */
-static bool same(mscclrt_dtype dt, const void *got, const void *want, size_t elems, const char *what,
-                 int rank) {
-    const double tol = dt == MSCCLRT_FP8_E4M3 || dt == MSCCLRT_FP8_E5M2 ? 0.13
-                     : dt == MSCCLRT_FLOAT16 || dt == MSCCLRT_BFLOAT16 ? 0.01 : 1e-5;
+/* Tolerance of reduced elements: plans may combine contributions in any order, each pairwise
+ * step rounding once in the type (mscclrt-run(1) CHECKING), so a float result may differ from
+ * the exact result by (N+1) u sum|x| (u: the type's unit roundoff; prod: (N+1) u |result|), and
+ * so does the rank-order reference: the two may differ by twice that. mag: per element, sum over ranks of |contribution|; NULL
+ * for collectives that move data (bit-exact). A fixed relative tolerance once failed a correct
+ * fp8 allreduce (rs_ag_packet reduces from the owner's contribution, not from rank 0). */
+static double unit_roundoff(mscclrt_dtype dt) {
+    switch (dt) {
+    case MSCCLRT_FLOAT16: return 1.0 / 2048;
+    case MSCCLRT_BFLOAT16: return 1.0 / 256;
+    case MSCCLRT_FLOAT32: return 1.0 / 16777216;
+    case MSCCLRT_FP8_E4M3: return 1.0 / 16;
+    case MSCCLRT_FP8_E5M2: return 1.0 / 8;
+    default: return 1.0 / 9007199254740992.0;   /* float64 */
+    }
+}
+
+/* got vs want, elementwise: integers and moved data exactly, reduced floats within the bound */
+static bool same(mscclrt_dtype dt, const void *got, const void *want, const double *mag,
+                 size_t elems, const char *what, int rank) {
+    const double u = 2 * unit_roundoff(dt) * (n + 1);
     for (size_t i = 0; i < elems; i++) {
         const double g = check_load(dt, got, i), w = check_load(dt, want, i);
-        const bool ok = check_dtype_is_float(dt) ? (g == w || (g - w <= tol * (1 + (w < 0 ? -w : w)) &&
-                                                               w - g <= tol * (1 + (w < 0 ? -w : w))))
-                                                 : g == w;
+        const double tol = mag && check_dtype_is_float(dt) ? u * mag[i] : 0;
+        const bool ok = g == w || (g - w <= tol && w - g <= tol);
         if (!ok) {
-            fprintf(stderr, "%s: rank %d: element %zu of %zu: got %g, want %g\n", what, rank, i,
-                    elems, g, w);
+            fprintf(stderr, "%s: rank %d: element %zu of %zu: got %g, want %g (tolerance %g)\n",
+                    what, rank, i, elems, g, w, tol);
             return false;
         }
     }
     return true;
 }
 
-/* reference reduction in rank order in the type's precision; scale: PreMulSum scalar (or NULL) */
+/* reference reduction in rank order in the type's precision; scale: PreMulSum scalar (or NULL);
+ * mag (or NULL): per element, the sum over ranks of |contribution| (same()'s bound) */
 static void ref_reduce(mscclrt_dtype dt, mscclrt_redop op, void *acc, void *const *in, size_t off,
-                       size_t elems, const void *scale) {
+                       size_t elems, const void *scale, double *mag) {
     const size_t es = mscclrt_dtype_size(dt);
     void *tmp = malloc(elems * es + 16), *sv = malloc(elems * es + 16);
     if (scale)
         for (size_t i = 0; i < elems; i++) memcpy((char *)sv + i * es, scale, es);
+    if (mag) memset(mag, 0, elems * sizeof *mag);
     for (int q = 0; q < n; q++) {
         void *dst = q == 0 ? acc : tmp;
         memcpy(dst, (char *)in[q] + off, elems * es);
         if (scale) check_reduce(dt, MSCCLRT_PROD, dst, sv, elems);
+        for (size_t i = 0; mag && i < elems; i++) {
+            const double v = check_load(dt, dst, i);
+            mag[i] += v < 0 ? -v : v;
+        }
         if (q > 0) check_reduce(dt, op == MSCCLRT_AVG || scale ? MSCCLRT_SUM : op, acc, tmp, elems);
     }
     if (op == MSCCLRT_AVG) check_avg_finish(dt, acc, elems, n);
+    for (size_t i = 0; mag && op == MSCCLRT_AVG && i < elems; i++) mag[i] /= n;
+    for (size_t i = 0; mag && op == MSCCLRT_PROD && !scale && i < elems; i++) {
+        const double v = check_load(dt, acc, i);   /* prod: relative to the result */
+        mag[i] = v < 0 ? -v : v;
+    }
+    if (mag && (op == MSCCLRT_MAX || op == MSCCLRT_MIN)) memset(mag, 0, elems * sizeof *mag);
     free(tmp);
     free(sv);
 }
@@ -205,17 +232,18 @@ static void run_case(int k, size_t count, mscclrt_dtype dt, int opi, int root, b
     CHECK(ok);
     const size_t blk = count * es;
     void *want = malloc(out * n + in + 64);
+    double *mag = malloc((count + 1) * sizeof *mag);   /* reductions' bound (same()) */
     for (int r = 0; r < n && ok; r++) {
         cu.cuCtxSetCurrent(ctxs[r]);
         cu.cuMemcpyDtoH(b.hout[r], (CuDevPtr)(uintptr_t)rp[r], out);
         size_t check_bytes = out;
         switch (k) {
-        case ALLREDUCE: ref_reduce(dt, op, want, b.hin, 0, count, premul ? scal : NULL); break;
+        case ALLREDUCE: ref_reduce(dt, op, want, b.hin, 0, count, premul ? scal : NULL, mag); break;
         case REDUCE:
             if (r != root) { check_bytes = 0; break; }
-            ref_reduce(dt, op, want, b.hin, 0, count, premul ? scal : NULL);
+            ref_reduce(dt, op, want, b.hin, 0, count, premul ? scal : NULL, mag);
             break;
-        case REDUCESCATTER: ref_reduce(dt, op, want, b.hin, (size_t)r * blk, count, premul ? scal : NULL); break;
+        case REDUCESCATTER: ref_reduce(dt, op, want, b.hin, (size_t)r * blk, count, premul ? scal : NULL, mag); break;
         case ALLGATHER:
         case GATHER:
             if (k == GATHER && r != root) { check_bytes = 0; break; }
@@ -227,10 +255,12 @@ static void run_case(int k, size_t count, mscclrt_dtype dt, int opi, int root, b
             break;
         case SCATTER: memcpy(want, (char *)b.hin[root] + (size_t)r * blk, blk); break;
         }
-        if (check_bytes) ok = same(dt, b.hout[r], want, check_bytes / es, what, r);
+        const bool reduced = k == ALLREDUCE || k == REDUCE || k == REDUCESCATTER;
+        if (check_bytes) ok = same(dt, b.hout[r], want, reduced ? mag : NULL, check_bytes / es, what, r);
     }
     CHECK(ok);
     free(want);
+    free(mag);
     for (int r = 0; r < n && premul; r++) {
         mscclrt_redop_destroy(comms[r], ops[r]);
         cu.cuCtxSetCurrent(ctxs[r]);
@@ -282,7 +312,7 @@ static void run_alltoallv(size_t unit, mscclrt_dtype dt) {
             cu.cuMemcpyDtoH(got, b.recv[r] + ro * es, 2 * c * es);
             char what[100];
             snprintf(what, sizeof what, "alltoallv unit %zu from rank %d", unit, q);
-            ok = same(dt, got, (char *)b.hin[q] + qo * es, 2 * c, what, r);
+            ok = same(dt, got, (char *)b.hin[q] + qo * es, NULL, 2 * c, what, r);
             free(got);
             ro += 2 * c;
         }
@@ -327,14 +357,16 @@ static void run_graph(size_t count) {
     ok = ok && wait_all("graph replay");
     CHECK(ok);
     void *want = malloc(count * 4);
-    ref_reduce(dt, MSCCLRT_SUM, want, b.hin, 0, count, NULL);
+    double *mag = malloc(count * sizeof *mag);
+    ref_reduce(dt, MSCCLRT_SUM, want, b.hin, 0, count, NULL, mag);
     for (int r = 0; r < n && ok; r++) {
         cu.cuCtxSetCurrent(ctxs[r]);
         cu.cuMemcpyDtoH(b.hout[r], b.recv[r], count * 4);
-        ok = same(dt, b.hout[r], want, count, "graph replay", r);
+        ok = same(dt, b.hout[r], want, mag, count, "graph replay", r);
     }
     CHECK(ok);
     free(want);
+    free(mag);
     bufs_free(&b);
 }
 
