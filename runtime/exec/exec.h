@@ -47,8 +47,8 @@ typedef struct ExecCtx {
     bool keyed;                    /* the plan reaches peers' input/output buffers, so the
                                       context belongs to these buffers (exec_plan_keys_buffers);
                                       otherwise it serves any buffers and send/recv are NULL */
-    const void *send, *recv;       /* key: the allocation bases of sendbuf and recvbuf */
-    size_t send_range, recv_range; /* key: their allocation sizes */
+    const void *send, *recv;       /* key: sendbuf and recvbuf of the call that set it up */
+    size_t send_range, recv_range; /* key: bytes from them to their allocations' ends */
     bool ready;                    /* false while its collective setup is pending */
     CgLayout layout;
     CuDevPtr scratch;              /* owned; zeroed at setup */
@@ -116,8 +116,8 @@ struct mscclrt_comm {
     } hot;
 };
 
-/* Drops (and frees, after synchronising the device) every context of c whose send or recv
- * allocation contains ptr. Every rank of the group must drop the same contexts before the buffers are
+/* Drops (and frees, after synchronising the device) every context of c whose sendbuf or recvbuf
+ * lies in the allocation that contains ptr. Every rank of the group must drop the same contexts before the buffers are
  * reused, since the next call for them is a collective setup again. */
 void exec_drop_contexts(mscclrt_comm *c, const void *ptr);
 /* Drops (after synchronising the device) every context of c that runs plan p: the next call of

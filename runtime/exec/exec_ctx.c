@@ -29,18 +29,23 @@ mscclrt_result exec_buf_key(const mscclrt_comm *c, const void *send, const void 
         if (r != CU_OK)
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p is not device memory "
                            "(cuMemGetAddressRange: %d)", c->rank, what[i], ptr[i], r);
-        /* peers map exactly this allocation (one cuMem mapping, or one cuMemAlloc block) */
+        /* peers map this allocation (one cuMem mapping, or one cuMemAlloc block) */
         if ((CuDevPtr)(uintptr_t)ptr[i] - b + len[i] > n)
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: %s %p + %zu bytes runs past the end "
                            "of its allocation (%#llx, %zu bytes): a buffer must lie in one "
                            "allocation or cuMem mapping, the unit peers map", c->rank, what[i],
                            ptr[i], len[i], (unsigned long long)b, n);
+        /* the key is the buffer itself, not its allocation: ranks may place their buffers at
+         * different offsets of their allocations, so peers must learn each rank's own pointer
+         * (an offset taken from this rank's call and added to a peer's allocation base
+         * addressed the wrong bytes there) */
+        const size_t room = n - (size_t)((CuDevPtr)(uintptr_t)ptr[i] - b);
         if (i == 0) {
-            k->send = (const void *)(uintptr_t)b;
-            k->srange = n;
+            k->send = ptr[i];
+            k->srange = room;
         } else {
-            k->recv = (const void *)(uintptr_t)b;
-            k->rrange = n;
+            k->recv = ptr[i];
+            k->rrange = room;
         }
     }
     return MSCCLRT_SUCCESS;
@@ -353,12 +358,27 @@ static void drop_where(mscclrt_comm *c, bool (*drop)(const ExecCtx *x, const voi
     }
 }
 
-static bool holds_ptr(const ExecCtx *x, const void *ptr) {
-    const char *cp = ptr, *sb = x->send, *rb = x->recv;
-    return (cp >= sb && cp < sb + x->send_range) || (cp >= rb && cp < rb + x->recv_range);
+/* [lo, hi): the allocation whose contexts go */
+typedef struct { uintptr_t lo, hi; } AllocSpan;
+static bool in_alloc(const ExecCtx *x, const void *key) {
+    const AllocSpan *a = key;
+    const uintptr_t s = (uintptr_t)x->send, r = (uintptr_t)x->recv;
+    return x->keyed && ((s >= a->lo && s < a->hi) || (r >= a->lo && r < a->hi));
 }
 static bool runs_plan(const ExecCtx *x, const void *p) { return x->plan == p; }
 
-void exec_drop_contexts(mscclrt_comm *c, const void *ptr) { drop_where(c, holds_ptr, ptr); }
+void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
+    /* every context of a buffer in ptr's allocation (contexts are keyed by the buffers) */
+    AllocSpan a = {(uintptr_t)ptr, (uintptr_t)ptr + 1};
+    CuContext prev;
+    if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+        CuDevPtr b = 0;
+        size_t n = 0;
+        if (cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)ptr) == CU_OK)
+            a = (AllocSpan){(uintptr_t)b, (uintptr_t)b + n};
+        exec_ctx_pop(c, prev);
+    }
+    drop_where(c, in_alloc, &a);
+}
 void exec_drop_plan_contexts(mscclrt_comm *c, const Plan *p) { drop_where(c, runs_plan, p); }
 

@@ -187,6 +187,9 @@ fi
 # --launch procs (mscclrt-run forks the ranks), and one through --launch env with one background
 # mscclrt-run per rank started here with torchrun's variables (no torchrun needed).
 want procs && run gpu_check_rank "$BUILD/tests/test_gpu_check_rank"
+# user buffers as applications place them: sub-ranges at per-rank offsets, freed and reused;
+# scratch growing from 1 MiB to 1 GiB on one communicator
+want procs && run gpu_buffers "$BUILD/tests/test_gpu_buffers"
 # envrun LOGNAME PLAN ARGS...: all ranks of --launch env; rank 0's output is the result
 # shellcheck disable=SC2317 # called through run
 envrun() {
