@@ -95,7 +95,9 @@ static int fake_enter(int ix) {
 
 /* ---- functions that are not written out below: CUDA_ERROR_NOT_SUPPORTED ------------------ */
 /* FAKE_HAS_<field> is "~, 1" for every function defined by hand; FAKE_IS_DEFINED(field) then
- * expands to 1, and to 0 for all others (the probe idiom of the Linux kernel's IS_ENABLED). */
+ * expands to 1, and to 0 for all others (the probe idiom of the Linux kernel's IS_ENABLED).
+ * A function defined by hand but missing here is defined twice and does not compile; one listed
+ * here but not defined is missing from the library, and cu_load fails naming it. */
 #define FAKE_HAS_cuInit ~, 1
 #define FAKE_HAS_cuDriverGetVersion ~, 1
 #define FAKE_HAS_cuGetErrorName ~, 1
