@@ -90,11 +90,16 @@ void exec_comm_release(mscclrt_comm *c) {
     if (!c->aborted) free(c);
 }
 
-static void clique_drop(ExecClique *q) {
+/* One comm of q is gone; true when it was the last, and the caller must clique_free(q). */
+static bool clique_drop(ExecClique *q) {
     pthread_mutex_lock(&q->mu);
     int left = --q->live;
     pthread_mutex_unlock(&q->mu);
-    if (left > 0) return;
+    return left == 0;
+}
+
+/* Frees q and the setup rounds it still holds. Only when no comm refers to it any more. */
+static void clique_free(ExecClique *q) {
     while (q->rounds) {
         SetupRound *rd = q->rounds;
         q->rounds = rd->next;
@@ -182,14 +187,15 @@ mscclrt_result mscclrt_comm_init_all(mscclrt_comm **comms, int ndev, const int *
     return MSCCLRT_SUCCESS;
 fail:
     cu.cuCtxSetCurrent(prev);
+    /* no comm has reached the caller, so nothing else holds q: release every comm made so far,
+     * then free q once, here, whatever q->live says (0 when comm 0's calloc failed) */
     for (int i = 0; i < ndev; i++)
         if (q->comms[i]) {
             mscclrt_comm *c = q->comms[i];
             q->comms[i] = NULL;
             exec_comm_release(c);
-            clique_drop(q);
         }
-    if (q->live == 0 && ndev > 0 && !q->comms[0]) { /* freed by the last clique_drop */ }
+    clique_free(q);
     return res;
 }
 
@@ -205,7 +211,7 @@ mscclrt_result mscclrt_comm_destroy(mscclrt_comm *c) {
     q->comms[c->rank] = NULL;
     pthread_mutex_unlock(&q->mu);
     exec_comm_release(c);
-    clique_drop(q);
+    if (clique_drop(q)) clique_free(q);
     return MSCCLRT_SUCCESS;
 }
 
