@@ -6,6 +6,8 @@
 #   BUILD=build sh tests/gpu/nccl_tests.sh            (make test-gpu runs it)
 # NT_NPROCS="2 4 8"   process counts;  NT_FULL=1: -d all -o all at every count (default: at 2);
 # every binary also runs with -G 2 (CUDA graphs) at every count
+# GPU_PER_RANK=1: one process per GPU (nccl-tests' own device choice; the process counts
+# default to the GPU count) instead of every rank on GPU 0.
 # NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -50,10 +52,17 @@ guard=$PWD/$BUILD/lib/libnvls_guard.so
 export LD_PRELOAD="$guard"
 export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 status=0
+devopt="-x NCCL_TESTS_DEVICE=0"
+if [ "${GPU_PER_RANK:-0}" = 1 ]; then
+    devopt=""
+    unset NCCL_TESTS_DEVICE
+    [ -n "$NT_NPROCS" ] || NT_NPROCS=$(nvidia-smi -L 2>/dev/null | wc -l)
+fi
 one() { # name, nprocs, binary, args...
     name=$1; np=$2; bin=$3; shift 3
     t0=$(date +%s)
-    timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" -x NCCL_TESTS_DEVICE=0 \
+    # shellcheck disable=SC2086 # devopt is empty or two words
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$np" $devopt \
         -x LD_PRELOAD -x LD_LIBRARY_PATH -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE \
         -x MSCCLRT_DEBUG -x MSCCLRT_NCCL_LIB_PATH -x MSCCLRT_FORCE_NCCL \
         "$out/$bin" -g 1 -c 1 -w 1 -n 2 "$@" >"$log/$name.log" 2>&1

@@ -10,7 +10,8 @@
 # then the NCCL drop-in (nccl): test_nccl_gpu_modes (process per GPU, thread per GPU, one thread
 # with ncclCommInitAll; a killed rank, an abort with a waiting kernel), test_gpu_coll with 4
 # ranks (and 8 unless quick), NVIDIA's nccl-tests under MPI (nccl_tests.sh) and PyTorch
-# (torch_dropin.sh); those two scripts skip (77) without mpirun or PyTorch.
+# (torch_dropin.sh), every rank on GPU 0 and, where there are 2 GPUs or more, one process per GPU
+# (GPU_PER_RANK=1); those two scripts skip (77) without mpirun or PyTorch.
 # Logs go to $GPU_LOG_DIR when set.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
 #   GPU_SECTIONS="basic sweep procs shared nccl net python"   the sections to run (default: all)
@@ -269,7 +270,15 @@ if want nccl; then
     if [ "$ngpu" -ge 1 ]; then
         run nccl_tests env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/nccl_tests.sh
         run torch_dropin env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_dropin.sh
-    else
+    fi
+    if [ "$ngpu" -ge 2 ]; then   # and one process per GPU, as users run them
+        mkdir -p "$log/per_gpu"
+        run nccl_tests_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
+            sh tests/gpu/nccl_tests.sh
+        run torch_dropin_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
+            sh tests/gpu/torch_dropin.sh
+    fi
+    if [ "$ngpu" -lt 1 ]; then
         echo "testing nccl_tests ... skipped (no GPU)"
         echo "testing torch_dropin ... skipped (no GPU)"
     fi
@@ -281,5 +290,10 @@ fi
 # the drop-in (tests/gpu/torch_backend.sh; skips without PyTorch)
 if want python; then
     run torch_backend env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_backend.sh
+    if [ "$ngpu" -ge 2 ]; then
+        mkdir -p "$log/per_gpu"
+        run torch_backend_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
+            sh tests/gpu/torch_backend.sh
+    fi
 fi
 exit $status

@@ -1,5 +1,5 @@
 """GPU checks of python/mscclrt, run by tests/gpu/torch_backend.sh under torchrun with every rank on
-cuda:0. Modes (argv[1]):
+cuda:0, or one GPU per rank with GPU_PER_RANK=1. Modes (argv[1]):
   backend  backend="mscclrt": every collective eager and inside a CUDA graph, results checked;
            the torch.compile path (mscclrt::* custom ops with first-use tuning, and functional
            collectives on the mscclrt group); destroy_process_group.
@@ -17,8 +17,10 @@ import torch.distributed as dist
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "backend"
 RANK, WORLD = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-torch.cuda.set_device(0)
-DEV = torch.device("cuda", 0)
+# GPU_PER_RANK=1: rank r on GPU (local rank mod GPUs), one process per GPU; else all on cuda:0
+_EACH = os.environ.get("GPU_PER_RANK") == "1"
+DEV = torch.device("cuda", int(os.environ.get("LOCAL_RANK", RANK)) % torch.cuda.device_count() if _EACH else 0)
+torch.cuda.set_device(DEV)
 failed = 0
 
 

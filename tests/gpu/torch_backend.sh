@@ -1,5 +1,6 @@
 #!/bin/sh
-# torch_backend.sh - python/mscclrt on one GPU: torchrun with 2, 4 and 8 processes on cuda:0
+# torch_backend.sh - python/mscclrt: torchrun with 2, 4 and 8 processes on cuda:0 (or, with
+# GPU_PER_RANK=1, one process per GPU)
 # running tests/gpu/torch_backend.py: backend="mscclrt" (every collective, eager and in CUDA
 # graphs, torch.compile), the tuner with a candidate that hangs on purpose, and backend="nccl"
 # with the drop-in preloaded and a Python selector.
@@ -17,6 +18,11 @@ guard=$PWD/$BUILD/lib/libnvls_guard.so
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MSCCLRT_LIB_DIR="$PWD/$BUILD/lib" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
+# GPU_PER_RANK=1: one process per GPU (the process counts default to the GPU count), else
+# every rank on cuda:0
+export GPU_PER_RANK=${GPU_PER_RANK:-0}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$GPU_PER_RANK" = 1 ] && [ -z "$TORCH_NPROCS" ] && TORCH_NPROCS=$ngpu
 export PYTHONUNBUFFERED=1 CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 status=0
 for mode in ${TORCH_MODES:-backend tune dropin}; do

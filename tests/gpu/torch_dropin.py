@@ -1,5 +1,6 @@
 """torch_dropin.py - PyTorch's backend="nccl" on the drop-in (LD_PRELOAD=libmscclrt_nccl.so),
-every rank on cuda:0 (run by tests/gpu/torch_dropin.sh under torchrun). Each collective's result
+every rank on cuda:0, or one GPU per rank with GPU_PER_RANK=1 (run by tests/gpu/torch_dropin.sh
+under torchrun). Each collective's result
 is compared with what it must be, computed locally from every rank's deterministic input; eager
 and inside a captured CUDA graph. Prints one "testing NAME ... passed|failed" line per check and
 exits non-zero on any failure."""
@@ -11,7 +12,9 @@ import torch.distributed as dist
 
 rank = int(os.environ["RANK"])
 world = int(os.environ["WORLD_SIZE"])
-dev = torch.device("cuda:0")
+# GPU_PER_RANK=1: rank r on GPU (local rank mod GPUs), one process per GPU; else all on cuda:0
+each = os.environ.get("GPU_PER_RANK") == "1"
+dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count() if each else 0)
 torch.cuda.set_device(dev)
 failures = 0
 

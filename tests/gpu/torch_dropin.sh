@@ -1,6 +1,6 @@
 #!/bin/sh
 # torch_dropin.sh - PyTorch with backend="nccl" served by the drop-in: torchrun with 2, 4 and 8
-# processes, every rank on cuda:0, LD_PRELOAD=libmscclrt_nccl.so (tests/gpu/torch_dropin.py says
+# processes, every rank on cuda:0 (or GPU_PER_RANK=1: one process per GPU), LD_PRELOAD=libmscclrt_nccl.so (tests/gpu/torch_dropin.py says
 # what is checked). Correctness only: ranks sharing one GPU take turns on it.
 #   BUILD=build sh tests/gpu/torch_dropin.sh        (TORCH_NPROCS="2 4 8" to choose)
 BUILD=${BUILD:-build}
@@ -16,6 +16,11 @@ guard=$PWD/$BUILD/lib/libnvls_guard.so
 [ -f "$guard" ] || gcc -shared -fPIC tests/gpu/nvls_guard.c -o "$guard" || exit 1
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
+# GPU_PER_RANK=1: one process per GPU (the process counts default to the GPU count), else
+# every rank on cuda:0
+export GPU_PER_RANK=${GPU_PER_RANK:-0}
+ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$GPU_PER_RANK" = 1 ] && [ -z "$TORCH_NPROCS" ] && TORCH_NPROCS=$ngpu
 export PYTHONUNBUFFERED=1
 status=0
 for n in ${TORCH_NPROCS:-2 4 8}; do
