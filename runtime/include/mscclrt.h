@@ -453,8 +453,8 @@ MSCCLRT_API mscclrt_result mscclrt_redop_destroy(mscclrt_comm *comm, int op);
 /* ---- buffer registration [serialised per comm] -----------------------------------------------
  * Windows (collective: every rank registers its window in the same order): peers learn the
  * window's address once, so later calls whose buffers lie in windows may use algorithms that
- * read and write peers' buffers directly (zero copy), with no exchange per call. Buffers must
- * sit at the same offsets in every rank's window. */
+ * read and write peers' buffers directly (zero copy), with no exchange per call. Each rank's
+ * buffers may sit at any offset of its window. */
 typedef struct mscclrt_window mscclrt_window;
 MSCCLRT_API mscclrt_result mscclrt_window_register(mscclrt_comm *comm, void *buf, size_t bytes,
                                                    mscclrt_window **win);
