@@ -22,7 +22,9 @@
  *      magic, a version, the sender, a tag and a length, all checked by the receiver; messages
  *      that arrive before they are asked for wait in a queue, so send/recv match by
  *      (peer, tag) in FIFO order and never deadlock on socket buffers (a blocked send keeps
- *      draining incoming data).
+ *      draining incoming data). While a rank connects to a peer it keeps accepting and reading
+ *      on its own listener too, so ranks that connect to each other under a flood never wait
+ *      on one another.
  *
  * The ports accept connections from anyone who can reach them. Until a connection has
  * presented the secret it is bounded in number (BOOT_PENDING_MAX; a newer one evicts the
