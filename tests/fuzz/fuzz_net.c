@@ -13,7 +13,8 @@
  *   [2] peer rank (mod 4)                  [3] socket index (mod 3)
  *   [4..11] count of the last SIGNAL/FLUSH  [12..19] highest FLUSH count sent (the ACK bound)
  * Regions 1-4 are heap buffers of 64, 4096, 8 and 0 bytes; region 5 is a never-written stand-in
- * for one of almost 2^64 bytes (only the arithmetic is checked there).
+ * for one of almost 2^64 bytes reaching the top of the address space (only the arithmetic is
+ * checked there).
  */
 #include "net/net_internal.h"
 
@@ -26,9 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define SETUP 20
 #define NREG 5
-static const uint64_t reg_bytes[NREG] = {64, 4096, 8, 0, UINT64_MAX - 0xfff};
 #define VIRTUAL 4           /* index of the stand-in region */
 #define VIRTUAL_BASE 0x1000ull
+/* the stand-in ends at the top of the address space, as far as a real one could: base + bytes
+ * never wraps for memory that exists */
+static const uint64_t reg_bytes[NREG] = {64, 4096, 8, 0, UINT64_MAX - VIRTUAL_BASE};
 
 static unsigned long fuzz_accepted;  /* headers accepted, for the standalone driver's summary */
 
