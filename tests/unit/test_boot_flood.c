@@ -631,7 +631,7 @@ static void test_peer_emfile(char *log) {
 typedef struct {
     BootAddr target[GROUP];
     _Atomic int stop;
-    long made;          /* connections started */
+    _Atomic long made;  /* connections started */
 } Flood;
 
 /* Hammers every listener: non-blocking connects, each reset (no TIME_WAIT) once FLOOD_HOLD newer
@@ -654,7 +654,7 @@ static void *flooder(void *arg) {
                 close(fd);
                 continue;
             }
-            f->made++;
+            atomic_fetch_add(&f->made, 1);
             int *slot = &ring[t][at[t]++ % FLOOD_HOLD];
             if (*slot >= 0) {
                 struct linger lg = {1, 0};
@@ -716,12 +716,14 @@ static void test_group_flood(void) {
     pthread_barrier_wait(&go);
     static Flood f;
     atomic_init(&f.stop, 0);
-    f.made = 0;
+    atomic_init(&f.made, 0);
     bool joined = g[0].res == MSCCLRT_SUCCESS;
     for (int r = 0; r < GROUP && joined; r++) f.target[r] = *boot_listen_addr(g[0].b, r);
     pthread_t ft;
     if (joined) pthread_create(&ft, NULL, flooder, &f);
-    sleep_ms(500);   /* nobody serves the listeners yet: their backlogs fill */
+    /* nobody serves the listeners yet: their backlogs (1024) fill */
+    for (int64_t until = boot_now_ms() + 5000; f.made < 4 * 1024 * GROUP && boot_now_ms() < until;)
+        sleep_ms(50);
     long before = f.made;
     int64_t t0 = boot_now_ms();
     pthread_barrier_wait(&go);
@@ -738,7 +740,8 @@ static void test_group_flood(void) {
         else CHECK(g[r].took_ms < GROUP_TIMEOUT_MS);
         boot_close(g[r].b);
     }
-    CHECK(f.made - before > 1000);   /* the flood went on during the allgather */
+    CHECK(before >= 4 * 1024 * GROUP);   /* the backlogs were full when the allgather began */
+    CHECK(f.made > before);              /* and the flood went on during it */
     pthread_barrier_destroy(&go);
 }
 
