@@ -191,21 +191,22 @@ test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 
 # the plan loader, the compiler, the CPU backend, the threaded checks, the algorithm layer, the
 # failure paths of mscclrt_comm_init_all (on the fake CUDA driver) and the commands' option
-# parsing under ASan+UBSan, then the CPU backend, the proxy FIFO, the threaded checks and the
-# algorithm collection (registering from 8 threads) under TSan, then the commands' option parsing
-# under clang's UBSan (when clang is installed: it is not a build dependency, and the ASan stage
+# parsing under ASan+UBSan (with the socket transport's header fuzzer for 60 s instead of make
+# test's 5), then the CPU backend, the proxy FIFO, the threaded checks and the algorithm
+# collection (registering from 8 threads) under TSan, then the commands' option parsing under
+# clang's UBSan (when clang is installed: it is not a build dependency, and the ASan stage
 # already checks float-to-integer overflow with $(CC)); each in its own build directory.
 # `make test` runs it too (tests/cases/sanitize.sh).
 SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_hash test_mscclc \
                  test_comm_init_fail \
-                 test_numarg cmd_args cpu_compat cpu_run compat_coll test_algo
+                 test_numarg cmd_args cpu_compat cpu_run compat_coll test_algo fuzz_net test_net_hostile
 SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan test_algo_registry test_algo_tuning
 SAN_UBSAN_ONLY:= test_numarg cmd_args cpu_run
 CLANG     ?= $(shell command -v clang 2>/dev/null)
 test-sanitize:
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-asan SAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-asan/%,$(UNIT_BIN) $(TOOL_BIN))
-	BUILD=$(BUILD)-asan ONLY="$(SAN_ASAN_ONLY)" sh tests/run.sh
+	BUILD=$(BUILD)-asan FUZZ_NET_SECONDS=60 ONLY="$(SAN_ASAN_ONLY)" sh tests/run.sh
 	$(MAKE) --no-print-directory BUILD=$(BUILD)-tsan TSAN=1 all \
 	  $(patsubst $(BUILD)/%,$(BUILD)-tsan/%,$(UNIT_BIN) $(TOOL_BIN))
 	BUILD=$(BUILD)-tsan ONLY="$(SAN_TSAN_ONLY)" sh tests/run.sh

@@ -144,6 +144,13 @@ mscclrt_result boot_listen(const BootAddr *a, bool reuse, int *fd_out, BootAddr 
 /* Connects to a, retrying refusals until deadline; returns a blocking socket. who names the
  * other end in errors ("root", "rank 3"). */
 mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who, int *fd_out);
+/* How boot_connect_wait waits: until `until` (boot_now_ms) or fd (>= 0, connecting) becomes
+ * writable, whichever is first (returning early is fine); fd -1: the pause between attempts. */
+typedef void (*BootWaitFn)(void *ctx, int fd, int64_t until);
+/* boot_connect that waits through wait(ctx, ...) (NULL: plain poll), so the caller keeps
+ * serving its own sockets while a connection is under way. */
+mscclrt_result boot_connect_wait(const BootAddr *a, int64_t deadline, const char *who, BootWaitFn wait,
+                                 void *ctx, int *fd_out);
 /* Writes/reads exactly n bytes on a (possibly non-blocking) socket before deadline. EOF on read
  * is MSCCLRT_ERR_REMOTE. */
 mscclrt_result boot_write_all(int fd, const void *buf, size_t n, int64_t deadline, const char *who);
@@ -155,18 +162,10 @@ mscclrt_result boot_write_raw(int fd, const void *buf, size_t n, int64_t deadlin
 int boot_set_nonblock(int fd, bool on);
 /* Secret of an environment rendezvous: from text (MSCCLRT_BOOT_SECRET) or the port. */
 void boot_derive_secret(uint8_t out[BOOT_SECRET_BYTES], const char *text);
-bool boot_secret_equal(const uint8_t *a, const uint8_t *b);  /* constant time */
 /* "3, 5-7, 9" into buf (truncated with "..."), from ascending ranks. */
 void boot_rank_list(char *buf, size_t n, const int *ranks, int count);
-/* Refusals of unauthenticated connections, logged at WARN at most once per BOOT_WARN_EVERY_MS;
- * the line after a quiet spell says how many were not logged. */
-typedef struct BootRate { int64_t next_ms; unsigned skipped; } BootRate;
-#define BOOT_WARN_LIMITED(rate, ...) boot_warn_limited(rate, __FILE__, __LINE__, __VA_ARGS__)
-void boot_warn_limited(BootRate *r, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Whether accept(2) failed because descriptors or kernel memory ran out (retrying at once
- * would fail again: the caller must free one or back off). */
-bool boot_accept_exhausted(int err);
+/* boot_secret_equal, BootRate/BOOT_WARN_LIMITED and boot_accept_exhausted: bootstrap.h (the
+ * network transport's listener uses them too) */
 
 /* ---- bootstrap.c (for tests) ---------------------------------------------------------------- */
 /* Groups larger than nranks use the ring allgather (default BOOT_DIRECT_MAX). Every rank of a

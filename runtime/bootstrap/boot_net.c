@@ -163,34 +163,58 @@ mscclrt_result boot_listen(const BootAddr *a, bool reuse, int *fd_out, BootAddr 
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who, int *fd_out) {
+/* Waits on fd alone (boot_connect's default: nothing else to serve). fd -1: just sleeps. */
+static void wait_fd(void *ctx, int fd, int64_t until) {
+    (void)ctx;
+    int64_t left = until - boot_now_ms();
+    if (left <= 0) return;
+    if (fd < 0) {
+        struct timespec ts = {(time_t)(left / 1000), (long)(left % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        return;
+    }
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    poll(&p, 1, (int)left);
+}
+
+/* 0 once the non-blocking connect on fd has succeeded, EINPROGRESS while it is under way,
+ * else the errno of its failure. */
+static int connect_state(int fd) {
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int n = poll(&p, 1, 0);
+    if (n < 0) return errno == EINTR ? EINPROGRESS : errno;
+    if (n == 0) return EINPROGRESS;
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) return errno;
+    return err;
+}
+
+mscclrt_result boot_connect_wait(const BootAddr *a, int64_t deadline, const char *who, BootWaitFn wait,
+                                 void *ctx, int *fd_out) {
     char where[80];
     boot_addr_str(a, where, sizeof where);
     BootSockAddr s;
     socklen_t len;
     boot_addr_to_sock(a, &s, &len);
+    if (!wait) wait = wait_fd;
     int last_err = 0;
     for (int attempt = 0;; attempt++) {
         int fd = socket(s.sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0) return rt_fail_errno(MSCCLRT_ERR_SYSTEM, "boot: socket to %s at %s", who, where);
         boot_set_nonblock(fd, true);
-        int rc = connect(fd, &s.sa, len);
-        if (rc != 0 && errno == EINPROGRESS) {
-            int64_t left = deadline - boot_now_ms();
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            int n = left > 0 ? poll(&p, 1, (int)left) : 0;
-            if (n > 0) {
-                int err = 0;
-                socklen_t el = sizeof err;
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-                rc = err ? -1 : 0;
-                errno = err;
-            } else {
-                rc = -1;
-                errno = n == 0 ? ETIMEDOUT : errno;
+        int err = connect(fd, &s.sa, len) == 0 ? 0 : errno;
+        /* the wait serves whatever the caller must keep serving (a rank: its own listener, so
+         * that ranks connecting to each other under a flood never wait on each other) */
+        while (err == EINPROGRESS || err == EINTR) {
+            if (boot_now_ms() >= deadline) {
+                err = ETIMEDOUT;
+                break;
             }
+            wait(ctx, fd, deadline);
+            err = connect_state(fd);
         }
-        if (rc == 0) {
+        if (err == 0) {
             boot_set_nonblock(fd, false);
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -198,7 +222,7 @@ mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who
             if (attempt) LOG_INFO(LOG_SUB_BOOT, "connected to %s at %s after %d retries", who, where, attempt);
             return MSCCLRT_SUCCESS;
         }
-        last_err = errno;
+        last_err = err;
         close(fd);
         /* refused/unreachable: the other side may not be listening yet; retry until deadline */
         bool retry = last_err == ECONNREFUSED || last_err == ETIMEDOUT || last_err == ECONNRESET ||
@@ -209,11 +233,14 @@ mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who
             return rt_fail_errno(MSCCLRT_ERR_TIMEOUT, "boot: %s at %s did not accept a connection in "
                                  "%d attempts before the deadline", who, where, attempt + 1);
         }
-        struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
+        wait(ctx, -1, boot_now_ms() + 20);
     }
     errno = last_err;
     return rt_fail_errno(MSCCLRT_ERR_REMOTE, "boot: cannot connect to %s at %s", who, where);
+}
+
+mscclrt_result boot_connect(const BootAddr *a, int64_t deadline, const char *who, int *fd_out) {
+    return boot_connect_wait(a, deadline, who, NULL, NULL, fd_out);
 }
 
 /* Writes exactly n bytes; the result code only (errno kept for the caller), *left the bytes not

@@ -386,11 +386,19 @@ static mscclrt_result out_write(Boot *b, int peer, const void *buf, size_t n, in
     return MSCCLRT_SUCCESS;
 }
 
+/* boot_connect_wait's wait while this rank connects to a peer: keep serving our own listener and
+ * connections. Were we to wait on the outgoing socket alone, a flood that fills every rank's
+ * listen backlog would make each rank wait for a peer that itself waits in connect, not
+ * accepting: the whole group would time out. */
+static void out_wait(void *ctx, int fd, int64_t until) {
+    boot_progress(ctx, until, fd);
+}
+
 static mscclrt_result out_open(Boot *b, int peer, int64_t deadline) {
     char who[32];
     snprintf(who, sizeof who, "rank %d", peer);
     int fd;
-    TRY(boot_connect(&b->peers[peer].listen, deadline, who, &fd));
+    TRY(boot_connect_wait(&b->peers[peer].listen, deadline, who, out_wait, b, &fd));
     boot_set_nonblock(fd, true);
     b->out_fd[peer] = fd;
     BootConnect c = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = BK_CONNECT,

@@ -22,7 +22,9 @@
  *      magic, a version, the sender, a tag and a length, all checked by the receiver; messages
  *      that arrive before they are asked for wait in a queue, so send/recv match by
  *      (peer, tag) in FIFO order and never deadlock on socket buffers (a blocked send keeps
- *      draining incoming data).
+ *      draining incoming data). While a rank connects to a peer it keeps accepting and reading
+ *      on its own listener too, so ranks that connect to each other under a flood never wait
+ *      on one another.
  *
  * The ports accept connections from anyone who can reach them. Until a connection has
  * presented the secret it is bounded in number (BOOT_PENDING_MAX; a newer one evicts the
@@ -44,6 +46,7 @@
 #ifndef MSCCLRT_BOOTSTRAP_H
 #define MSCCLRT_BOOTSTRAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -110,5 +113,21 @@ int boot_pid_of(const Boot *b, int rank);    /* process id that rank reported; -
 /* 32 bytes shared by every member of the group (the id's secret): lets transports
  * authenticate their own side channels (e.g. IPC fd passing). */
 const uint8_t *boot_secret(const Boot *b);
+
+/* ---- for every listener of the runtime that anyone may reach (boot_net.c) --------------------
+ * The bootstrap's ports and the socket transport's listener (runtime/net) refuse connections
+ * that do not present the group's secret with the same three helpers. */
+/* Whether two BOOT_SECRET_BYTES (32) secrets are equal, in time independent of where they differ
+ * (a refused guess learns nothing about how close it came). */
+bool boot_secret_equal(const uint8_t *a, const uint8_t *b);
+/* Refusals of unauthenticated connections, logged at WARN at most once per BOOT_WARN_EVERY_MS
+ * (1000); the line after a quiet spell says how many were not logged. Zero-initialise. */
+typedef struct BootRate { int64_t next_ms; unsigned skipped; } BootRate;
+#define BOOT_WARN_LIMITED(rate, ...) boot_warn_limited(rate, __FILE__, __LINE__, __VA_ARGS__)
+void boot_warn_limited(BootRate *r, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Whether accept(2) failed because descriptors or kernel memory ran out (retrying at once
+ * would fail again: the caller must free one or back off). */
+bool boot_accept_exhausted(int err);
 
 #endif

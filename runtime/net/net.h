@@ -40,6 +40,7 @@
 static inline bool net_is_window(uint64_t addr) { return (addr >> 56) == (NET_WIN_TAG >> 56); }
 
 typedef struct Net Net;
+struct NetAddr;   /* a listen address (net_internal.h) */
 
 typedef struct NetOptions {
     bool host_mem;          /* buffers are host memory (tests, benchmarks): no CUDA at all */
@@ -49,6 +50,10 @@ typedef struct NetOptions {
     int nsocks;             /* socket backend: sockets per peer pair; <= 0: MSCCLRT_SOCKET_NSOCKS */
     const char *force;      /* "socket" or "ib"; NULL: MSCCLRT_NET, else automatic */
     const char *ifname;     /* socket backend interface list; NULL: MSCCLRT_SOCKET_IFNAME */
+    /* tests: the socket backend calls it once the listen addresses are exchanged, before it
+     * connects or accepts (mine: this rank's listener), so a test can aim connections at it */
+    void (*on_listen)(void *arg, const struct NetAddr *mine);
+    void *on_listen_arg;
 } NetOptions;
 
 /* What a rank sends a peer so the peer can write into one of its buffers. Wire format. */

@@ -146,10 +146,9 @@ bool net_peer_remote(const Net *n, int peer) {
     return n && peer >= 0 && peer < n->nranks && n->remote[peer];
 }
 
-bool net_region_get(Net *n, uint32_t id, NetRegion *out) {
+bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *addr) {
     pthread_mutex_lock(&n->mu);
-    bool ok = id >= 1 && (int)id <= n->nregs && n->regs[id - 1].owner;
-    if (ok) *out = n->regs[id - 1];
+    bool ok = net_region_span(n->regs, (uint32_t)n->nregs, id, off, len, addr);
     pthread_mutex_unlock(&n->mu);
     return ok;
 }
@@ -205,6 +204,9 @@ mscclrt_result net_import(Net *n, const void *owner, int peer, const NetMemDesc 
     if (d->magic != NET_DESC_MAGIC || d->version != NET_DESC_VERSION)
         return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d sent a malformed memory descriptor "
                        "(magic 0x%x, version %u)", peer, d->magic, d->version);
+    if (d->id == 0)
+        return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d sent a memory descriptor of region 0 "
+                       "(region ids start at 1)", peer);
     if (d->owner != peer)
         return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d sent a memory descriptor of rank %d",
                        peer, d->owner);

@@ -67,11 +67,110 @@ extern const NetBackend net_ib;
 void net_set_error(Net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* MSCCLRT_SUCCESS, or MSCCLRT_ERR_REMOTE carrying the recorded failure. */
 mscclrt_result net_check(Net *n);
-/* Copies region id's fields out under the lock; false when id names no live region. */
-bool net_region_get(Net *n, uint32_t id, NetRegion *out);
+/* Under the tables' lock: the address of [off, off+len) of local region id, if id names a live
+ * region that holds that span (net_region_span). */
+bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *addr);
 /* Whether the ib backend can run here (libibverbs loads and a device that passes
  * MSCCLRT_IB_HCA has an ACTIVE port). Quiet: logs nothing. */
 bool net_ib_usable(void);
+
+/* ==== the socket backend's messages and the receiver's checks (net_wire.c) ===================== */
+#define TCP_MAGIC   0x4d53544eu          /* "MSTN" */
+#define TCP_VERSION 1
+#define TCP_PIECE   (512u << 10)         /* bytes per PUT message, at most */
+#define TCP_SECRET  32                   /* bytes of the group's secret after a HELLO */
+
+enum { TCP_HELLO = 1, TCP_PUT = 2, TCP_SIGNAL = 3, TCP_FLUSH = 4, TCP_ACK = 5, TCP_BYE = 6 };
+
+/* Every message starts with one; a PUT's payload (len bytes) and a HELLO's secret follow. */
+typedef struct TcpHdr {
+    uint32_t magic;          /* TCP_MAGIC */
+    uint16_t version;        /* TCP_VERSION */
+    uint16_t type;           /* TCP_* */
+    uint32_t rank;           /* sender */
+    uint32_t region;         /* PUT/SIGNAL: receiver's region id; HELLO: socket index */
+    uint64_t off;            /* PUT/SIGNAL: offset in the region; HELLO: socket count */
+    uint64_t len;            /* PUT: payload bytes; SIGNAL: the value; HELLO: secret bytes */
+    uint64_t arg;            /* SIGNAL/FLUSH: pieces queued before it; ACK: pieces landed */
+} TcpHdr;
+static_assert(sizeof(TcpHdr) == 40, "TcpHdr is a wire format");
+
+/* What a receive thread knows besides the regions when it checks a header. */
+typedef struct TcpRxState {
+    uint32_t peer;           /* the rank at the other end (its HELLO was checked) */
+    uint32_t sock;           /* socket index: SIGNAL, FLUSH and ACK come on socket 0 only */
+    uint64_t need;           /* count of the last SIGNAL/FLUSH from the peer: counts never drop */
+    uint64_t asked;          /* highest count this rank sent the peer in a FLUSH: an ACK above it
+                                confirms pieces never sent */
+} TcpRxState;
+
+/* What a checked header asks of the receiver; fields by type. */
+typedef struct TcpRx {
+    int type;                /* TCP_PUT, TCP_SIGNAL, TCP_FLUSH, TCP_ACK or TCP_BYE */
+    uint32_t region;         /* PUT/SIGNAL */
+    uint64_t off;            /* PUT/SIGNAL */
+    uint64_t addr;           /* PUT/SIGNAL: local address, inside the region as registered now */
+    uint64_t len;            /* PUT: payload bytes, 1..TCP_PIECE */
+    uint64_t value;          /* SIGNAL: the 8 bytes to write */
+    uint64_t count;          /* SIGNAL/FLUSH: pieces sent before it; ACK: pieces landed */
+} TcpRx;
+
+/* The address of [off, off+len) of region id in regs[0..nregs) (id i+1 is regs[i]; live when
+ * its owner is set): true only if the whole span lies inside the region. Overflow-safe. */
+bool net_region_span(const NetRegion *regs, uint32_t nregs, uint32_t id, uint64_t off, uint64_t len,
+                     uint64_t *addr);
+/* Checks a message header (sizeof(TcpHdr) bytes, any alignment) that arrived on an introduced
+ * connection, against this rank's regions and st. Pure: the caller holds the regions' lock.
+ * true: *rx says what to do; false: why (whylen bytes) says what is wrong, without the peer. */
+bool tcp_rx_check(const void *bytes, const TcpRxState *st, const NetRegion *regs, uint32_t nregs,
+                  TcpRx *rx, char *why, size_t whylen);
+
+typedef enum {
+    TCP_HELLO_OK,            /* *rank and *sock introduce an expected socket */
+    TCP_HELLO_MALFORMED,     /* not a hello of this transport and version */
+    TCP_HELLO_UNEXPECTED,    /* a rank or socket that does not connect to this rank */
+    TCP_HELLO_NSOCKS,        /* a genuine rank (once the secret matched) set up differently */
+} TcpHelloVerdict;
+/* Checks the header of a HELLO to rank me of nranks (remote[r]: r is on another node; nsocks
+ * sockets per pair). The secret that follows is the caller's to compare (boot_secret_equal).
+ * Pure, like tcp_rx_check. */
+TcpHelloVerdict tcp_hello_check(const void *bytes, uint32_t me, uint32_t nranks, const bool *remote,
+                                uint32_t nsocks, uint32_t *rank, uint32_t *sock, char *why,
+                                size_t whylen);
+
+/* ==== the socket backend's listener during setup (net_accept.c) ================================ */
+#define NET_PENDING_MAX 256      /* connections without a whole HELLO yet; a newer one evicts the oldest */
+#define NET_HELLO_WAIT_MS 5000   /* from accept to a whole HELLO: an absolute deadline per connection */
+#define NET_ACCEPT_PAUSE_MS 100  /* descriptors ran out and nothing could be evicted: stop accepting */
+
+typedef struct NetPending NetPending;
+typedef struct NetAccept {
+    int lfd;                 /* borrowed listener (made non-blocking) */
+    int me, nranks, nsocks;  /* this rank, the group, sockets per pair */
+    const bool *remote;      /* borrowed, [nranks] */
+    const uint8_t *secret;   /* borrowed, TCP_SECRET bytes: the group's (boot_secret) */
+    int *fd;                 /* owned, [nranks * nsocks]: introduced sockets, -1 until then */
+    int missing;             /* sockets of lower remote ranks not yet introduced */
+    NetPending *pend;        /* owned, [NET_PENDING_MAX] */
+    int npend;               /* slots of pend in use */
+    int64_t pause_until;     /* not accepting before this (net_now_ms) */
+    int refused;             /* connections closed without a valid hello, for the setup's error */
+    BootRate rate;           /* WARNs about them */
+} NetAccept;
+
+/* Starts serving listener lfd for rank me: expects nsocks sockets from every remote rank below
+ * me. Borrows remote and secret. */
+mscclrt_result net_accept_init(NetAccept *a, int lfd, int me, int nranks, int nsocks,
+                               const bool *remote, const uint8_t *secret);
+/* Waits until something happens on the listener or a pending connection, on fd (>= 0) for
+ * events, or until `until` (net_now_ms), and handles it: accepts, reads hellos, closes overdue
+ * or surplus pending connections. Fails only when a rank that knows the secret was set up
+ * differently (MSCCLRT_SOCKET_NSOCKS). */
+mscclrt_result net_accept_step(NetAccept *a, int64_t until, int fd, short events);
+/* Rank's socket sock, introduced (or -1); the caller owns it from here on. */
+int net_accept_take(NetAccept *a, int rank, int sock);
+/* Closes everything not taken. */
+void net_accept_fini(NetAccept *a);
 
 /* ==== sockets (net_sock.c) ================================================================== */
 typedef struct NetAddr {             /* an exchanged listen address; wire format */
@@ -91,6 +190,14 @@ mscclrt_result net_sock_pick(const char *ifname, NetAddr *a);
 mscclrt_result net_sock_listen(NetAddr *a, int *fd);
 /* Connects to a within timeout_ms; peer names the rank for messages. */
 mscclrt_result net_sock_connect(const NetAddr *a, int peer, int timeout_ms, int *fd);
+/* How net_sock_connect_wait waits: until `until` (net_now_ms) or fd becomes writable, whichever
+ * comes first (returning early is fine). */
+typedef void (*NetWaitFn)(void *ctx, int fd, int64_t until);
+/* net_sock_connect before deadline (net_now_ms; timeout_ms only names the limit in the error),
+ * waiting through wait(ctx, ...) so the caller keeps serving its listener (NULL: plain poll). */
+mscclrt_result net_sock_connect_wait(const NetAddr *a, int peer, int64_t deadline, int timeout_ms,
+                                     NetWaitFn wait, void *ctx, int *fd);
+int64_t net_now_ms(void);            /* CLOCK_MONOTONIC */
 /* All of buf, waiting at most timeout_ms for progress (< 0: forever). 0, or -1 with errno
  * (ETIMEDOUT when the wait ran out, EPIPE when the peer closed). */
 int net_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);

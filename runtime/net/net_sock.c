@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 void net_sock_format(const NetAddr *a, char *buf, size_t len) {
@@ -112,36 +113,50 @@ mscclrt_result net_sock_listen(NetAddr *a, int *fd_out) {
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result net_sock_connect(const NetAddr *a, int peer, int timeout_ms, int *fd_out) {
+int64_t net_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits on fd alone: net_sock_connect has nothing else to serve. */
+static void wait_fd(void *ctx, int fd, int64_t until) {
+    (void)ctx;
+    int64_t left = until - net_now_ms();
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    if (left > 0) poll(&p, 1, (int)left);
+}
+
+mscclrt_result net_sock_connect_wait(const NetAddr *a, int peer, int64_t deadline, int timeout_ms,
+                                     NetWaitFn wait, void *ctx, int *fd_out) {
     char s[80];
     net_sock_format(a, s, sizeof s);
     if (a->magic != NET_ADDR_MAGIC || a->version != 1 ||
         (a->family != AF_INET && a->family != AF_INET6))
         return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d published a malformed listen address",
                        peer);
+    if (!wait) wait = wait_fd;
     struct sockaddr_storage ss;
     socklen_t len = to_sockaddr(a, &ss);
     int fd = socket(a->family == AF_INET6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) return rt_fail_errno(MSCCLRT_ERR_SYSTEM, "net: socket");
     int fl = fcntl(fd, F_GETFL);
     fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-    int rc = connect(fd, (struct sockaddr *)&ss, len);
-    if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        int pr;
-        do pr = poll(&p, 1, timeout_ms); while (pr < 0 && errno == EINTR);
-        if (pr == 0) {
+    int err = connect(fd, (struct sockaddr *)&ss, len) == 0 ? 0 : errno;
+    while (err == EINPROGRESS || err == EINTR) {
+        if (net_now_ms() >= deadline) {
             close(fd);
             return rt_fail(MSCCLRT_ERR_TIMEOUT, "net: connecting to rank %d at %s: no answer "
                            "within %d ms (MSCCLRT_NET_TIMEOUT_MS)", peer, s, timeout_ms);
         }
-        int e = 0;
-        socklen_t el = sizeof e;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-        rc = e ? -1 : 0;
-        errno = e;
+        wait(ctx, fd, deadline);
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        if (poll(&p, 1, 0) <= 0) continue;
+        socklen_t el = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
     }
-    if (rc != 0) {
+    if (err != 0) {
+        errno = err;
         mscclrt_result r = rt_fail_errno(MSCCLRT_ERR_REMOTE, "net: connecting to rank %d at %s",
                                          peer, s);
         close(fd);
@@ -151,6 +166,10 @@ mscclrt_result net_sock_connect(const NetAddr *a, int peer, int timeout_ms, int 
     tune(fd);
     *fd_out = fd;
     return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result net_sock_connect(const NetAddr *a, int peer, int timeout_ms, int *fd_out) {
+    return net_sock_connect_wait(a, peer, net_now_ms() + timeout_ms, timeout_ms, NULL, NULL, fd_out);
 }
 
 /* One direction of a whole-buffer transfer; poll() bounds every wait for progress. */

@@ -4,8 +4,11 @@
  * Connections: every rank listens on one address (net_sock_pick) and publishes it with a
  * bootstrap allgather; for each pair of ranks on different nodes the lower rank opens nsocks
  * connections to the higher one and introduces each with a HELLO (rank, socket index, socket
- * count, the group's secret). All connects happen before any accept: they complete in the
- * listen backlog, so no order of ranks can deadlock.
+ * count, the group's secret). A rank first connects to the ranks above it, then waits for those
+ * below, all before one deadline (MSCCLRT_NET_TIMEOUT_MS), and serves its listener throughout
+ * (net_accept.c: every pending connection read at once, each with an absolute hello deadline,
+ * at most NET_PENDING_MAX of them), so neither the order of ranks nor strangers connecting to
+ * the port can stall the setup past its timeout.
  *
  * Threads: each socket has a sender (tx) and a receiver (rx) thread. The proxy thread only
  * queues work: a put is cut into pieces of at most TCP_PIECE bytes spread round-robin over the
@@ -21,7 +24,8 @@
  * answers a FLUSH (ACK) only once landed >= need. net_flush waits for every peer's ACK.
  *
  * Wire: every message starts with a TcpHdr (magic, version, type, sender rank, region, offset,
- * length, argument), checked by the receiver before it touches memory; a PUT's payload follows.
+ * length, argument), checked by the receiver against its registered regions before it touches
+ * memory (net_wire.c: pure functions, fuzzed by tests/fuzz/fuzz_net.c); a PUT's payload follows.
  * Failures (a closed connection, a malformed header, a peer that stops reading or answering
  * for MSCCLRT_NET_TIMEOUT_MS) are recorded once with the peer's rank and returned by the next
  * call; a clean shutdown sends BYE first so the peer knows the close is not a failure.
@@ -43,26 +47,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TCP_MAGIC   0x4d53544eu          /* "MSTN" */
-#define TCP_VERSION 1
-#define TCP_PIECE   (512u << 10)         /* bytes per PUT message */
 #define TCP_SLOTS   4                    /* device mode: pinned staging pieces per socket */
 #define TCP_QMAX    64                   /* queued items per socket */
-#define TCP_SECRET  32
-
-enum { TCP_HELLO = 1, TCP_PUT = 2, TCP_SIGNAL = 3, TCP_FLUSH = 4, TCP_ACK = 5, TCP_BYE = 6 };
-
-typedef struct TcpHdr {
-    uint32_t magic;          /* TCP_MAGIC */
-    uint16_t version;        /* TCP_VERSION */
-    uint16_t type;           /* TCP_* */
-    int32_t rank;            /* sender */
-    uint32_t region;         /* PUT/SIGNAL: receiver's region id; HELLO: socket index */
-    uint64_t off;            /* PUT/SIGNAL: offset in the region; HELLO: socket count */
-    uint64_t len;            /* PUT: payload bytes; SIGNAL: the value; HELLO: secret bytes */
-    uint64_t arg;            /* SIGNAL/FLUSH: pieces queued before it; ACK: pieces landed */
-} TcpHdr;
-static_assert(sizeof(TcpHdr) == 40, "TcpHdr is a wire format");
+#define TCP_PEND_MAX (1u << 16)          /* a peer's SIGNAL/FLUSH waiting for its data, at most */
 
 typedef struct TcpItem {
     TcpHdr h;
@@ -104,6 +91,8 @@ struct TcpPeer {
     uint64_t landed;         /* pieces from this peer written into our memory */
     TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for landed >= need */
     size_t phead, ptail, pcap;
+    uint64_t need;           /* count of the last SIGNAL/FLUSH received (tcp_rx_check) */
+    uint64_t asked;          /* highest count sent in a FLUSH: an ACK may not exceed it */
     uint64_t acked;          /* highest ACK from the peer */
     bool gone;               /* the peer said BYE */
 };
@@ -136,7 +125,7 @@ static struct timespec deadline_in(int ms) {
 
 static TcpHdr hdr(Net *n, int type) {
     return (TcpHdr){.magic = TCP_MAGIC, .version = TCP_VERSION, .type = (uint16_t)type,
-                    .rank = n->rank};
+                    .rank = (uint32_t)n->rank};
 }
 
 static const char *cu_name(CuResult r) {
@@ -165,20 +154,19 @@ static bool pending_run(TcpPeer *p, TcpSock *via) {
         TcpPending *e = &p->pend[p->phead % p->pcap];
         if (e->need > p->landed) break;
         if (e->type == TCP_SIGNAL) {
-            NetRegion r;
-            if (!net_region_get(n, e->region, &r) || e->off > r.bytes || r.bytes - e->off < 8 ||
-                e->off % 8) {
+            /* checked on arrival; checked again now: the region may have been released since */
+            uint64_t addr;
+            if (!net_region_addr(n, e->region, e->off, 8, &addr)) {
                 net_set_error(n, "net: rank %d signalled offset %llu of region %u, which this "
-                              "rank has not registered that large", p->rank,
+                              "rank no longer has registered that large", p->rank,
                               (unsigned long long)e->off, e->region);
                 return false;
             }
             if (n->opt.host_mem) {
-                __atomic_store_n((uint64_t *)(uintptr_t)(r.base + e->off), e->value,
-                                 __ATOMIC_RELEASE);
+                __atomic_store_n((uint64_t *)(uintptr_t)addr, e->value, __ATOMIC_RELEASE);
             } else {
                 uint64_t v = e->value;
-                CuResult cr = cu.cuMemcpyHtoDAsync(r.base + e->off, &v, 8, via->rx_stream);
+                CuResult cr = cu.cuMemcpyHtoDAsync(addr, &v, 8, via->rx_stream);
                 if (cr == CU_OK) cr = cu.cuStreamSynchronize(via->rx_stream);
                 if (cr != CU_OK) {
                     net_set_error(n, "net: writing rank %d's signal: cuMemcpyHtoDAsync: %s",
@@ -200,10 +188,18 @@ static bool pending_run(TcpPeer *p, TcpSock *via) {
 }
 
 static bool pending_push(TcpPeer *p, const TcpPending *e) {
+    if (p->ptail - p->phead >= TCP_PEND_MAX) {
+        net_set_error(p->t->n, "net: rank %d has %u signals and flushes waiting for data it has "
+                      "not sent", p->rank, TCP_PEND_MAX);
+        return false;
+    }
     if (p->ptail - p->phead == p->pcap) {
         size_t cap = p->pcap ? p->pcap * 2 : 64;
         TcpPending *np = malloc(cap * sizeof *np);
-        if (!np) return false;
+        if (!np) {
+            net_set_error(p->t->n, "net: out of memory queueing rank %d's signals", p->rank);
+            return false;
+        }
         for (size_t i = 0; i < p->pcap; i++) np[i] = p->pend[(p->phead + i) % p->pcap];
         p->ptail -= p->phead;
         p->phead = 0;
@@ -215,29 +211,41 @@ static bool pending_push(TcpPeer *p, const TcpPending *e) {
     return true;
 }
 
-/* Receives one PUT's payload into the region; false (error recorded) on failure. */
-static bool rx_put(TcpSock *s, const TcpHdr *h) {
+/* Checks a header from the peer (tcp_rx_check, under the peer's and the tables' locks, in
+ * pending_run's order); false: error recorded, naming the peer. */
+static bool rx_check(TcpSock *s, const TcpHdr *h, TcpRx *rx) {
     TcpPeer *p = s->peer;
     Net *n = p->t->n;
-    NetRegion r;
-    if (!net_region_get(n, h->region, &r) || h->off > r.bytes || h->len > r.bytes - h->off ||
-        h->len > TCP_PIECE) {
-        net_set_error(n, "net: rank %d sent a put of %llu bytes at offset %llu of region %u, "
-                      "which this rank has not registered that large", p->rank,
-                      (unsigned long long)h->len, (unsigned long long)h->off, h->region);
-        return false;
-    }
+    char why[256];
+    pthread_mutex_lock(&p->mu);
+    TcpRxState st = {.peer = (uint32_t)p->rank, .sock = (uint32_t)s->idx, .need = p->need,
+                     .asked = p->asked};
+    pthread_mutex_lock(&n->mu);
+    bool ok = tcp_rx_check(h, &st, n->regs, (uint32_t)n->nregs, rx, why, sizeof why);
+    pthread_mutex_unlock(&n->mu);
+    if (ok && (rx->type == TCP_SIGNAL || rx->type == TCP_FLUSH)) p->need = rx->count;
+    pthread_mutex_unlock(&p->mu);
+    if (!ok)
+        net_set_error(n, "net: rank %d sent a malformed message on socket %d: %s", p->rank,
+                      s->idx, why);
+    return ok;
+}
+
+/* Receives one checked PUT's payload into its region; false (error recorded) on failure. */
+static bool rx_put(TcpSock *s, const TcpRx *rx) {
+    TcpPeer *p = s->peer;
+    Net *n = p->t->n;
     int to = n->opt.timeout_ms;
     if (n->opt.host_mem) {
-        if (net_sock_recv_all(s->fd, (void *)(uintptr_t)(r.base + h->off), h->len, to) != 0)
+        if (net_sock_recv_all(s->fd, (void *)(uintptr_t)rx->addr, rx->len, to) != 0)
             goto recv_fail;
     } else {
-        if (net_sock_recv_all(s->fd, s->rx_stage, h->len, to) != 0) goto recv_fail;
-        CuResult cr = cu.cuMemcpyHtoDAsync(r.base + h->off, s->rx_stage, h->len, s->rx_stream);
+        if (net_sock_recv_all(s->fd, s->rx_stage, rx->len, to) != 0) goto recv_fail;
+        CuResult cr = cu.cuMemcpyHtoDAsync(rx->addr, s->rx_stage, rx->len, s->rx_stream);
         if (cr == CU_OK) cr = cu.cuStreamSynchronize(s->rx_stream);
         if (cr != CU_OK) {
             net_set_error(n, "net: writing %llu bytes from rank %d into device memory: "
-                          "cuMemcpyHtoDAsync: %s", (unsigned long long)h->len, p->rank,
+                          "cuMemcpyHtoDAsync: %s", (unsigned long long)rx->len, p->rank,
                           cu_name(cr));
             return false;
         }
@@ -275,35 +283,26 @@ static void *rx_main(void *arg) {
                               errno == EPIPE ? "" : strerror(errno));
             break;
         }
-        if (h.magic != TCP_MAGIC || h.version != TCP_VERSION || h.rank != p->rank) {
-            net_set_error(n, "net: malformed message on socket %d from rank %d (magic 0x%x, "
-                          "version %u, rank %d)", s->idx, p->rank, h.magic, h.version, h.rank);
-            break;
-        }
+        TcpRx rx;
+        if (!rx_check(s, &h, &rx)) break;   /* nothing of it touched memory */
         bool ok = true;
-        if (h.type == TCP_PUT) {
-            ok = rx_put(s, &h);
-        } else if (h.type == TCP_SIGNAL || h.type == TCP_FLUSH) {
-            TcpPending e = {h.type, h.region, h.off, h.len, h.arg};
+        if (rx.type == TCP_PUT) {
+            ok = rx_put(s, &rx);
+        } else if (rx.type == TCP_SIGNAL || rx.type == TCP_FLUSH) {
+            TcpPending e = {rx.type, rx.region, rx.off, rx.value, rx.count};
             pthread_mutex_lock(&p->mu);
             ok = pending_push(p, &e) && pending_run(p, s);
             pthread_mutex_unlock(&p->mu);
-            if (!ok && atomic_load(&n->failed) != 1)
-                net_set_error(n, "net: out of memory queueing rank %d's signals", p->rank);
-        } else if (h.type == TCP_ACK) {
+        } else if (rx.type == TCP_ACK) {
             pthread_mutex_lock(&p->mu);
-            if (h.arg > p->acked) p->acked = h.arg;
+            if (rx.count > p->acked) p->acked = rx.count;
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
-        } else if (h.type == TCP_BYE) {
+        } else {   /* TCP_BYE */
             pthread_mutex_lock(&p->mu);
             p->gone = true;
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
-        } else {
-            net_set_error(n, "net: rank %d sent unknown message type %u on socket %d", p->rank,
-                          h.type, s->idx);
-            ok = false;
         }
         if (!ok) break;
     }
@@ -472,6 +471,7 @@ static mscclrt_result tcp_flush(Net *n) {
         if (!p) continue;
         pthread_mutex_lock(&p->mu);
         bool due = p->acked < p->sent;
+        if (due) p->asked = p->sent;   /* before the FLUSH leaves: its ACK may come at once */
         pthread_mutex_unlock(&p->mu);
         if (!due) continue;
         TcpItem it = {.h = hdr(n, TCP_FLUSH), .slot = -1};
@@ -584,64 +584,84 @@ static void tcp_close(Net *n) {
     n->be_state = NULL;
 }
 
-/* Accepts the connections of every remote rank below us (nsocks each) until timeout. */
-static mscclrt_result accept_all(Tcp *t, int lfd, const uint8_t *secret) {
+/* A connect to a higher rank waits here: serving our own listener meanwhile (its hellos, a
+ * flood) so that no rank's setup waits on another's connects. */
+typedef struct ConnWait { NetAccept *acc; mscclrt_result res; } ConnWait;
+
+static void connect_wait(void *ctx, int fd, int64_t until) {
+    ConnWait *w = ctx;
+    if (w->res == MSCCLRT_SUCCESS) {
+        w->res = net_accept_step(w->acc, until, fd, POLLOUT);
+        return;
+    }
+    int64_t left = until - net_now_ms();   /* the setup failed: just let the connect finish */
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    if (left > 0) poll(&p, 1, (int)left);
+}
+
+/* Opens and introduces the nsocks connections to every remote rank above us, then waits for
+ * those of every remote rank below us, all before one deadline; the listener is served
+ * throughout (net_accept.c). */
+static mscclrt_result setup_sockets(Tcp *t, int lfd, const NetAddr *addrs) {
     Net *n = t->n;
-    int want = 0;
-    for (int q = 0; q < n->rank; q++) want += n->remote[q] ? t->nsocks : 0;
-    double end = now_ms() + n->opt.timeout_ms;
-    while (want > 0) {
-        int left = (int)(end - now_ms());
-        struct pollfd pf = {.fd = lfd, .events = POLLIN};
-        int pr = left > 0 ? poll(&pf, 1, left) : 0;
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr <= 0) {
+    const uint8_t *secret = boot_secret(n->boot);
+    const int64_t t0 = net_now_ms(), deadline = t0 + n->opt.timeout_ms;
+    NetAccept acc;
+    TRY(net_accept_init(&acc, lfd, n->rank, n->nranks, t->nsocks, n->remote, secret));
+    ConnWait w = {.acc = &acc, .res = MSCCLRT_SUCCESS};
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (int q = n->rank + 1; q < n->nranks; q++) {
+        if (!n->remote[q]) continue;
+        for (int i = 0; i < t->nsocks; i++) {
+            int fd = -1;
+            TRY_GOTO(net_sock_connect_wait(&addrs[q], q, deadline, n->opt.timeout_ms,
+                                           connect_wait, &w, &fd), res, out);
+            TRY_GOTO(w.res, res, out);
+            t->peers[q]->s[i].fd = fd;
+            TcpHdr h = hdr(n, TCP_HELLO);
+            h.region = (uint32_t)i;
+            h.off = (uint64_t)t->nsocks;
+            h.len = TCP_SECRET;
+            int left = (int)(deadline - net_now_ms());
+            if (left < 1) left = 1;
+            if (net_sock_send_all(fd, &h, sizeof h, left) != 0 ||
+                net_sock_send_all(fd, secret, TCP_SECRET, left) != 0) {
+                res = rt_fail_errno(MSCCLRT_ERR_REMOTE, "net: rank %d: introducing socket %d "
+                                    "to rank %d", n->rank, i, q);
+                goto out;
+            }
+        }
+    }
+    while (acc.missing > 0) {
+        if (net_now_ms() >= deadline) {
             char missing[256] = "";
             size_t k = 0;
             for (int q = 0; q < n->rank && k + 12 < sizeof missing; q++) {
                 if (!n->remote[q]) continue;
                 for (int i = 0; i < t->nsocks; i++)
-                    if (t->peers[q]->s[i].fd < 0) {
+                    if (acc.fd[q * t->nsocks + i] < 0) {
                         k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%d",
                                               k ? ", " : "", q);
                         break;
                     }
             }
-            return rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: no connection from rank(s) %s "
-                           "within %d ms (MSCCLRT_NET_TIMEOUT_MS)", n->rank, missing,
-                           n->opt.timeout_ms);
+            char refused[160] = "";
+            if (acc.refused)
+                snprintf(refused, sizeof refused, "; meanwhile %d other connection(s) were "
+                         "refused (no valid hello with the group's secret)", acc.refused);
+            res = rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: no connection from rank(s) %s "
+                          "after %lld ms (MSCCLRT_NET_TIMEOUT_MS=%d)%s", n->rank, missing,
+                          (long long)(net_now_ms() - t0), n->opt.timeout_ms, refused);
+            goto out;
         }
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0) continue;
-        TcpHdr h;
-        uint8_t sec[TCP_SECRET];
-        int hello_ms = left < 5000 ? left : 5000;   /* a stray connection cannot stall us */
-        if (net_sock_recv_all(fd, &h, sizeof h, hello_ms) != 0 || h.magic != TCP_MAGIC ||
-            h.version != TCP_VERSION || h.type != TCP_HELLO || h.len != TCP_SECRET ||
-            net_sock_recv_all(fd, sec, sizeof sec, hello_ms) != 0 ||
-            memcmp(sec, secret, TCP_SECRET) != 0) {
-            LOG_WARN("rank %d: net: refused a connection without a valid hello", n->rank);
-            close(fd);
-            continue;
-        }
-        if (h.rank < 0 || h.rank >= n->rank || !n->remote[h.rank] || h.region >= 16 ||
-            (int)h.off != t->nsocks || t->peers[h.rank]->s[h.region].fd >= 0) {
-            close(fd);
-            if ((int)h.off != t->nsocks && h.rank >= 0 && h.rank < n->nranks)
-                return rt_fail(MSCCLRT_ERR_INVALID_USAGE, "net: rank %d uses %llu sockets per "
-                               "peer, rank %d uses %d (set MSCCLRT_SOCKET_NSOCKS alike "
-                               "everywhere)", h.rank, (unsigned long long)h.off, n->rank,
-                               t->nsocks);
-            LOG_WARN("rank %d: net: refused an unexpected connection claiming rank %d socket "
-                     "%u", n->rank, h.rank, h.region);
-            continue;
-        }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);   /* signals are tiny */
-        t->peers[h.rank]->s[h.region].fd = fd;
-        want--;
+        TRY_GOTO(net_accept_step(&acc, deadline, -1, 0), res, out);
     }
-    return MSCCLRT_SUCCESS;
+    for (int q = 0; q < n->rank; q++)
+        for (int i = 0; n->remote[q] && i < t->nsocks; i++)
+            t->peers[q]->s[i].fd = net_accept_take(&acc, q, i);
+out:
+    net_accept_fini(&acc);
+    return res;
 }
 
 static mscclrt_result tcp_connect(Net *n) {
@@ -689,26 +709,8 @@ static mscclrt_result tcp_connect(Net *n) {
                  "per peer", n->rank, s, me->ifname, t->nsocks);
     }
     TRY_GOTO(boot_allgather(n->boot, addrs, sizeof *addrs), res, fail);
-    const uint8_t *secret = boot_secret(n->boot);
-    for (int q = n->rank + 1; q < n->nranks; q++) {
-        if (!n->remote[q]) continue;
-        for (int i = 0; i < t->nsocks; i++) {
-            int fd = -1;
-            TRY_GOTO(net_sock_connect(&addrs[q], q, n->opt.timeout_ms, &fd), res, fail);
-            t->peers[q]->s[i].fd = fd;
-            TcpHdr h = hdr(n, TCP_HELLO);
-            h.region = (uint32_t)i;
-            h.off = (uint64_t)t->nsocks;
-            h.len = TCP_SECRET;
-            if (net_sock_send_all(fd, &h, sizeof h, n->opt.timeout_ms) != 0 ||
-                net_sock_send_all(fd, secret, TCP_SECRET, n->opt.timeout_ms) != 0) {
-                res = rt_fail_errno(MSCCLRT_ERR_REMOTE, "net: rank %d: introducing socket %d "
-                                    "to rank %d", n->rank, i, q);
-                goto fail;
-            }
-        }
-    }
-    TRY_GOTO(accept_all(t, lfd, secret), res, fail);
+    if (n->opt.on_listen) n->opt.on_listen(n->opt.on_listen_arg, me);
+    TRY_GOTO(setup_sockets(t, lfd, addrs), res, fail);
     close(lfd);
     lfd = -1;
     for (int q = 0; q < n->nranks; q++) {

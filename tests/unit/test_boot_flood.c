@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -621,6 +622,129 @@ static void test_peer_emfile(char *log) {
     CHECK(warn <= 5);
 }
 
+/* ---- every rank's listener flooded at once: a group of threads ------------------------------- */
+
+#define GROUP 3
+#define GROUP_TIMEOUT_MS 6000
+#define FLOOD_HOLD 64   /* connections a flooder keeps open per target before resetting the oldest */
+
+typedef struct {
+    BootAddr target[GROUP];
+    _Atomic int stop;
+    _Atomic long made;  /* connections started */
+} Flood;
+
+/* Hammers every listener: non-blocking connects, each reset (no TIME_WAIT) once FLOOD_HOLD newer
+ * ones are open to the same target. A reset connection still occupies its slot in the listen
+ * backlog until accepted, so a listener nobody serves stays full. */
+static void *flooder(void *arg) {
+    Flood *f = arg;
+    static int ring[GROUP][FLOOD_HOLD];
+    int at[GROUP] = {0};
+    for (int t = 0; t < GROUP; t++)
+        for (int k = 0; k < FLOOD_HOLD; k++) ring[t][k] = -1;
+    while (!atomic_load(&f->stop)) {
+        for (int t = 0; t < GROUP; t++) {
+            BootSockAddr s;
+            socklen_t len;
+            boot_addr_to_sock(&f->target[t], &s, &len);
+            int fd = socket(s.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) continue;
+            if (connect(fd, &s.sa, len) != 0 && errno != EINPROGRESS) {
+                close(fd);
+                continue;
+            }
+            atomic_fetch_add(&f->made, 1);
+            int *slot = &ring[t][at[t]++ % FLOOD_HOLD];
+            if (*slot >= 0) {
+                struct linger lg = {1, 0};
+                setsockopt(*slot, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+                close(*slot);
+            }
+            *slot = fd;
+        }
+    }
+    for (int t = 0; t < GROUP; t++)
+        for (int k = 0; k < FLOOD_HOLD; k++)
+            if (ring[t][k] >= 0) close(ring[t][k]);
+    return NULL;
+}
+
+typedef struct {
+    const BootId *id;
+    int rank;
+    Boot *b;
+    pthread_barrier_t *go;    /* every rank joined; the flood has run a while */
+    mscclrt_result res;
+    int64_t took_ms;          /* the first allgather (which opens the peer connections) */
+    char err[512];
+} GroupRank;
+
+static void *group_rank(void *arg) {
+    GroupRank *g = arg;
+    g->res = boot_init(&g->b, g->id, g->rank, GROUP, GROUP_TIMEOUT_MS);
+    if (g->res != MSCCLRT_SUCCESS) snprintf(g->err, sizeof g->err, "%s", mscclrt_last_error());
+    pthread_barrier_wait(g->go);   /* main starts the flood and waits for it to fill the backlogs */
+    pthread_barrier_wait(g->go);
+    if (g->res != MSCCLRT_SUCCESS) return NULL;
+    int v[GROUP] = {0};
+    v[g->rank] = 100 + g->rank;
+    int64_t t0 = boot_now_ms();
+    g->res = boot_allgather(g->b, v, sizeof(int));
+    g->took_ms = boot_now_ms() - t0;
+    for (int q = 0; q < GROUP && g->res == MSCCLRT_SUCCESS; q++)
+        if (v[q] != 100 + q) g->res = MSCCLRT_ERR_INTERNAL;
+    if (g->res != MSCCLRT_SUCCESS) snprintf(g->err, sizeof g->err, "%s", mscclrt_last_error());
+    return NULL;
+}
+
+/* Ranks that connect to each other while every listener is flooded: each keeps accepting (and
+ * evicting the flood) while its own connect is under way, so the group's first allgather
+ * completes. (Were a connecting rank to stop serving its listener, every rank would wait on a
+ * peer that waits on another, and all would time out.) */
+static void test_group_flood(void) {
+    BootId id;
+    CHECK_OK(boot_get_unique_id(&id));
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, GROUP + 1);
+    GroupRank g[GROUP];
+    pthread_t th[GROUP];
+    for (int r = 0; r < GROUP; r++) {
+        g[r] = (GroupRank){.id = &id, .rank = r, .go = &go};
+        pthread_create(&th[r], NULL, group_rank, &g[r]);
+    }
+    pthread_barrier_wait(&go);
+    static Flood f;
+    atomic_init(&f.stop, 0);
+    atomic_init(&f.made, 0);
+    bool joined = g[0].res == MSCCLRT_SUCCESS;
+    for (int r = 0; r < GROUP && joined; r++) f.target[r] = *boot_listen_addr(g[0].b, r);
+    pthread_t ft;
+    if (joined) pthread_create(&ft, NULL, flooder, &f);
+    /* nobody serves the listeners yet: their backlogs (1024) fill */
+    for (int64_t until = boot_now_ms() + 5000; f.made < 4 * 1024 * GROUP && boot_now_ms() < until;)
+        sleep_ms(50);
+    long before = f.made;
+    int64_t t0 = boot_now_ms();
+    pthread_barrier_wait(&go);
+    for (int r = 0; r < GROUP; r++) pthread_join(th[r], NULL);
+    int64_t took = boot_now_ms() - t0;
+    atomic_store(&f.stop, 1);
+    if (joined) pthread_join(ft, NULL);
+    fprintf(stderr, "group of %d under a flood of every listener (%ld connections before the "
+            "allgather, %ld during it): allgather took %lld ms (timeout %d)\n", GROUP, before,
+            f.made - before, (long long)took, GROUP_TIMEOUT_MS);
+    for (int r = 0; r < GROUP; r++) {
+        CHECK_EQ_INT(MSCCLRT_SUCCESS, g[r].res);
+        if (g[r].res != MSCCLRT_SUCCESS) fprintf(stderr, "  rank %d: %s\n", r, g[r].err);
+        else CHECK(g[r].took_ms < GROUP_TIMEOUT_MS);
+        boot_close(g[r].b);
+    }
+    CHECK(before >= 4 * 1024 * GROUP);   /* the backlogs were full when the allgather began */
+    CHECK(f.made > before);              /* and the flood went on during it */
+    pthread_barrier_destroy(&go);
+}
+
 int main(int argc, char **argv) {
     if (argc > 2 && strcmp(argv[1], "--host") == 0) return host_main(atoi(argv[2]));
     alarm(240);
@@ -636,6 +760,10 @@ int main(int argc, char **argv) {
     setenv("MSCCLRT_DEBUG", "WARN", 1);
     setenv("MSCCLRT_DEBUG_FILE", log, 1);
     unsetenv("MSCCLRT_DEBUG_SUBSYS");
+    if (argc > 1 && strcmp(argv[1], "--group") == 0) {   /* that case alone, to reproduce it */
+        TEST("boot/flood-every-rank-while-connecting", test_group_flood());
+        return harness_report();
+    }
     TEST("boot/flood-root", test_root_flood());
     TEST("boot/flood-root-emfile", test_root_emfile());
     TEST("boot/busy-root-retry", test_busy_retry());
@@ -643,6 +771,7 @@ int main(int argc, char **argv) {
     TEST("boot/flood-peer-emfile", test_peer_emfile(log));
     TEST("boot/msg-huge-announce", CHECK_EQ_INT(0, run_pair(huge_receiver, huge_sender, 10000, 10000)));
     TEST("boot/msg-grows-as-bytes-arrive", CHECK_EQ_INT(0, run_pair(partial_receiver, partial_sender, 1500, 10000)));
+    TEST("boot/flood-every-rank-while-connecting", test_group_flood());
     TEST("boot/msg-queue-bound", CHECK_EQ_INT(0, run_pair(queue_receiver, queue_sender, 1500, 10000)));
     if (!h_failed) unlink(log);
     return harness_report();

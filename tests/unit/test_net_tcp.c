@@ -73,9 +73,7 @@ static int rank_fault(int rank, int n, const BootId *id, int mode) {
           net_flush(s.net) != MSCCLRT_SUCCESS);
     CHECK(now_s() - t0 < 5.0);
     free(src);
-    net_release(s.net, &s);
-    net_destroy(s.net);
-    boot_close(s.boot);
+    side_close(&s);
     return h_failed ? 1 : 0;
 }
 

@@ -1,9 +1,10 @@
 /*
- * test_net_util.h - what the network transport tests share (test_net_tcp.c, test_net_ib.c): a
- * rank's side of the exchange (a receive area and one counter per sender, registered and
- * imported by every remote rank), waiting on a counter, the byte pattern and its check, and the
- * re-executed children that are the ranks (MSCCLRT_HOSTID splits them into "nodes"; the
- * environment is read once per process). Static functions: each test includes it once.
+ * test_net_util.h - what the network transport tests share (test_net_tcp.c, test_net_ib.c,
+ * test_net_hostile.c): a rank's side of the exchange (a receive area and one counter per
+ * sender, registered and imported by every remote rank), waiting on a counter, the byte
+ * pattern and its check, and the re-executed children that are the ranks (MSCCLRT_HOSTID
+ * splits them into "nodes"; the environment is read once per process). Static functions: each
+ * test includes it once.
  * The includer defines BIG (bytes per sender in the receive area) first.
  */
 #ifndef TEST_NET_UTIL_H
