@@ -87,7 +87,7 @@ typedef struct AlgoComm {
     MnArgs last_args;
 } AlgoComm;
 /* The comm's algorithm state, created on first use (NULL only on out of memory, with the error
- * set); freed by algo_comm_free from exec_comm_release. */
+ * set); freed by algo_comm_free from comm_release (runtime/comm). */
 AlgoComm *algo_comm(mscclrt_comm *c);
 void algo_comm_free(mscclrt_comm *c);
 

@@ -1,7 +1,7 @@
 /*
  * algo_comm.c - a communicator's state in the algorithm layer (AlgoComm, mscclrt_comm.algo):
  * created on first use with the layout facts selection needs (ranks per node, from the
- * bootstrap's host grouping), freed from exec_comm_release.
+ * bootstrap's host grouping), freed when the communicator is released (runtime/comm).
  */
 #include "algo/algo.h"
 #include "algo/algo_native.h"
@@ -9,7 +9,6 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "exec/exec.h"
-#include "exec/exec_internal.h"
 
 #include <stdlib.h>
 
@@ -51,8 +50,8 @@ AlgoComm *algo_comm(mscclrt_comm *c) {
 
 /* Frees what this file and algo_default.c own. The members of other files (native contexts of
  * algo_native.c, windows, PreMulSum operators of coll.c) are freed before the free(a)
- * below, by their owners' calls, with the device context current (exec_comm_release calls
- * this after the executor's contexts are gone and before the bootstrap closes). */
+ * below, by their owners' calls, with the device context current (comm_release calls this
+ * after the executor's contexts are gone and before the bootstrap closes). */
 void algo_comm_free(mscclrt_comm *c) {
     AlgoComm *a = c->algo;
     if (!a) return;

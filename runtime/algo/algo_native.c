@@ -17,7 +17,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
-#include "exec/exec_internal.h"
+#include "exec/exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,9 +142,8 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         }
     const double t0 = rt_now_s();
     NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
-    SetupRound **rds = calloc((size_t)n, sizeof *rds);
     mscclrt_result res = MSCCLRT_SUCCESS;
-    if (!ncs || !rds) {
+    if (!ncs) {
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for native contexts");
         goto out;
     }
@@ -160,30 +159,18 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         a->native = ncs[i];
     }
     if (res != MSCCLRT_SUCCESS) goto out;
-    BufKey none = {0};
-    if (n == 1 && cs[0]->boot) {        /* one process (or thread) per rank: the bootstrap */
-        CuContext prev;
-        TRY_GOTO(exec_ctx_push(cs[0], &prev), res, out);
-        res = exec_ctx_setup(cs[0], ncs[0]->plan, &none, NULL, &ncs[0]->x);
-        exec_ctx_pop(cs[0], prev);
-    } else {                            /* one process: every rank deposits, then all wait */
-        for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
-            res = exec_ctx_placeholder(cs[i], ncs[i]->plan, &none, &ncs[i]->x);
-            if (res == MSCCLRT_SUCCESS && !(rds[i] = exec_round_deposit(cs[i], ncs[i]->plan, ncs[i]->x)))
-                res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for a setup round");
-        }
-        for (int i = 0; i < n; i++) {
-            if (!rds[i]) continue;
-            mscclrt_result r = exec_ctx_finish(cs[i], ncs[i]->x, exec_round_wait(cs[i], rds[i]));
-            if (r != MSCCLRT_SUCCESS) ncs[i]->x = NULL;   /* unlinked and freed */
-            if (res == MSCCLRT_SUCCESS) res = r;
-        }
+    {
+        ExecCtx **xs = calloc((size_t)n, sizeof *xs);
+        res = xs ? exec_setup_contexts(cs, n, ncs[0]->plan, xs)
+                 : rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for native contexts");
+        for (int i = 0; xs && i < n; i++) ncs[i]->x = xs[i];
+        free(xs);
     }
     for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
         CuContext prev;
-        TRY_GOTO(exec_ctx_push(cs[i], &prev), res, out);
+        TRY_GOTO(exec_cuda_current(cs[i], &prev), res, out);
         res = native_publish(cs[i], ncs[i]);
-        exec_ctx_pop(cs[i], prev);
+        exec_cuda_restore(cs[i], prev);
     }
     if (res == MSCCLRT_SUCCESS)
         LOG_INFO(LOG_SUB_INIT, "native context: %lld bytes of scratch per rank, slots of %llu "
@@ -194,11 +181,10 @@ out:
         for (int i = 0; i < n; i++) {
             if (!ncs || !ncs[i]) continue;
             if (cs[i]->algo) cs[i]->algo->native = NULL;
-            if (ncs[i]->x) { exec_ctx_unlink(cs[i], ncs[i]->x); exec_ctx_free(ncs[i]->x); }
+            if (ncs[i]->x) exec_context_release(cs[i], ncs[i]->x);
             native_free(ncs[i]);
         }
     free(ncs);
-    free(rds);
     return res;
 }
 
@@ -223,30 +209,11 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
     char what[200];
     snprintf(what, sizeof what, "native kernel %s (%s, op %d)", kernel,
              reduces ? mscclrt_dtype_name((mscclrt_dtype)dt) : "bytes", kop);
-    void *cubin = NULL;
-    size_t n = 0;
-    bool cached = false;
-    const double t0 = rt_now_s();
-    mscclrt_result res = cg_compile(src, c->arch, what, &cubin, &n, &cached);
-    free(src);
-    TRY(res);
     NativeKernel *k = calloc(1, sizeof *k);
-    if (!k) {
-        free(cubin);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    }
-    res = cu_check(cu.cuModuleLoadData(&k->module, cubin), "cuModuleLoadData(native)");
-    free(cubin);
-    if (res == MSCCLRT_SUCCESS) {
-        char fwhat[300];
-        snprintf(fwhat, sizeof fwhat, "%s: cuModuleGetFunction (is '%s' an extern \"C\" "
-                 "__global__ function of the source?)", what, kernel);
-        res = cu_check(cu.cuModuleGetFunction(&k->fn, k->module, kernel), fwhat);
-    }
-    if (res == MSCCLRT_SUCCESS) res = exec_module_arm(c, k->module);
-    if (res == MSCCLRT_SUCCESS) res = exec_share_after_load(c);
+    mscclrt_result res = k ? exec_module_load(c, src, kernel, what, &k->module, &k->fn)
+                           : rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+    free(src);
     if (res != MSCCLRT_SUCCESS) {
-        if (k->module) cu.cuModuleUnload(k->module);
         free(k);
         return res;
     }
@@ -257,8 +224,6 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
     k->next = nc->kernels;
     nc->kernels = k;
     *fn = k->fn;
-    LOG_INFO(LOG_SUB_EXEC, "rank %d: %s ready in %.2f ms (%s)", c->rank, what,
-             (rt_now_s() - t0) * 1e3, cached ? "cache hit" : "NVRTC");
     return MSCCLRT_SUCCESS;
 }
 
@@ -293,13 +258,13 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     const char *kernel = p2p ? "mscclrt_native_p2p" : algo->kernel;
     const bool reduces = algo->reduces;
     CuContext prev;
-    TRY(exec_ctx_push(c, &prev));
+    TRY(exec_cuda_current(c, &prev));
     mscclrt_result res = native_kernel(c, nc, algo->source, kernel, reduces, (int)req->dtype,
                                        req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op,
                                        &l->fn);
     if (res == MSCCLRT_SUCCESS && c->clique)
         res = exec_share_check_blocks(c, l->fn, blocks, threads, algo->desc.name);
-    exec_ctx_pop(c, prev);
+    exec_cuda_restore(c, prev);
     TRY(res);
     l->blocks = blocks;
     l->threads = threads;
@@ -337,20 +302,9 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
 }
 
 mscclrt_result algo_native_launch(NativeLaunch *l) {
-    mscclrt_comm *c = l->comm;
     void *params[2] = {&l->args, &l->list};
-    CuContext prev;
-    TRY(exec_ctx_push(c, &prev));
-    CuResult r = cu.cuLaunchKernel(l->fn, (unsigned)l->blocks, 1, 1, (unsigned)l->threads, 1, 1,
-                                   0, (CuStream)l->stream, params, NULL);
-    exec_ctx_pop(c, prev);
-    if (r != CU_OK) {
-        char what[160];
-        snprintf(what, sizeof what, "rank %d: native launch (%d blocks x %d threads)", c->rank,
-                 l->blocks, l->threads);
-        return cu_check(r, what);
-    }
-    return MSCCLRT_SUCCESS;
+    return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,
+                              "native kernel", l->p2p ? "mscclrt_native_p2p" : "native");
 }
 
 /* ---- the built-in algorithms ---------------------------------------------------------------- */

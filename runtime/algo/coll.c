@@ -13,7 +13,7 @@
 #include "core/api_plan.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "exec/exec_internal.h"
+#include "exec/exec.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -125,16 +125,8 @@ static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
 static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const mscclrt_request *q) {
     if (q->op >= MSCCLRT_REDOP_COUNT) return false;
     if (!q->capturing) return true;
-    const Plan *p = exec_plan(algo->plan);
-    BufKey k;
-    CuContext prev;
-    if (exec_ctx_push(c, &prev) != MSCCLRT_SUCCESS) return false;
-    bool ok = exec_buf_key(c, q->sendbuf, q->recvbuf, q->in_bytes, q->out_bytes, &k) == MSCCLRT_SUCCESS;
-    exec_ctx_pop(c, prev);
-    const ExecCtx *x = ok ? exec_ctx_find(c, p, &k) : NULL;
-    /* a context too small for this call would grow, which is a setup too */
-    return x && x->ready &&
-           (x->keyed || !exec_scratch_grow_span(p, q->in_bytes, q->out_bytes, x->span, x->scratch_bytes));
+    return exec_plan_ready(c, exec_plan(algo->plan), q->sendbuf, q->recvbuf, q->in_bytes,
+                           q->out_bytes);
 }
 
 /* What runs for a choice: the chosen algorithm, or the built-in native one of the collective
@@ -177,7 +169,7 @@ static void order_streams(mscclrt_comm *c, const mscclrt_request *q) {
     if (a->stream_used && q->stream == a->last_stream) return;
     if (a->stream_used && !q->capturing) {
         CuContext prev;
-        if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+        if (exec_cuda_current(c, &prev) == MSCCLRT_SUCCESS) {
             if (!a->order_event)
                 cu.cuEventCreate((CuEvent *)&a->order_event, CU_EVENT_FLAG_DISABLE_TIMING);
             if (!a->order_event ||
@@ -185,7 +177,7 @@ static void order_streams(mscclrt_comm *c, const mscclrt_request *q) {
                 cu.cuStreamWaitEvent((CuStream)q->stream, (CuEvent)a->order_event, 0) != CU_OK)
                 LOG_WARN("rank %d: could not order a call on stream %p after the previous one on "
                          "%p", c->rank, q->stream, a->last_stream);
-            exec_ctx_pop(c, prev);
+            exec_cuda_restore(c, prev);
         }
     }
     a->last_stream = q->stream;
@@ -530,11 +522,11 @@ mscclrt_result mscclrt_redop_create_premulsum(mscclrt_comm *c, int *op, const vo
     memset(p, 0, sizeof *p);
     if (res == MSCCLRT_SCALAR_HOST) {
         CuContext prev;
-        TRY(exec_ctx_push(c, &prev));
+        TRY(exec_cuda_current(c, &prev));
         mscclrt_result r = cu_check(cu.cuMemAlloc(&p->owned, 16), "cuMemAlloc(PreMulSum scalar)");
         if (r == MSCCLRT_SUCCESS)
             r = cu_check(cu.cuMemcpyHtoD(p->owned, scalar, es), "cuMemcpyHtoD(PreMulSum scalar)");
-        exec_ctx_pop(c, prev);
+        exec_cuda_restore(c, prev);
         if (r != MSCCLRT_SUCCESS) {
             if (p->owned) cu.cuMemFree(p->owned);
             p->owned = 0;
@@ -561,10 +553,10 @@ mscclrt_result mscclrt_redop_destroy(mscclrt_comm *c, int op) {
     if (p->owned) {
         /* a collective still queued may read it: wait for the device first */
         CuContext prev;
-        if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+        if (exec_cuda_current(c, &prev) == MSCCLRT_SUCCESS) {
             cu.cuCtxSynchronize();
             cu.cuMemFree(p->owned);
-            exec_ctx_pop(c, prev);
+            exec_cuda_restore(c, prev);
         }
     }
     memset(p, 0, sizeof *p);
@@ -581,11 +573,11 @@ mscclrt_result mscclrt_window_register(mscclrt_comm *c, void *buf, size_t bytes,
     AlgoComm *a = algo_comm(c);
     if (!a) return MSCCLRT_ERR_SYSTEM;
     CuContext prev;
-    TRY(exec_ctx_push(c, &prev));
+    TRY(exec_cuda_current(c, &prev));
     CuDevPtr base = 0;
     size_t size = 0;
     CuResult r = cu.cuMemGetAddressRange(&base, &size, (CuDevPtr)(uintptr_t)buf);
-    exec_ctx_pop(c, prev);
+    exec_cuda_restore(c, prev);
     if (r != CU_OK || (CuDevPtr)(uintptr_t)buf - base + bytes > size)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_window_register: rank %d: %p + %zu bytes "
                        "is not inside one device allocation of this communicator's device", c->rank,

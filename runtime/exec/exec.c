@@ -19,18 +19,8 @@ mscclrt_result exec_launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
     /* a failed proxy would leave the kernel waiting for signals that never come */
     if (x->proxy) TRY(proxy_check(x->proxy));
     void *params[2] = {(void *)args, (void *)x->tab};
-    CuContext prev;
-    TRY(exec_ctx_push(c, &prev));
-    CuResult r = cu.cuLaunchKernel(fn, (unsigned)x->layout.ntb, 1, 1, (unsigned)x->layout.threads,
-                                   1, 1, 0, (CuStream)stream, params, NULL);
-    exec_ctx_pop(c, prev);
-    if (r != CU_OK) {
-        char what[200];
-        snprintf(what, sizeof what, "rank %d: launch of plan '%s' (%d blocks x %d threads)",
-                 c->rank, PLAN_ESC(x->plan->name), x->layout.ntb, x->layout.threads);
-        return cu_check(r, what);
-    }
-    return MSCCLRT_SUCCESS;
+    return exec_launch_kernel(c, fn, x->layout.ntb, x->layout.threads, params, stream, "plan",
+                              x->plan->name);
 }
 
 /* Everything of one call but the launch: context (setup if needed), kernel, arguments. Module
@@ -40,7 +30,7 @@ mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, vo
                                    size_t in, size_t out, int dt, int op, int pk, void *stream,
                                    ExecCtx **xo, CuFunction *fn, MkArgs *args) {
     CuContext prev;
-    TRY(exec_ctx_push(c, &prev));
+    TRY(exec_cuda_current(c, &prev));
     mscclrt_result res = MSCCLRT_SUCCESS;
     BufKey key;
     TRY_GOTO(exec_buf_key(c, send, recv, in, out, &key), res, out);
@@ -91,7 +81,7 @@ mscclrt_result exec_prepare(mscclrt_comm *c, const Plan *p, const void *send, vo
     c->hot.args = a;
     c->hot.fn = k->fn;
 out:
-    exec_ctx_pop(c, prev);
+    exec_cuda_restore(c, prev);
     return res;
 }
 

@@ -1,10 +1,10 @@
 /*
- * exec.h - GPU communicators and the execution of one call: contexts per (plan, send, recv)
- * holding scratch, the state block and the peer table; per-size kernel arguments; kernels per
- * (plan, dtype, op, packet) from runtime/codegen. The public entry points (mscclrt_comm_*,
- * mscclrt_group_*, mscclrt_execute*) live in exec_comm.c, exec_group.c and exec.c (exec_internal.h
- * says how the files divide the work); this header exposes the internals that
- * mscclrt-perf and the GPU check need.
+ * exec.h - the executor's door for the rooms above it (runtime/comm, runtime/algo, the commands):
+ * GPU communicators' device state, contexts per (plan, send, recv) holding scratch, the state
+ * block and the peer table; per-size kernel arguments; kernels per (plan, dtype, op, packet)
+ * from runtime/codegen; the steps of a communicator's life; the one module loader and launch
+ * path; contexts for native algorithms. The public calls mscclrt_group_* and mscclrt_execute*
+ * live in exec_group.c and exec.c; exec_internal.h is what the executor's own files share.
  *
  * Hot path: a call whose (plan, buffers, sizes, dtype, op, packet) equals the comm's previous
  * one costs a few compares and one cuLaunchKernel. The first call for new buffers performs
@@ -153,9 +153,6 @@ void exec_ctx_free(ExecCtx *x);
  * addresses as this process sees them. */
 void exec_fill_table(ExecCtx *x, int r, const mk_u64 *sendb, const mk_u64 *recvb,
                      const mk_u64 *scratch, const mk_u64 *state);
-void exec_comm_release(mscclrt_comm *c);
-/* The comm's abort word (mapped host memory), made when the comm is; its context is current. */
-mscclrt_result exec_abort_word_init(mscclrt_comm *c);
 /* Points a module just loaded for c at c's abort word (its spin loops give up once set). */
 mscclrt_result exec_module_arm(const mscclrt_comm *c, CuModule m);
 /* Switch channels (plans with any; otherwise a no-op), after the contexts are allocated and the
@@ -178,6 +175,66 @@ bool exec_in_group(void);
  * mscclrt_group_simulate_end's estimate: a send/recv list grows after it is queued); NULL: 0 */
 mscclrt_result exec_group_defer(mscclrt_comm *c, ExecDeferredFn fn, void *arg,
                                 const uint64_t *bytes);
+
+/* ---- a communicator's life, step by step (exec_comm.c), for runtime/comm ------------------
+ * Every entry point checks liveness first; exec_cuda_current makes the comm's CUDA context
+ * current and gives the one to put back with exec_cuda_restore. */
+mscclrt_result exec_comm_check(const mscclrt_comm *c, const char *fn);
+mscclrt_result exec_cuda_current(const mscclrt_comm *c, CuContext *prev);
+void exec_cuda_restore(const mscclrt_comm *c, CuContext prev);
+/* A comm struct (NULL: out of memory); exec_comm_attach opens its device (primary context,
+ * left current; architecture; abort word); a failure leaves it for release. */
+mscclrt_comm *exec_comm_new(int rank, int nranks, int device);
+mscclrt_result exec_comm_attach(mscclrt_comm *c);
+/* A bootstrap group's member (exec_mp.c): takes boot (the caller closes it on failure, after
+ * clearing c->boot), creates the IPC and network transports and learns which ranks share a
+ * GPU. Collective. */
+mscclrt_result exec_comm_connect(mscclrt_comm *c, Boot *boot, const char *fn);
+/* mscclrt_comm_init_all's group: made for n ranks, each comm added (its rank's slot), peer
+ * access enabled between its distinct devices; a comm leaves it (true: it was the last, and the
+ * caller frees the group once the comm is released). */
+ExecClique *exec_clique_new(int n);
+void exec_clique_add(ExecClique *q, mscclrt_comm *c);
+mscclrt_comm *exec_clique_comm(const ExecClique *q, int rank);
+mscclrt_result exec_clique_peer_access(ExecClique *q, const char *fn);
+bool exec_clique_leave(mscclrt_comm *c);
+void exec_clique_free(ExecClique *q);
+/* Release, around the algorithm layer's: the device idle (not after an abort, which waited
+ * already), the proxy drained and every peer idle (*prev: the context to restore); then the
+ * contexts and kernels freed; then the proxy, transports and device closed and c freed. */
+void exec_comm_quiesce(mscclrt_comm *c, CuContext *prev);
+void exec_comm_drop_state(mscclrt_comm *c);
+void exec_comm_close(mscclrt_comm *c, CuContext prev);
+
+/* ---- kernels for the layers above (exec_module.c, exec_share.c) -----------------------------
+ * The one loader of plans' and native algorithms' kernels: src compiled for c's architecture
+ * (disk cache, NVRTC), loaded, `kernel` found, the module pointed at c's abort word, and, when
+ * ranks share c's CUDA context, every one of them loaded before any launches (collective then).
+ * `what` names the kernel in messages. The module is the caller's to unload. */
+mscclrt_result exec_module_load(mscclrt_comm *c, const char *src, const char *kernel,
+                                const char *what, CuModule *module, CuFunction *fn);
+/* The one launch: fn on blocks x threads with params, on stream, c's context current; errors
+ * name the rank and `kind 'name'`. */
+mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks, int threads,
+                                  void **params, void *stream, const char *kind,
+                                  const char *name);
+/* Ranks of one process sharing c's GPU wait for each other, so their blocks must all be
+ * resident at once: MSCCLRT_ERR_INVALID_USAGE naming `what` when blocks x threads of fn per
+ * rank would not fit; success when no rank shares the GPU in this process. */
+mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
+                                       int threads, const char *what);
+
+/* ---- contexts for the layers above --------------------------------------------------------
+ * exec_setup_contexts: a context of plan p that serves any buffers on each of cs[0..n) (one
+ * bootstrap comm, n = 1, or every comm of a single-process group at once), collectively, as a
+ * plan's first call would; out[i] belongs to cs[i]'s list (freed with the comm, or earlier by
+ * exec_context_release). On failure none is left. */
+mscclrt_result exec_setup_contexts(mscclrt_comm **cs, int n, const Plan *p, ExecCtx **out);
+void exec_context_release(mscclrt_comm *c, ExecCtx *x);
+/* Whether a call of p with these buffers and sizes would launch at once: its context exists,
+ * is ready and needs no growth (no setup, which a CUDA-graph capture cannot take). */
+bool exec_plan_ready(mscclrt_comm *c, const Plan *p, const void *send, const void *recv,
+                     size_t in, size_t out);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

@@ -278,9 +278,9 @@ static mscclrt_result ctx_attach_proxy(mscclrt_comm *c, ExecCtx *x) {
     }
     if (!c->proxy) {
         CuContext prev;
-        TRY(exec_ctx_push(c, &prev));
+        TRY(exec_cuda_current(c, &prev));
         mscclrt_result r = proxy_create(&c->proxy, c->ctx, c->rank);
-        exec_ctx_pop(c, prev);
+        exec_cuda_restore(c, prev);
         TRY(r);
     }
     if (c->net) TRY(proxy_route_net(c->proxy, c->net));   /* ranks on other nodes */
@@ -345,9 +345,9 @@ static void drop_where(mscclrt_comm *c, bool (*drop)(const ExecCtx *x, const voi
         }
         if (!synced) {
             CuContext prev;
-            if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+            if (exec_cuda_current(c, &prev) == MSCCLRT_SUCCESS) {
                 cu.cuCtxSynchronize();
-                exec_ctx_pop(c, prev);
+                exec_cuda_restore(c, prev);
             }
             synced = true;
             exec_ctx_free_retired(c);
@@ -371,14 +371,69 @@ void exec_drop_contexts(mscclrt_comm *c, const void *ptr) {
     /* every context of a buffer in ptr's allocation (contexts are keyed by the buffers) */
     AllocSpan a = {(uintptr_t)ptr, (uintptr_t)ptr + 1};
     CuContext prev;
-    if (exec_ctx_push(c, &prev) == MSCCLRT_SUCCESS) {
+    if (exec_cuda_current(c, &prev) == MSCCLRT_SUCCESS) {
         CuDevPtr b = 0;
         size_t n = 0;
         if (cu.cuMemGetAddressRange(&b, &n, (CuDevPtr)(uintptr_t)ptr) == CU_OK)
             a = (AllocSpan){(uintptr_t)b, (uintptr_t)b + n};
-        exec_ctx_pop(c, prev);
+        exec_cuda_restore(c, prev);
     }
     drop_where(c, in_alloc, &a);
 }
 void exec_drop_plan_contexts(mscclrt_comm *c, const Plan *p) { drop_where(c, runs_plan, p); }
 
+
+/* ---- for the layers above -------------------------------------------------------------------- */
+mscclrt_result exec_setup_contexts(mscclrt_comm **cs, int n, const Plan *p, ExecCtx **out) {
+    if (n < 1) return rt_fail(MSCCLRT_ERR_INTERNAL, "exec_setup_contexts: %d communicators", n);
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    BufKey none;
+    memset(&none, 0, sizeof none);
+    if (n == 1 && cs[0]->boot) {        /* one process (or thread) per rank: the bootstrap */
+        CuContext prev;
+        TRY(exec_cuda_current(cs[0], &prev));
+        mscclrt_result res = exec_ctx_setup(cs[0], p, &none, NULL, &out[0]);
+        exec_cuda_restore(cs[0], prev);
+        return res;
+    }
+    /* one process: every rank deposits its round, then all wait (the last one sets up all) */
+    SetupRound **rds = calloc((size_t)n, sizeof *rds);
+    if (!rds) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for %d setup rounds", n);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
+        res = exec_ctx_placeholder(cs[i], p, &none, &out[i]);
+        if (res == MSCCLRT_SUCCESS && !(rds[i] = exec_round_deposit(cs[i], p, out[i])))
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for a setup round");
+    }
+    for (int i = 0; i < n; i++) {
+        if (!rds[i]) continue;
+        mscclrt_result r = exec_ctx_finish(cs[i], out[i], exec_round_wait(cs[i], rds[i]));
+        if (r != MSCCLRT_SUCCESS) out[i] = NULL;   /* unlinked and freed */
+        if (res == MSCCLRT_SUCCESS) res = r;
+    }
+    free(rds);
+    if (res != MSCCLRT_SUCCESS)
+        for (int i = 0; i < n; i++) {
+            if (out[i]) exec_context_release(cs[i], out[i]);
+            out[i] = NULL;
+        }
+    return res;
+}
+
+void exec_context_release(mscclrt_comm *c, ExecCtx *x) {
+    exec_ctx_unlink(c, x);
+    exec_ctx_free(x);
+}
+
+bool exec_plan_ready(mscclrt_comm *c, const Plan *p, const void *send, const void *recv,
+                     size_t in, size_t out) {
+    BufKey k;
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return false;
+    bool ok = exec_buf_key(c, send, recv, in, out, &k) == MSCCLRT_SUCCESS;
+    exec_cuda_restore(c, prev);
+    const ExecCtx *x = ok ? exec_ctx_find(c, p, &k) : NULL;
+    /* a context too small for this call would grow, which is a setup too */
+    return x && x->ready &&
+           (x->keyed || !exec_scratch_grow_span(p, in, out, x->span, x->scratch_bytes));
+}

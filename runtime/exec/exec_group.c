@@ -83,10 +83,10 @@ mscclrt_result mscclrt_group_end(void) {
             exec_hot_match(c, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) continue;
         BufKey key;
         CuContext prev;
-        q->res = exec_ctx_push(c, &prev);
+        q->res = exec_cuda_current(c, &prev);
         if (q->res != MSCCLRT_SUCCESS) continue;
         q->res = exec_buf_key(c, q->send, q->recv, q->in, q->out, &key);
-        exec_ctx_pop(c, prev);
+        exec_cuda_restore(c, prev);
         if (q->res != MSCCLRT_SUCCESS || exec_ctx_find(c, q->plan, &key)) continue;
         if (!c->clique) continue; /* multi-process: set up (collectively) when prepared */
         int st = CU_CAPTURE_STATUS_NONE;

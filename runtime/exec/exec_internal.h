@@ -39,11 +39,6 @@ struct ExecClique {
  * EXEC_UNKEYED_SCRATCH_SPAN); not part of the key: a larger call grows the context. */
 typedef struct { const void *send, *recv; size_t srange, rrange; uint64_t span; } BufKey;
 
-/* exec_comm.c */
-mscclrt_result exec_comm_check(const mscclrt_comm *c, const char *fn);
-mscclrt_result exec_ctx_push(const mscclrt_comm *c, CuContext *prev); /* c's context current */
-void exec_ctx_pop(const mscclrt_comm *c, CuContext prev);
-
 /* exec_ctx.c */
 mscclrt_result exec_buf_key(const mscclrt_comm *c, const void *send, const void *recv,
                             size_t in, size_t out, BufKey *k);
@@ -76,8 +71,6 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
                              uint64_t in, uint64_t out, const MkArgs **args, uint64_t *grow);
 
 /* exec_share.c: ranks of one process sharing a GPU; refusals instead of hangs */
-mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
-                                       int threads, const char *what);
 mscclrt_result exec_share_check_proxy(const mscclrt_comm *c, const char *what);
 /* After a kernel's first load on c: when other ranks of the group share c's CUDA context, waits
  * until they have loaded theirs too (their loads would wait for our running kernel, which waits

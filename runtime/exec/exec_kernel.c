@@ -27,9 +27,6 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
             return MSCCLRT_SUCCESS;
         }
     char *src = NULL;
-    void *cubin = NULL;
-    size_t len = 0;
-    bool cached = false;
     ExecKernel *k = NULL;
     mscclrt_result res;
     char what[300];
@@ -58,21 +55,13 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
             fclose(f);
         }
     }
-    TRY_GOTO(cg_compile(src, c->arch, what, &cubin, &len, &cached), res, fail);
-    const double t2 = rt_now_s();
     k = calloc(1, sizeof *k);
     if (!k) {
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
         goto fail;
     }
-    TRY_GOTO(cu_check(cu.cuModuleLoadData(&k->module, cubin), "cuModuleLoadData"), res, fail);
-    TRY_GOTO(cu_check(cu.cuModuleGetFunction(&k->fn, k->module, CG_KERNEL_NAME),
-                      "cuModuleGetFunction"), res, fail);
-    TRY_GOTO(exec_module_arm(c, k->module), res, fail);
-    TRY_GOTO(exec_share_after_load(c), res, fail);
-    LOG_INFO(LOG_SUB_EXEC, "%s: kernel ready in %.2f ms (source %.2f ms, %s %.2f ms, %zu-byte "
-             "cubin, module load %.2f ms)", what, (rt_now_s() - t0) * 1e3, (t1 - t0) * 1e3,
-             cached ? "cache hit" : "NVRTC", (t2 - t1) * 1e3, len, (rt_now_s() - t2) * 1e3);
+    TRY_GOTO(exec_module_load(c, src, CG_KERNEL_NAME, what, &k->module, &k->fn), res, fail);
+    LOG_INFO(LOG_SUB_EXEC, "%s: source generated in %.2f ms", what, (t1 - t0) * 1e3);
     k->plan = x->plan;
     k->dtype = kdt;
     k->op = kop;
@@ -80,14 +69,11 @@ mscclrt_result exec_kernel_get(mscclrt_comm *c, const ExecCtx *x, int dt, int op
     k->next = c->kernels;
     c->kernels = k;
     free(src);
-    free(cubin);
     *out = k;
     return MSCCLRT_SUCCESS;
 fail:
-    if (k && k->module) cu.cuModuleUnload(k->module);
     free(k);
     free(src);
-    free(cubin);
     return res;
 }
 

@@ -1,8 +1,8 @@
 /*
  * exec_mp.c - communicators of one process per GPU (or one thread per GPU joining through a
- * unique id, or through the launcher's environment): mscclrt_get_unique_id /
- * mscclrt_comm_init_rank / mscclrt_comm_init_env over the TCP bootstrap
- * (runtime/bootstrap), and the collective setup of a context through it: every rank agrees on
+ * unique id, or through the launcher's environment; runtime/comm makes them): their
+ * transports once the TCP bootstrap (runtime/bootstrap) is up, and the collective setup of a
+ * context through it: every rank agrees on
  * the scratch size, exports its send/recv allocations, scratch and state block with the CUDA IPC
  * transport (runtime/transport), sends the descriptors to every peer and maps the peers' ones.
  * Ranks on other nodes (boot_node_of) are reached through the network transport instead
@@ -10,7 +10,6 @@
  * addresses, which only port channels through the proxy may use.
  */
 #include "exec/exec.h"
-#include "algo/algo_native.h"
 #include "bootstrap/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -22,28 +21,6 @@
 
 #define EXEC_MP_TAG 0x4558 /* "EX": bootstrap tag of setup descriptors */
 #define EXEC_NET_TAG 0x454e /* "EN": bootstrap tag of network memory descriptors */
-
-_Static_assert(sizeof(mscclrt_unique_id) == sizeof(BootId), "unique id carries a BootId");
-
-mscclrt_result mscclrt_get_unique_id(mscclrt_unique_id *id) {
-    if (!id) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_get_unique_id: id is NULL");
-    BootId b;
-    TRY(boot_get_unique_id(&b));
-    memcpy(id, &b, sizeof b);
-    return MSCCLRT_SUCCESS;
-}
-
-/* Opens the driver and checks *device against the device count; -1 becomes `local` modulo it. */
-static mscclrt_result mp_device(const char *fn, int local, int *device) {
-    TRY(cu_load());
-    int count = 0;
-    TRY(cu_check(cu.cuDeviceGetCount(&count), "cuDeviceGetCount"));
-    if (*device < 0) *device = local % (count ? count : 1);
-    if (*device >= count)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: device %d out of range [0, %d)", fn, *device,
-                       count);
-    return MSCCLRT_SUCCESS;
-}
 
 /* (node, process, device) of one rank: two equal ones share a CUDA context */
 typedef struct { int node, pid, device; } RankPlace;
@@ -70,107 +47,41 @@ static bool group_shares(const Boot *b, const int *devs, int n, bool *fail) {
     return any;
 }
 
-/* The comm of a rank whose bootstrap is up (boot is taken over: closed on failure, without a
- * barrier, so that the peers see the rank leave at once). */
-static mscclrt_result mp_comm_create(mscclrt_comm **out, Boot *boot, int device, const char *fn) {
-    mscclrt_comm *c = calloc(1, sizeof *c);
-    if (!c) {
-        boot_close(boot);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+/* Which ranks of the group share this rank's GPU (one CUDA context when also its process:
+ * exec_share.c), learnt from every rank's device. Collective. */
+static mscclrt_result mp_sharing(mscclrt_comm *c, const char *fn) {
+    int *devs = calloc((size_t)c->nranks, sizeof *devs);
+    if (!devs) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    devs[c->rank] = c->device;
+    mscclrt_result res = boot_allgather(c->boot, devs, sizeof *devs);
+    int same = 0;
+    for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
+        if (q == c->rank || devs[q] != c->device || boot_node_of(c->boot, q) != boot_node(c->boot))
+            continue;
+        same++;
+        if (boot_pid_of(c->boot, q) == (int)getpid()) c->shares_context = true;
     }
-    c->magic = EXEC_COMM_MAGIC;
-    c->rank = boot_rank(boot);
-    c->nranks = boot_nranks(boot);
-    c->device = device;
-    mscclrt_result res;
-    CuContext prev = NULL;
-    cu.cuCtxGetCurrent(&prev);
-    TRY_GOTO(cu_check(cu.cuDeviceGet(&c->dev, device), "cuDeviceGet"), res, fail);
-    TRY_GOTO(cu_check(cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain"),
-             res, fail);
-    TRY_GOTO(cu_device_arch(device, &c->arch), res, fail);
-    TRY_GOTO(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"), res, fail);
-    c->boot = boot;
-    TRY_GOTO(exec_abort_word_init(c), res, fail);
-    TRY_GOTO(xport_ipc_create(&c->xport, c->boot), res, fail);
-    if (boot_nnodes(boot) > 1) {   /* collective: every rank sees the same node count */
-        NetOptions o = {.cu_ctx = c->ctx, .cu_device = device};
-        TRY_GOTO(net_create(&c->net, c->boot, &o), res, fail);
-    }
-    cu.cuCtxSetCurrent(prev);
-    /* ranks of this process on this device share one CUDA context (exec_share.c) */
-    {
-        int *devs = calloc((size_t)c->nranks, sizeof *devs);
-        if (!devs) {
-            res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
-            goto fail;
-        }
-        devs[c->rank] = device;
-        res = boot_allgather(c->boot, devs, sizeof *devs);
-        int same = 0;
-        for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
-            if (q == c->rank || devs[q] != device || boot_node_of(c->boot, q) != boot_node(c->boot))
-                continue;
-            same++;
-            if (boot_pid_of(c->boot, q) == (int)getpid()) c->shares_context = true;
-        }
-        bool nomem = false;
-        if (res == MSCCLRT_SUCCESS) c->group_shares_context = group_shares(c->boot, devs, c->nranks, &nomem);
-        if (nomem) res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
-        if (same)   /* NCCL refuses this; libmscclrt allows it (tests run many ranks on one GPU) */
-            LOG_INFO(LOG_SUB_INIT, "rank %d: %d other rank(s) of this group use device %d of this "
-                     "host too", c->rank, same, device);
-        free(devs);
-        if (res != MSCCLRT_SUCCESS) goto fail;
-    }
-    /* the native algorithms' context: collective, like the rest of the creation */
-    TRY_GOTO(algo_native_init(&c, 1), res, fail);
-    LOG_INFO(LOG_SUB_INIT, "rank %d of %d on device %d (sm_%d), bootstrap ready", c->rank,
-             c->nranks, device, c->arch);
-    *out = c;
-    return MSCCLRT_SUCCESS;
-fail:
-    cu.cuCtxSetCurrent(prev);
-    c->boot = NULL;
-    exec_comm_release(c);
-    boot_close(boot);
+    bool nomem = false;
+    if (res == MSCCLRT_SUCCESS) c->group_shares_context = group_shares(c->boot, devs, c->nranks, &nomem);
+    if (nomem) res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    if (same)   /* NCCL refuses this; libmscclrt allows it (tests run many ranks on one GPU) */
+        LOG_INFO(LOG_SUB_INIT, "rank %d: %d other rank(s) of this group use device %d of this "
+                 "host too", c->rank, same, c->device);
+    free(devs);
     return res;
 }
 
-mscclrt_result mscclrt_comm_init_rank(mscclrt_comm **out, int nranks, mscclrt_unique_id id,
-                                      int rank, int device) {
-    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: comm is NULL");
-    *out = NULL;
-    if (nranks < 1 || rank < 0 || rank >= nranks)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_rank: rank %d out of range "
-                       "[0, %d)", rank, nranks);
-    TRY(mp_device("mscclrt_comm_init_rank", rank, &device));
-    BootId bid;
-    memcpy(&bid, &id, sizeof bid);
-    Boot *boot = NULL;
-    TRY(boot_init(&boot, &bid, rank, nranks, 0));
-    return mp_comm_create(out, boot, device, "mscclrt_comm_init_rank");
-}
-
-mscclrt_result mscclrt_comm_init_env(mscclrt_comm **out, int device) {
-    if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_env: comm is NULL");
-    *out = NULL;
-    if (device < -1)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_comm_init_env: device %d (expected -1 "
-                       "or a device number)", device);
-    /* the driver first: a rank that cannot use a GPU fails before the others wait for it */
-    int probe = device;
-    TRY(mp_device("mscclrt_comm_init_env", 0, &probe));
-    Boot *boot = NULL;
-    TRY(boot_init_env(&boot));
-    if (device < 0) {
-        mscclrt_result res = mp_device("mscclrt_comm_init_env", boot_local_rank(boot), &device);
-        if (res != MSCCLRT_SUCCESS) {
-            boot_close(boot);
-            return res;
-        }
+mscclrt_result exec_comm_connect(mscclrt_comm *c, Boot *boot, const char *fn) {
+    c->boot = boot;
+    CuContext prev;
+    TRY(exec_cuda_current(c, &prev));
+    mscclrt_result res = xport_ipc_create(&c->xport, c->boot);
+    if (res == MSCCLRT_SUCCESS && boot_nnodes(boot) > 1) {   /* every rank sees the same count */
+        NetOptions o = {.cu_ctx = c->ctx, .cu_device = c->device};
+        res = net_create(&c->net, c->boot, &o);
     }
-    return mp_comm_create(out, boot, device, "mscclrt_comm_init_env");
+    exec_cuda_restore(c, prev);
+    return res == MSCCLRT_SUCCESS ? mp_sharing(c, fn) : res;
 }
 
 /* A plan may reach a rank on another node only through port channels run by the proxy: there

@@ -1,5 +1,5 @@
 /*
- * exec_fault.c - what a communicator does when something went wrong: its health as NCCL's
+ * comm_fault.c - what a communicator does when something went wrong: its health as NCCL's
  * ncclCommGetAsyncError reports it (a revoked or aborted comm, a failed port proxy, a peer
  * process on this host that is gone), revocation (running kernels stop, new calls fail) and
  * abort (kernels stop, the device is waited for with a deadline, and the comm is released
@@ -8,7 +8,7 @@
  * Kernels stop through the comm's abort word: every spin loop of the device library gives up
  * once it is set (kernels/mk_types.cuh), so a collective waiting for a dead peer ends.
  */
-#include "exec/exec_internal.h"
+#include "comm/comm.h"
 #include "bootstrap/bootstrap.h"
 #include "core/clock.h"
 #include "core/err.h"

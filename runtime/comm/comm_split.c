@@ -1,11 +1,11 @@
 /*
- * exec_split.c - communicators made from others, over the parent's bootstrap: split (by color
+ * comm_split.c - communicators made from others, over the parent's bootstrap: split (by color
  * and key, every rank of the parent takes part), shrink (the survivors when some ranks are gone:
  * only they take part, so no step needs an excluded rank), and the host-side broadcast those
  * builds and the NCCL drop-in use. The new group is an ordinary bootstrap group: its lowest rank
  * makes a unique id and sends it to its members over the parent's links.
  */
-#include "exec/exec_internal.h"
+#include "comm/comm.h"
 #include "bootstrap/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
