@@ -80,12 +80,25 @@ typedef struct AlgoComm {
     struct AlgoGen *gens;          /* plan-based algorithms run here and the generation their
                                       contexts belong to (mscclrt_algo_clean_cached_contexts) */
     int ngens;
-    /* the last native launch outside a group (NULL fn after a plan ran): mscclrt-perf replays it
-     * with bare cuLaunchKernel to show the library's own host time per call */
-    void *last_fn;
-    int last_blocks, last_threads;
-    MnArgs last_args;
+    /* mscclrt-perf's reference (algo_record_launches): off unless asked, so calls write nothing
+     * for it; then the last native launch outside a group (NULL fn after a plan ran) */
+    bool record;
+    struct { void *fn; int blocks, threads; MnArgs args; } last;
 } AlgoComm;
+
+/* The previous call's launch as bare cuLaunchKernel pieces: mscclrt-perf replays it to show the
+ * library's own host cost per call. Native launches are kept only once algo_record_launches(c,
+ * true) ran; a plan's is the executor's hot entry. out holds its own copy of the arguments;
+ * MSCCLRT_ERR_UNAVAILABLE when there is no previous launch to give. */
+typedef struct AlgoBareLaunch {
+    void *fn;
+    int blocks, threads;
+    void *params[2];               /* point into this struct or into the executor's context */
+    MnArgs args;
+    MnP2pList list;
+} AlgoBareLaunch;
+mscclrt_result algo_record_launches(mscclrt_comm *c, bool on);
+mscclrt_result algo_last_launch(mscclrt_comm *c, AlgoBareLaunch *out);
 /* The comm's algorithm state, created on first use (NULL only on out of memory, with the error
  * set); freed by algo_comm_free from comm_release (runtime/comm). */
 AlgoComm *algo_comm(mscclrt_comm *c);

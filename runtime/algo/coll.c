@@ -99,10 +99,12 @@ static mscclrt_result issue_native(mscclrt_comm *c, NativeLaunch *l, const msccl
         l->args.scalar = c->algo->premul[q->op - MSCCLRT_REDOP_COUNT].scalar;
     if (!exec_in_group()) {
         AlgoComm *a = c->algo;
-        a->last_fn = l->fn;
-        a->last_blocks = l->blocks;
-        a->last_threads = l->threads;
-        a->last_args = l->args;
+        if (__builtin_expect(a->record, 0)) {
+            a->last.fn = l->fn;
+            a->last.blocks = l->blocks;
+            a->last.threads = l->threads;
+            a->last.args = l->args;
+        }
         return algo_native_launch(l);
     }
     NativeLaunch *copy = malloc(sizeof *copy);
@@ -245,7 +247,7 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
         const AlgoSel *e = &a->sel[(a->sel_next - k + ALGO_SEL_CACHE) % ALGO_SEL_CACHE];
         if (!sel_match(e, q, epoch)) continue;
         if (e->ran->kind == MSCCLRT_ALGO_PLAN) {
-            a->last_fn = NULL;
+            a->last.fn = NULL;
             if (__atomic_load_n(&e->ran->generation, __ATOMIC_RELAXED) != e->gen)
                 break;   /* cleaned since: the slow path drops the old contexts */
             return mscclrt_execute_ex(c, e->ran->plan, q->sendbuf, q->recvbuf, q->in_bytes,
@@ -266,7 +268,7 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     mscclrt_choice run = ch;
     TRY(effective(c, q, &run));
     if (run.algo->kind == MSCCLRT_ALGO_PLAN) {
-        a->last_fn = NULL;
+        a->last.fn = NULL;
         plan_generation(c, run.algo);
         TRY(mscclrt_execute_ex(c, run.algo->plan, q->sendbuf, q->recvbuf, q->in_bytes,
                                q->out_bytes, q->dtype, (mscclrt_redop)q->op, MSCCLRT_LL16,
@@ -645,4 +647,33 @@ void algo_coll_free(mscclrt_comm *c) {
         a->windows = w->next;
         free(w);
     }
+}
+
+/* ---- mscclrt-perf's reference -------------------------------------------------------------- */
+mscclrt_result algo_record_launches(mscclrt_comm *c, bool on) {
+    TRY(exec_comm_check(c, "algo_record_launches"));
+    AlgoComm *a = algo_comm(c);
+    if (!a) return MSCCLRT_ERR_SYSTEM;
+    a->record = on;
+    a->last.fn = NULL;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result algo_last_launch(mscclrt_comm *c, AlgoBareLaunch *out) {
+    TRY(exec_comm_check(c, "algo_last_launch"));
+    memset(out, 0, sizeof *out);
+    const AlgoComm *a = c->algo;
+    if (a && a->last.fn) {   /* a native choice: its kernel and arguments */
+        out->fn = a->last.fn;
+        out->blocks = a->last.blocks;
+        out->threads = a->last.threads;
+        out->args = a->last.args;
+        out->params[0] = &out->args;
+        out->params[1] = &out->list;
+        return MSCCLRT_SUCCESS;
+    }
+    CuFunction fn = NULL;
+    TRY(exec_last_launch(c, &fn, &out->blocks, &out->threads, out->params));
+    out->fn = fn;
+    return MSCCLRT_SUCCESS;
 }

@@ -267,23 +267,11 @@ static int issue(int r0, int r1, const mscclrt_plan *plan, size_t bytes, int inp
  * time per call. The collective is complete (every rank launches), so it runs as usual. */
 static int raw_launch(int r0, int r1) {
     for (int r = r0; r < r1; r++) {
-        const mscclrt_comm *c = R[r].comm;
-        const AlgoComm *a = c->algo;
-        if (O.lib == 2 && a && a->last_fn) {   /* a native choice: its kernel and arguments */
-            void *params[1] = {(void *)&a->last_args};
-            if (r1 - r0 > 1) cu.cuCtxSetCurrent(R[r].ctx);
-            if (cu.cuLaunchKernel((CuFunction)a->last_fn, (unsigned)a->last_blocks, 1, 1,
-                                  (unsigned)a->last_threads, 1, 1, 0, R[r].stream, params,
-                                  NULL) != CU_OK)
-                return 1;
-            continue;
-        }
-        const ExecCtx *x = c->hot.ctx;
-        if (!x || !c->hot.fn) return 1;
-        void *params[2] = {(void *)c->hot.args, (void *)x->tab};
+        AlgoBareLaunch b;
+        if (algo_last_launch(R[r].comm, &b) != MSCCLRT_SUCCESS) return 1;
         if (r1 - r0 > 1) cu.cuCtxSetCurrent(R[r].ctx);
-        if (cu.cuLaunchKernel(c->hot.fn, (unsigned)x->layout.ntb, 1, 1, (unsigned)x->layout.threads,
-                              1, 1, 0, R[r].stream, params, NULL) != CU_OK)
+        if (cu.cuLaunchKernel((CuFunction)b.fn, (unsigned)b.blocks, 1, 1, (unsigned)b.threads, 1, 1,
+                              0, R[r].stream, b.params, NULL) != CU_OK)
             return 1;
     }
     return 0;
@@ -643,6 +631,7 @@ int main(int argc, char **argv) {
     }
     for (int r = 0; r < O.ndev; r++) {
         R[r].comm = comms[r];
+        if (O.lib == 2) algo_record_launches(comms[r], true);   /* raw_launch's reference */
         R[r].ctx = comms[r]->ctx;
         cu.cuCtxSetCurrent(R[r].ctx);
         size_t big = max_in > max_out ? max_in : max_out;

@@ -218,6 +218,10 @@ mscclrt_result exec_module_load(mscclrt_comm *c, const char *src, const char *ke
 mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks, int threads,
                                   void **params, void *stream, const char *kind,
                                   const char *name);
+/* The comm's previous plan launch (its hot entry: kernel, grid, the two parameters, which point
+ * into the context), for a bare relaunch; MSCCLRT_ERR_UNAVAILABLE when there is none. */
+mscclrt_result exec_last_launch(const mscclrt_comm *c, CuFunction *fn, int *blocks, int *threads,
+                                void *params[2]);
 /* Ranks of one process sharing c's GPU wait for each other, so their blocks must all be
  * resident at once: MSCCLRT_ERR_INVALID_USAGE naming `what` when blocks x threads of fn per
  * rank would not fit; success when no rank shares the GPU in this process. */

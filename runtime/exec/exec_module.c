@@ -59,3 +59,16 @@ mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks, in
              PLAN_ESC(name), blocks, threads);
     return cu_check(r, msg);
 }
+
+mscclrt_result exec_last_launch(const mscclrt_comm *c, CuFunction *fn, int *blocks, int *threads,
+                                void *params[2]) {
+    const ExecCtx *x = c->hot.ctx;
+    if (!x || !c->hot.fn)
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: no previous plan launch", c->rank);
+    *fn = c->hot.fn;
+    *blocks = x->layout.ntb;
+    *threads = x->layout.threads;
+    params[0] = (void *)c->hot.args;
+    params[1] = (void *)x->tab;
+    return MSCCLRT_SUCCESS;
+}
