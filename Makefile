@@ -25,7 +25,7 @@ CPPFLAGS  += -D_GNU_SOURCE -Iruntime/include -Iruntime -Iruntime/plan -Ikernels 
 LDLIBS    := -lcjson -lpthread -ldl -lm
 
 ifdef DEBUG
-CFLAGS    := -O0 -g -DMSCCL_DEBUG=1
+CFLAGS    := -O0 -g
 endif
 # float-cast-overflow: a double out of an integer type's range converted to it (GCC's
 # -fsanitize=undefined leaves it out; clang's includes it)
@@ -62,7 +62,7 @@ deps: $(DEPS_STAMP)
 
 # ---- sources ---------------------------------------------------------------------------------
 PLAN_SRC  := $(wildcard runtime/plan/*.c)
-RT_SRC    := $(filter-out runtime/cmd/% runtime/shim/% runtime/nccl/%,$(wildcard runtime/*/*.c))
+RT_SRC    := $(filter-out runtime/cmd/% runtime/nccl/%,$(wildcard runtime/*/*.c))
 CMD_SRC   := $(wildcard runtime/cmd/*.c)
 MSCCLC_SRC:= $(filter-out compiler/main.c,$(wildcard compiler/*.c))
 GRAMMAR   := $(wildcard grammar/coll.y)

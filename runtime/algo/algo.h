@@ -5,7 +5,7 @@
  * communicator's real layout from the embedded stdlib and the default selector with its
  * tuning table (algo_default.c, algo_tuning.c), native algorithms' contexts and launches
  * (algo_native.c), and the collective calls themselves, point-to-point, PreMulSum operators and
- * windows (coll.c).
+ * windows (algo_coll.c).
  *
  * Ownership: an algorithm is reference counted (creator, registry, each communicator's
  * default collection); it is freed when the last reference goes. Contexts that communicators
@@ -42,7 +42,7 @@ struct mscclrt_algo {
     int default_blocks, default_threads;
 };
 
-/* One remembered selection (coll.c): the request's shape (never its pointers or stream), the
+/* One remembered selection (algo_coll.c): the request's shape (never its pointers or stream), the
  * registry epoch it was made at, the choice, and for native choices the resolved kernel and
  * grid, so a repeated call only fills arguments and launches. */
 typedef struct AlgoSel {
@@ -53,7 +53,7 @@ typedef struct AlgoSel {
     uint64_t msg, in, out;
     int dtype, op, root, inplace, symmetric, capturing;
     mscclrt_choice choice;
-    const mscclrt_algo *ran;       /* what actually ran (a plan's native stand-in, see coll.c) */
+    const mscclrt_algo *ran;       /* what actually ran (a plan's native stand-in, see algo_coll.c) */
     void *fn;                      /* native: the CuFunction */
     int blocks, threads;
 } AlgoSel;
@@ -68,13 +68,13 @@ typedef struct AlgoComm {
     int ranks_per_node;            /* ranks on this rank's host (bootstrap host ids) */
     AlgoSet *defaults;             /* the default collection, built on first use */
     NativeCtx *native;             /* built-in native algorithms' context (algo_native.c) */
-    AlgoWindow *windows;           /* registered windows (coll.c) */
-    AlgoPremul *premul;            /* PreMulSum operators: [npremul] (coll.c) */
+    AlgoWindow *windows;           /* registered windows (algo_coll.c) */
+    AlgoPremul *premul;            /* PreMulSum operators: [npremul] (algo_coll.c) */
     int npremul;
-    struct NativeLaunch *p2p_open; /* the send/recv launch the open group is filling (coll.c) */
-    AlgoSel sel[ALGO_SEL_CACHE];   /* recent selections, most recent at sel_next - 1 (coll.c) */
+    struct NativeLaunch *p2p_open; /* the send/recv launch the open group is filling (algo_coll.c) */
+    AlgoSel sel[ALGO_SEL_CACHE];   /* recent selections, most recent at sel_next - 1 (algo_coll.c) */
     int sel_next;
-    void *last_stream;             /* the stream of the comm's previous call (coll.c) */
+    void *last_stream;             /* the stream of the comm's previous call (algo_coll.c) */
     bool stream_used;
     void *order_event;             /* CuEvent ordering a call on another stream after it */
     struct AlgoGen *gens;          /* plan-based algorithms run here and the generation their
@@ -104,7 +104,7 @@ mscclrt_result algo_last_launch(mscclrt_comm *c, AlgoBareLaunch *out);
 AlgoComm *algo_comm(mscclrt_comm *c);
 void algo_comm_free(mscclrt_comm *c);
 
-/* coll.c: the launch of a group's send/recv list (an ExecDeferredFn); PreMulSum operators and
+/* algo_coll.c: the launch of a group's send/recv list (an ExecDeferredFn); PreMulSum operators and
  * windows of a comm released with it. */
 mscclrt_result algo_p2p_launch(void *arg, bool run);
 void algo_coll_free(mscclrt_comm *c);

@@ -49,7 +49,7 @@ AlgoComm *algo_comm(mscclrt_comm *c) {
 }
 
 /* Frees what this file and algo_default.c own. The members of other files (native contexts of
- * algo_native.c, windows, PreMulSum operators of coll.c) are freed before the free(a)
+ * algo_native.c, windows, PreMulSum operators of algo_coll.c) are freed before the free(a)
  * below, by their owners' calls, with the device context current (comm_release calls this
  * after the executor's contexts are gone and before the bootstrap closes). */
 void algo_comm_free(mscclrt_comm *c) {

@@ -14,8 +14,6 @@ mscclrt_result rt_fail(mscclrt_result code, const char *fmt, ...)
 /* Like rt_fail, for an errno-setting OS call: appends ": strerror(errno)". */
 mscclrt_result rt_fail_errno(mscclrt_result code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Clears this thread's error text (a successful API call does not clear it, as errno). */
-void rt_clear_error(void);
 
 #define TRY(call) do { mscclrt_result r_ = (call); if (r_ != MSCCLRT_SUCCESS) return r_; } while (0)
 #define TRY_GOTO(call, res, label) \

@@ -20,10 +20,10 @@ static const struct {
     long long idef;      /* PT_INT: default */
     const char *sdef;    /* PT_STR: default */
     long long lo, hi;    /* PT_INT: allowed range, inclusive */
-    const char *help;
 } table[] = {
+/* text: the one-line description kept beside the row in params.def for readers of the source */
 #define PARAM(e, name, ty, def, min, max, text) \
-    {.env = name, .type = PT_##ty, DEF_##ty(def), .lo = (min), .hi = (max), .help = text},
+    {.env = name, .type = PT_##ty, DEF_##ty(def), .lo = (min), .hi = (max)},
 #include "core/params.def"
 #undef PARAM
 };
@@ -99,4 +99,3 @@ bool param_range(ParamId id, long long *lo, long long *hi) {
 }
 
 const char *param_env_name(ParamId id) { return table[id].env; }
-const char *param_help(ParamId id) { return table[id].help; }

@@ -33,7 +33,6 @@ enum {
 mscclrt_result param_int(ParamId id, long long *out);
 const char *param_str(ParamId id);      /* never NULL; "" when unset */
 const char *param_env_name(ParamId id);
-const char *param_help(ParamId id);
 /* The row's range; false for a STR row. */
 bool param_range(ParamId id, long long *lo, long long *hi);
 

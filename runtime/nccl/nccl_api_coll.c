@@ -61,12 +61,6 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *info) {
 }
 
 /* ---- forwarding ---------------------------------------------------------------------------------- */
-bool nccl_forced(unsigned coll) {
-    unsigned mask = 0;
-    nccl_force_mask(&mask, NULL);
-    return (mask & coll) != 0;
-}
-
 ncclResult_t nccl_forward_begin(ncclComm_t comm, const NcclReal **real, ncclComm_t *rc,
                                 const char *fn) {
     ncclResult_t err = ncclSuccess;

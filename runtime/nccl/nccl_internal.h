@@ -44,10 +44,8 @@ ncclResult_t nccl_result(mscclrt_result r);
 ncclResult_t nccl_comm_ready(ncclComm_t comm, const char *fn);
 ncclResult_t nccl_fail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Forwarding (nccl_api_coll.c): whether the collective bit `coll` (NCCL_COLL(X)) goes to the
- * real NCCL by MSCCLRT_FORCE_NCCL; and the real comm to use inside the current group, with the
- * real NCCL's group opened when ours is open. */
-bool nccl_forced(unsigned coll);
+/* Forwarding (nccl_api_coll.c): the real comm to use inside the current group, with the real
+ * NCCL's group opened when ours is open. */
 ncclResult_t nccl_forward_begin(ncclComm_t comm, const NcclReal **real, ncclComm_t *rc,
                                 const char *fn);
 

@@ -1,5 +1,5 @@
 /*
- * coll.c - the NCCL-shaped collective calls on a communicator (mscclrt_allreduce, ...,
+ * algo_coll.c - the NCCL-shaped collective calls on a communicator (mscclrt_allreduce, ...,
  * mscclrt_send/recv), PreMulSum operators, windows, and mscclrt_algo_run: each call becomes a
  * request (sizes as nccl-tests counts them, buffer mode, capture status, symmetric windows),
  * the selector chain picks an algorithm (algo_registry.c), and the call runs as a plan through
