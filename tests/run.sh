@@ -48,8 +48,10 @@ count() { # $1 = name, $2 = exit status, $3 = output file
     pass=$((pass + n_p)); fail=$((fail + n_f)); skip=$((skip + n_s))
 }
 
-# the skips grouped by reason, most frequent first: "  3 need a GPU: unit/a, unit/b, unit/c"
-# ("needs" becomes "need" for several); a skip without a reason is listed as such
+# the skips grouped by reason, the most frequent first, each with the first few tests it covers:
+#      3 need a GPU
+#          unit/test_gpu_coll, unit/test_gpu_exec, unit/test_gpu_mp
+# ("needs" becomes "need" for several); skips without a reason are listed as such
 skip_summary() {
     [ -s "$skips" ] || return 0
     echo "skipped, by reason:"
@@ -58,11 +60,13 @@ skip_summary() {
           if (!(r in n)) order[++k] = r
           n[r]++
           if (n[r] <= 4) names[r] = names[r] (n[r] > 1 ? ", " : "") $2 }
-        END { for (i = 1; i <= k; i++) { r = order[i]
-                  if (n[r] > 1) sub(/^needs /, "need ", r)
-                  more = n[order[i]] > 4 ? sprintf(" and %d more", n[order[i]] - 4) : ""
-                  printf "%6d %s: %s%s\n", n[order[i]], r, names[order[i]], more } }' |
-        sort -s -k1,1nr
+        END { for (i = 1; i <= k; i++)          # most frequent first (a stable selection sort)
+                  for (j = i + 1; j <= k; j++)
+                      if (n[order[j]] > n[order[i]]) { t = order[i]; order[i] = order[j]; order[j] = t }
+              for (i = 1; i <= k; i++) { r = order[i]; c = n[r]; shown = r
+                  if (c > 1) sub(/^needs /, "need ", shown)
+                  printf "%6d %s\n         %s%s\n", c, shown, names[r],
+                         (c > 4 ? sprintf(" and %d more", c - 4) : "") } }'
 }
 
 for t in "$BUILD"/tests/test_*; do

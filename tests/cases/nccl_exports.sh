@@ -108,12 +108,13 @@ check() { # name file-of-wanted-symbols how-to-get-it
     fi
 }
 
-wheel="NVIDIA's NCCL 2.28.9 (make nccl-wheel: pip, PyPI) or the lists of $lists_how"
-check functions "$out/functions.want" "$wheel"
+wheel="NVIDIA's NCCL 2.28.9 (make nccl-wheel: pip, PyPI)"
+check functions "$out/functions.want" "$wheel, or nccl-2.28.9-functions.txt in $lists_how"
 [ -f "$out/functions.want" ] && sed 's/^/p/' "$out/functions.want" >"$out/twins.want"
-check pnccl_twins "$out/twins.want" "$wheel"
-check libnccl_exports "$out/libnccl.want" "$wheel"
-check torch_imports "$out/torch.want" "PyTorch (pip install torch) or the lists of $lists_how"
+check pnccl_twins "$out/twins.want" "$wheel, or nccl-2.28.9-functions.txt in $lists_how"
+check libnccl_exports "$out/libnccl.want" "$wheel, or libnccl-2.28.9-exports.txt in $lists_how"
+check torch_imports "$out/torch.want" \
+    "PyTorch (pip install torch), or torch-2.11-nccl-imports.txt in $lists_how"
 [ -f "$out/torch211.want" ] && check torch_2.11_imports "$out/torch211.want" "$lists_how"
 
 # pncclX is ncclX: the same address
