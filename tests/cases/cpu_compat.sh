@@ -1,8 +1,8 @@
 #!/bin/sh
 # cpu_compat.sh - every real MSCCL++ plan (reduce_nvls through the CPU backend's switch
-# emulation; from MSCCLPP_PLANS_DIR, ../shared/compat/mscclpp-plans or the repository's copies in
-# tests/plans/compat: tests/tools/mscclpp_plans.sh) computes its collective on the CPU backend: mscclrt-run
-# --check for several sizes (smallest legal, odd multiples of it, 64K, 1M), every data type,
+# emulation; from MSCCLPP_PLANS_DIR, ../shared/compat/mscclpp-plans or the repository's copies
+# in tests/plans/compat: tests/tools/mscclpp_plans.sh) computes its collective on the CPU
+# backend: mscclrt-run --check for several sizes (smallest legal, odd multiples of it, 64K, 1M), every data type,
 # every operator, LL16 and LL8, and repeated calls (double scratch halves alternate).
 # Reference: mscclrt-run --check reduces the ranks' inputs in rank order 0..N-1 in float64
 # (exact integer arithmetic, wrapping, for integer types) and accepts |got - ref| <=
