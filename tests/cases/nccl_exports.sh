@@ -49,7 +49,8 @@ if sh tests/tools/fetch_nccl.sh "$nccl"; then
     nm -D --defined-only "$nccl/lib/libnccl.so.2" | awk '$3 ~ /^nccl/ {print $3}' | sort -u \
         >"$out/libnccl.want"
     [ -s "$out/functions.want" ] && [ -s "$out/libnccl.want" ] ||
-        { echo "nccl_exports: no functions read from $nccl/include/nccl.h or its libnccl.so.2"; st=1; }
+        { echo "nccl_exports: no functions read from $nccl/include/nccl.h or its libnccl.so.2"
+          result read_wheel 1; }
 else
     echo "nccl_exports: no NVIDIA NCCL 2.28.9 (the nvidia-nccl-cu13 wheel, through pip from PyPI)"
     result fetch 1
@@ -114,7 +115,7 @@ check functions "$out/functions.want" "$wheel, or nccl-2.28.9-functions.txt in $
 check pnccl_twins "$out/twins.want" "$wheel, or nccl-2.28.9-functions.txt in $lists_how"
 check libnccl_exports "$out/libnccl.want" "$wheel, or libnccl-2.28.9-exports.txt in $lists_how"
 check torch_imports "$out/torch.want" \
-    "PyTorch (pip install torch), or torch-2.11-nccl-imports.txt in $lists_how"
+    "PyTorch with CUDA (pip install torch), or torch-2.11-nccl-imports.txt in $lists_how"
 [ -f "$out/torch211.want" ] && check torch_2.11_imports "$out/torch211.want" "$lists_how"
 
 # pncclX is ncclX: the same address
