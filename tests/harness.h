@@ -1,6 +1,7 @@
 /*
  * harness.h - the whole unit-test framework: checks are counted, failures print the expression
- * and both values, and harness_report() prints the closing "testing NAME ... passed|failed".
+ * and both values, and harness_report() prints the closing "testing NAME ... passed|failed";
+ * harness_skip() ends a program that cannot run here, saying what it needs.
  * Include it once per test program; define TEST_NAME before including to name the program.
  */
 #ifndef MSCCL_HARNESS_H
@@ -25,6 +26,18 @@ static int h_checks, h_failed;
 /* Runs one named sub-test and prints its line, so the driver counts each separately. */
 #define TEST(name, body) do { int f0_ = h_failed; body; \
     printf("testing %s ... %s\n", name, h_failed == f0_ ? "passed" : "failed"); } while (0)
+
+/* A sub-test that cannot run here: its line names what it needs, for the driver's summary. */
+#define TEST_SKIP(name, needs) printf("testing %s ... skipped (needs %s)\n", name, needs)
+
+/* Ends a test program that cannot run on this machine: prints the detail (the driver's error,
+ * say; may be NULL) and "skipped (needs WHAT)", the reason tests/run.sh reports, and returns 77,
+ * the driver's exit status for a skip: `return harness_skip("a GPU", mscclrt_last_error());`. */
+static inline int harness_skip(const char *needs, const char *detail) {
+    if (detail && *detail) fprintf(stderr, "%s\n", detail);
+    fprintf(stderr, "skipped (needs %s)\n", needs);
+    return 77;
+}
 
 static inline int harness_report(void) {
     fprintf(stderr, "%d checks, %d failed\n", h_checks, h_failed);

@@ -6,7 +6,7 @@
 # Drives test_boot's --env-child mode.
 BUILD=${BUILD:-build}
 bin=$BUILD/tests/test_boot
-[ -x "$bin" ] || { echo "no $bin"; exit 77; }
+[ -x "$bin" ] || { echo "no $bin"; echo "skipped (needs $bin: make test builds it)"; exit 77; }
 tmp=$(mktemp -d) || exit 2
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
@@ -56,5 +56,5 @@ if grep -q '^00000000000000000000000000000001 .* lo$' /proc/net/if_inet6 2>/dev/
     if launch 3 2 1 0; then echo "testing boot/launch-ipv6 ... passed"
     else echo "testing boot/launch-ipv6 ... failed"; cat "$tmp"/r*.log; fi
 else
-    echo "testing boot/launch-ipv6 ... skipped"
+    echo "testing boot/launch-ipv6 ... skipped (needs an IPv6 loopback, ::1)"
 fi

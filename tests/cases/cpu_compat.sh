@@ -1,7 +1,8 @@
 #!/bin/sh
-# cpu_compat.sh - every real MSCCL++ plan of ../shared/compat/mscclpp-plans (reduce_nvls through
-# the CPU backend's switch emulation) computes its collective on the CPU backend: mscclrt-run
-# --check for several sizes (smallest legal, odd multiples of it, 64K, 1M), every data type,
+# cpu_compat.sh - every real MSCCL++ plan (reduce_nvls through the CPU backend's switch
+# emulation; from MSCCLPP_PLANS_DIR, ../shared/compat/mscclpp-plans or the repository's copies
+# in tests/plans/compat: tests/tools/mscclpp_plans.sh) computes its collective on the CPU
+# backend: mscclrt-run --check for several sizes (smallest legal, odd multiples of it, 64K, 1M), every data type,
 # every operator, LL16 and LL8, and repeated calls (double scratch halves alternate).
 # Reference: mscclrt-run --check reduces the ranks' inputs in rank order 0..N-1 in float64
 # (exact integer arithmetic, wrapping, for integer types) and accepts |got - ref| <=
@@ -9,9 +10,9 @@
 # combines in its own order with one rounding per pairwise operation in the data type.
 BUILD=${BUILD:-build}
 RUN=$BUILD/bin/mscclrt-run
-plans=../shared/compat/mscclpp-plans
 [ -x "$RUN" ] || { echo "cpu_compat: $RUN not built"; exit 1; }
-[ -d "$plans" ] || { echo "cpu_compat: $plans not found"; exit 77; }
+. tests/tools/mscclpp_plans.sh
+echo "cpu_compat: the plans of $plans ($plans_from)"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 fail=0

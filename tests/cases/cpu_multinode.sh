@@ -12,8 +12,8 @@ BUILD=${BUILD:-build}
 MSCCLC=$BUILD/bin/mscclc
 RUN=$BUILD/bin/mscclrt-run
 [ -x "$RUN" ] || { echo "cpu_multinode: $RUN not built"; exit 1; }
-[ -x "$MSCCLC" ] || { echo "cpu_multinode: $MSCCLC not built"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "cpu_multinode: python3 missing"; exit 77; }
+[ -x "$MSCCLC" ] || { echo "cpu_multinode: $MSCCLC not built"; echo "skipped (needs mscclc)"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "cpu_multinode: python3 missing"; echo "skipped (needs python3)"; exit 77; }
 progs=$(grep -l '^ *tags .*multi_node' stdlib/*/*.coll 2>/dev/null | sort)
 [ -n "$progs" ] || { echo "cpu_multinode: no stdlib program tagged multi_node"; exit 1; }
 tmp=$(mktemp -d)

@@ -1,14 +1,18 @@
 #!/bin/sh
 # cpu_run.sh - the mscclrt-run command: option errors, --save files, the backend table, and
-# that --check and the no-progress timeout really fail on broken plans (made from MSCCL++'s
-# reduce.json by dropping one op; needs python3, else those two cases are skipped).
+# that --check and the no-progress timeout really fail on broken plans (made by dropping one op).
+# The plan is tests/compat/reduce.coll compiled here by mscclc: op for op MSCCL++'s reduce.json
+# (compat_coll checks that), but made by the repository itself. Breaking it needs python3, else
+# those cases are skipped.
 BUILD=${BUILD:-build}
 RUN=$BUILD/bin/mscclrt-run
-plan=../shared/compat/mscclpp-plans/reduce.json
+MSCCLC=$BUILD/bin/mscclc
 [ -x "$RUN" ] || { echo "cpu_run: $RUN not built"; exit 1; }
-[ -f "$plan" ] || { echo "cpu_run: $plan not found"; exit 77; }
+[ -x "$MSCCLC" ] || { echo "cpu_run: $MSCCLC not built"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+plan=$tmp/reduce.json
+"$MSCCLC" tests/compat/reduce.coll -o "$plan" || { echo "cpu_run: mscclc tests/compat/reduce.coll failed"; exit 1; }
 fail=0
 
 # t NAME WANT_STATUS WANT_TEXT args...: exit status and a substring of stdout+stderr
@@ -29,7 +33,8 @@ t() {
 
 t ok 0 "check passed" "$plan" --ranks 2 --size 4096 --dtype bfloat16 --op max --check --iters 3
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
-    echo "testing cpu_run/gpu_unavailable ... skipped"   # a CUDA driver is here: GPU tests cover it
+    # a CUDA driver is here: the GPU tests cover it
+    echo "testing cpu_run/gpu_unavailable ... skipped (needs a host without a CUDA driver)"
 else
     t gpu_unavailable 1 "--backend gpu: cannot create one communicator per GPU: CUDA driver not available" \
         "$plan" --backend gpu --check
@@ -109,7 +114,7 @@ EOF
         "rank 1 tb 0 op 14 (wait): waiting for a signal on memory channel 0 from rank 0 (received 1, need 2)" \
         "$tmp/nosig.json" --size 4096
 else
-    echo "testing cpu_run/check_fails ... skipped"
-    echo "testing cpu_run/timeout ... skipped"
+    echo "testing cpu_run/check_fails ... skipped (needs python3)"
+    echo "testing cpu_run/timeout ... skipped (needs python3)"
 fi
 exit $fail

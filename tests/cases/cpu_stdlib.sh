@@ -9,9 +9,9 @@ BUILD=${BUILD:-build}
 MSCCLC=$BUILD/bin/mscclc
 RUN=$BUILD/bin/mscclrt-run
 [ -x "$RUN" ] || { echo "cpu_stdlib: $RUN not built"; exit 1; }
-[ -x "$MSCCLC" ] || { echo "cpu_stdlib: $MSCCLC not built"; exit 77; }
+[ -x "$MSCCLC" ] || { echo "cpu_stdlib: $MSCCLC not built"; echo "skipped (needs mscclc)"; exit 77; }
 progs=$(find stdlib -name '*.coll' 2>/dev/null | sort)
-[ -n "$progs" ] || { echo "cpu_stdlib: no stdlib/**/*.coll"; exit 77; }
+[ -n "$progs" ] || { echo "cpu_stdlib: no stdlib/**/*.coll"; echo "skipped (needs stdlib/**/*.coll)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -59,7 +59,7 @@ for src in $progs; do
         plan=$tmp/plan.json
         if ! "$MSCCLC" "$src" -D N=$n -o "$plan" >"$tmp/cc" 2>&1; then
             if grep -q "^$src:[0-9]*:[0-9]*: error: requirement failed" "$tmp/cc"; then
-                echo "testing cpu_stdlib/$name/N$n ... skipped"
+                echo "testing cpu_stdlib/$name/N$n ... skipped (the program's require rejects this N)"
             else
                 cat "$tmp/cc"
                 echo "testing cpu_stdlib/$name/N$n ... failed"

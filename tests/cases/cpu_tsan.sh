@@ -1,13 +1,14 @@
 #!/bin/sh
 # cpu_tsan.sh - a short CPU-backend workload for the ThreadSanitizer pass of `make
-# test-sanitize` (ONLY=tsan runs only this script): every MSCCL++ compat plan under --check with
-# repeated calls, LL16 and LL8, plus the op-semantics unit test binary when it is built.
+# test-sanitize` (ONLY=tsan runs only this script): every MSCCL++ plan (tests/tools/mscclpp_plans.sh
+# says which directory) under --check with repeated calls, LL16 and LL8, plus the op-semantics
+# unit test binary when it is built.
 # Any data race or lock-order report makes the run exit non-zero under TSan.
 BUILD=${BUILD:-build}
 RUN=$BUILD/bin/mscclrt-run
-plans=../shared/compat/mscclpp-plans
 [ -x "$RUN" ] || { echo "cpu_tsan: $RUN not built"; exit 1; }
-[ -d "$plans" ] || { echo "cpu_tsan: $plans not found"; exit 77; }
+. tests/tools/mscclpp_plans.sh
+echo "cpu_tsan: the plans of $plans ($plans_from)"
 export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
 fail=0
 for plan in "$plans"/*.json; do

@@ -50,7 +50,7 @@ if command -v clang >/dev/null 2>&1 && echo 'int LLVMFuzzerTestOneInput(const ch
         fi
     fi
 else
-    echo "testing fuzz/coll-libfuzzer ... skipped"
+    echo "testing fuzz/coll-libfuzzer ... skipped (needs clang with libFuzzer, -fsanitize=fuzzer)"
 fi
 
 # 2. the project's own mutator, always

@@ -3,14 +3,17 @@
 # option errors (exact messages), --launch env refusing a WORLD_SIZE that is not the plan's rank
 # count, the default mode under a launcher's variables, and, on a host without a CUDA driver,
 # --launch procs failing cleanly with the library's error: non-zero status, quickly, every
-# forked rank reaped (checked as a child subreaper with python3, when it is there).
+# forked rank reaped (checked as a child subreaper with python3, when it is there). The plan is
+# tests/compat/reduce.coll (2 ranks, named 'reduce') compiled here by mscclc.
 BUILD=${BUILD:-build}
 RUN=$BUILD/bin/mscclrt-run
-plan=../shared/compat/mscclpp-plans/reduce.json
+MSCCLC=$BUILD/bin/mscclc
 [ -x "$RUN" ] || { echo "gpu_launch: $RUN not built"; exit 1; }
-[ -f "$plan" ] || { echo "gpu_launch: $plan not found"; exit 77; }
+[ -x "$MSCCLC" ] || { echo "gpu_launch: $MSCCLC not built"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+plan=$tmp/reduce.json
+"$MSCCLC" tests/compat/reduce.coll -o "$plan" || { echo "gpu_launch: mscclc tests/compat/reduce.coll failed"; exit 1; }
 unset RANK WORLD_SIZE LOCAL_RANK OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS
 
 # t NAME WANT_STATUS WANT_FIRST_LINE [VAR=VALUE...] args...: exit status and the exact first line
@@ -59,7 +62,9 @@ t env_default_timeout 2 "mscclrt-run: --timeout: only with --launch procs (this 
     WORLD_SIZE=2 RANK=0 "$plan" --backend gpu --timeout 30
 
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
-    for n in env_no_driver procs_overrides_env rank_alone_is_procs procs_no_driver procs_reaped; do echo "testing gpu_launch/$n ... skipped"; done
+    for n in env_no_driver procs_overrides_env rank_alone_is_procs procs_no_driver procs_reaped; do
+        echo "testing gpu_launch/$n ... skipped (needs a host without a CUDA driver)"
+    done
     exit 0
 fi
 nodrv="mscclrt-run: --backend gpu: cannot create one communicator per GPU: CUDA driver not available: dlopen(libcuda.so.1)"
@@ -104,9 +109,9 @@ except ChildProcessError:
 EOF
     case $? in
     0) echo "testing gpu_launch/procs_reaped ... passed" ;;
-    77) echo "testing gpu_launch/procs_reaped ... skipped" ;;
+    77) echo "testing gpu_launch/procs_reaped ... skipped (needs prctl(PR_SET_CHILD_SUBREAPER))" ;;
     *) cat "$tmp/reap"; echo "testing gpu_launch/procs_reaped ... failed" ;;
     esac
 else
-    echo "testing gpu_launch/procs_reaped ... skipped"
+    echo "testing gpu_launch/procs_reaped ... skipped (needs python3)"
 fi

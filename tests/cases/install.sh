@@ -35,7 +35,7 @@ if [ -f "$BUILD/lib/libmscclrt_nccl.so" ]; then
         -L"$root/lib/nccl" -lnccl -o "$tmp/nccl_app" || nst=1
     r nccl-drop-in $nst
 fi
-command -v pkg-config >/dev/null 2>&1 || { echo "testing install/pkg-config ... skipped"; exit $st; }
+command -v pkg-config >/dev/null 2>&1 || { echo "testing install/pkg-config ... skipped (needs pkg-config)"; exit $st; }
 flags=$(PKG_CONFIG_SYSROOT_DIR="$tmp" PKG_CONFIG_LIBDIR="$root/lib/pkgconfig" pkg-config --cflags --libs mscclrt)
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror examples/run_plan.c $flags -o "$tmp/run_plan"
 r build-example $?

@@ -82,7 +82,7 @@ if [ -x "$out/load_real" ]; then
     r=$?; cat "$out/load_real.log"; result load_real_nccl $r
 else
     echo "nccl_abi: $out/load_real is not built (make test builds it)"
-    echo "testing nccl_abi/load_real_nccl ... skipped"
+    echo "testing nccl_abi/load_real_nccl ... skipped (needs $out/load_real: make test builds it)"
 fi
 
 exit $st

@@ -1,11 +1,12 @@
 #!/bin/sh
-# nccl_tests_build.sh - NVIDIA's nccl-tests (../shared/third_party/nccl-tests, never copied here)
-# builds against the drop-in as it would against NCCL: our nccl.h (with NVIDIA's nccl_device.h
-# from the 2.28.9 wheel, which nccl-tests includes for NCCL >= 2.28) and libmscclrt_nccl.so as
-# libnccl.so, out of tree into $BUILD/nccl-tests; every *_perf binary must exist and need
-# libnccl.so.2. One architecture (sm_90) keeps the build short; MPI off. Rebuilt from scratch
-# when our header changes (nccl-tests' own rules do not see it). Skips while the entry points are
-# missing, and without nvcc.
+# nccl_tests_build.sh - NVIDIA's nccl-tests builds against the drop-in as it would against NCCL:
+# our nccl.h (with NVIDIA's nccl_device.h from the 2.28.9 wheel, which nccl-tests includes for
+# NCCL >= 2.28) and libmscclrt_nccl.so as libnccl.so, out of tree into $BUILD/nccl-tests; every
+# *_perf binary must exist and need libnccl.so.2. One architecture (sm_90) keeps the build short;
+# MPI off. Rebuilt from scratch when our header changes (nccl-tests' own rules do not see it).
+# nccl-tests is an optional input, never copied here: its sources in NCCL_TESTS_SRC, else in the
+# shared checkout beside this repository (../shared/third_party/nccl-tests). Skips, saying what it
+# needs, without them, without nvcc, and while the entry points are missing.
 cd "$(dirname "$0")/../.." || exit 2
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -16,13 +17,24 @@ perfs="all_reduce all_gather broadcast reduce_scatter reduce alltoall alltoallv 
 
 if [ ! -f "$so" ]; then
     echo "libmscclrt_nccl.so not built: entry points missing (runtime/nccl/nccl_api*.c)"
+    echo "skipped (needs runtime/nccl/nccl_api*.c)"
     exit 77
 fi
 if [ ! -x "$CUDA_HOME/bin/nvcc" ]; then
     echo "nccl_tests_build: no $CUDA_HOME/bin/nvcc (set CUDA_HOME); nccl-tests needs it"
+    echo "skipped (needs nvcc: the CUDA toolkit in CUDA_HOME)"
     exit 77
 fi
-[ -f "$src/src/Makefile" ] || { echo "nccl_tests_build: no nccl-tests in $src"; exit 1; }
+if [ ! -f "$src/src/Makefile" ]; then
+    if [ -n "${NCCL_TESTS_SRC:-}" ]; then
+        echo "nccl_tests_build: NCCL_TESTS_SRC=$src holds no nccl-tests (no src/Makefile)"
+        exit 1
+    fi
+    echo "nccl_tests_build: no nccl-tests sources in $src; to build them against the drop-in:"
+    echo "    git clone https://github.com/NVIDIA/nccl-tests && NCCL_TESTS_SRC=\$PWD/nccl-tests make test"
+    echo "skipped (needs nccl-tests: NCCL_TESTS_SRC=DIR or ../shared/third_party/nccl-tests)"
+    exit 77
+fi
 nccl=$BUILD/third_party/nccl-2.28.9
 sh tests/tools/fetch_nccl.sh "$nccl" || exit 1
 

@@ -6,7 +6,7 @@
 BUILD=${BUILD:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkfifo "$tmp/f.json" || { echo "plan_fifo: mkfifo failed"; exit 77; }
+mkfifo "$tmp/f.json" || { echo "plan_fifo: mkfifo failed"; echo "skipped (needs mkfifo)"; exit 77; }
 mkdir "$tmp/d.json"
 fail=0
 
@@ -14,7 +14,7 @@ fail=0
 t() {
     name=$1 want=$2 text=$3
     shift 3
-    [ -x "$1" ] || { echo "testing plan_fifo/$name ... skipped"; return; }
+    [ -x "$1" ] || { echo "testing plan_fifo/$name ... skipped (needs $1)"; return; }
     timeout 20 "$@" >"$tmp/out" 2>&1 </dev/null
     st=$?
     if [ "$st" = "$want" ] && grep -qF -- "$text" "$tmp/out"; then

@@ -17,13 +17,15 @@ MSCCLRT_LIB_DIR=$PWD/$BUILD/lib MSCCLRT_CACHE_DIR=$PWD/$out/cache PYTHONPATH=$PW
     --junit-xml="$out/junit.xml" python/tests >"$out/pytest.log" 2>&1
 st=$?
 # "python/tests/test_x.py::test_y[param] PASSED   [ 10%]" -> "testing python/test_x.py::... passed"
-# (parameter ids may hold spaces: they become underscores)
-sed -n -E 's#^python/tests/(.*) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) +\[ *[0-9]+%\]$#\2 \1#p' \
-    "$out/pytest.log" | while read -r res name; do
+# (parameter ids may hold spaces: they become underscores); a skip keeps pytest's reason:
+# "... SKIPPED (needs torch)   [ 50%]" -> "testing python/... ... skipped (needs torch)"
+tab=$(printf '\t')
+sed -n -E 's#^python/tests/(.*) (PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS)( \((.*)\))? +\[ *[0-9]+%\]$#\2\t\1\t\4#p' \
+    "$out/pytest.log" | while IFS=$tab read -r res name why; do
     name=$(printf '%s' "$name" | tr ' ' '_')
     case $res in
         PASSED|XFAIL) echo "testing python/$name ... passed" ;;
-        SKIPPED) echo "testing python/$name ... skipped" ;;
+        SKIPPED) echo "testing python/$name ... skipped${why:+ ($why)}" ;;
         *) echo "testing python/$name ... failed" ;;
     esac
 done >"$out/results.txt"

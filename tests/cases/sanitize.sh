@@ -4,8 +4,8 @@
 # parsing under clang's UBSan where clang is installed: in $BUILD-asan, $BUILD-tsan and
 # $BUILD-ubsan) and reports its tests as its own. Skipped when already inside a sanitizer run or with SKIP_SANITIZE=1.
 BUILD=${BUILD:-build}
-[ -n "$MSCCL_IN_SANITIZE" ] && exit 77
-[ -n "$SKIP_SANITIZE" ] && exit 77
+[ -n "$MSCCL_IN_SANITIZE" ] && { echo "skipped (already inside make test-sanitize)"; exit 77; }
+[ -n "$SKIP_SANITIZE" ] && { echo "skipped (SKIP_SANITIZE is set)"; exit 77; }
 cd "$(dirname "$0")/../.." || exit 2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

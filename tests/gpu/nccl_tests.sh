@@ -17,6 +17,13 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log"
 command -v mpirun >/dev/null 2>&1 || { echo "nccl_tests.sh: no mpirun"; exit 77; }
+# nccl-tests is an optional input, never copied into the repository
+if [ ! -f "$src/src/Makefile" ]; then
+    echo "nccl_tests.sh: no nccl-tests sources in $src (git clone https://github.com/NVIDIA/nccl-tests;" \
+         "then NCCL_TESTS_SRC=DIR)"
+    echo "skipped (needs nccl-tests: NCCL_TESTS_SRC=DIR or ../shared/third_party/nccl-tests)"
+    exit 77
+fi
 [ -f "$BUILD/lib/libmscclrt_nccl.so" ] || { echo "nccl_tests.sh: $BUILD/lib/libmscclrt_nccl.so missing"; exit 1; }
 
 # NCCL_HOME for nccl-tests: our header and our library under the names it links

@@ -47,7 +47,11 @@ run() { # name, command... (its variables start with r: callers' names survive)
     rc=$?
     echo "($(($(date +%s) - rt0)) s)" >>"$log/$rname.log"
     grep '^testing ' "$log/$rname.log" || { [ $rc -eq 0 ] && echo "testing $rname ... passed"; }
-    if [ $rc -eq 77 ]; then echo "testing $rname ... skipped"; return 0; fi
+    if [ $rc -eq 77 ]; then   # the reason: its "skipped (needs ...)" line, as tests/run.sh reads it
+        rwhy=$(sed -n 's/^skipped (\(.*\))$/\1/p' "$log/$rname.log" | tail -n 1)
+        echo "testing $rname ... skipped${rwhy:+ ($rwhy)}"
+        return 0
+    fi
     if [ $rc -ne 0 ]; then
         echo "testing $rname ... failed (rc $rc; log $log/$rname.log)"
         tail -20 "$log/$rname.log" | sed 's/^/    /'

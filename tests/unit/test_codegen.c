@@ -175,8 +175,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--warm")) return nvrtc_load() == MSCCLRT_SUCCESS ? warm(argc, argv) : 77;
     setenv("MSCCLRT_CACHE_DIR", "none", 1);
     if (nvrtc_load() != MSCCLRT_SUCCESS) {
-        fprintf(stderr, "skipping: %s\n", mscclrt_last_error());
-        return 77;
+        return harness_skip("NVRTC (the CUDA toolkit's libnvrtc)", mscclrt_last_error());
     }
     if (argc > 1) {
         for (int i = 1; i < argc; i++) {

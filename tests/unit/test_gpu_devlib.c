@@ -247,8 +247,7 @@ out:
 int main(void) {
     int count = 0;
     if (cu_load() != MSCCLRT_SUCCESS || cu.cuDeviceGetCount(&count) != CU_OK || count < 1) {
-        fprintf(stderr, "skipping: no CUDA device\n");
-        return 77;
+        return harness_skip("a GPU", mscclrt_last_error());
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     TEST("gpu devlib kernels compile and load", CHECK(setup()));

@@ -139,13 +139,11 @@ static void past_allocation_refused(void) {
 
 int main(int argc, char **argv) {
     if (cu_load() != MSCCLRT_SUCCESS) {
-        fprintf(stderr, "skipping: %s\n", mscclrt_last_error());
-        return 77;
+        return harness_skip("a GPU", mscclrt_last_error());
     }
     int count = 0;
     if (cu.cuDeviceGetCount(&count) != CU_OK || count < 1) {
-        fprintf(stderr, "skipping: no CUDA device\n");
-        return 77;
+        return harness_skip("a GPU", "no CUDA device");
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *q = getenv("MSCCLRT_TEST_QUICK");

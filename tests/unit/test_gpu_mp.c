@@ -169,8 +169,7 @@ int main(void) {
     waitpid(probe, &st, 0);
     int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 77;
     if (ndev == 77) {
-        fprintf(stderr, "skipping: no CUDA device\n");
-        return 77;
+        return harness_skip("a GPU", "no CUDA device");
     }
     mscclrt_unique_id id;
     TEST("gpu mp unique id", CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_get_unique_id(&id)));

@@ -52,8 +52,7 @@ static void t_layout(void) {
 
 int main(void) {
     if (cg_check_source("extern \"C\" __global__ void k() {}", 90, "probe") != MSCCLRT_SUCCESS) {
-        fprintf(stderr, "NVRTC unavailable: %s\n", mscclrt_last_error());
-        return 77;
+        return harness_skip("NVRTC (the CUDA toolkit's libnvrtc)", mscclrt_last_error());
     }
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",

@@ -937,8 +937,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (ngpu == 0) {
-        fprintf(stderr, "skipping: no CUDA device\n");
-        return 77;
+        return harness_skip("a GPU", "no CUDA device");
     }
     printf("  %d GPU(s): rank r on GPU r mod %d\n", ngpu, ngpu);
     static const struct {
