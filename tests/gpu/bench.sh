@@ -6,7 +6,7 @@
 # NVLS guard preloaded). Usage: BUILD=build sh tests/gpu/bench.sh  (results in $BENCH_DIR)
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
-N=${N:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+N=${N:-$(sh tests/gpu/gpu_count.sh)}
 [ "$N" -ge 2 ] || { echo "bench.sh: needs at least 2 GPUs" >&2; exit 77; }
 export NCCL_NVLS_ENABLE=0
 unset MSCCLRT_ENABLE_NVLS

@@ -63,7 +63,7 @@ devopt="-x NCCL_TESTS_DEVICE=0"
 if [ "${GPU_PER_RANK:-0}" = 1 ]; then
     devopt=""
     unset NCCL_TESTS_DEVICE
-    [ -n "$NT_NPROCS" ] || NT_NPROCS=$(nvidia-smi -L 2>/dev/null | wc -l)
+    [ -n "$NT_NPROCS" ] || NT_NPROCS=$(sh tests/gpu/gpu_count.sh)
 fi
 one() { # name, nprocs, binary, args...
     name=$1; np=$2; bin=$3; shift 3

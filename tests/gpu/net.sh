@@ -12,7 +12,7 @@ BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/net
 mkdir -p "$log"
-[ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 1 ] || { echo "net.sh: no GPU"; exit 77; }
+[ "$(sh tests/gpu/gpu_count.sh)" -ge 1 ] || { echo "net.sh: no GPU"; exit 77; }
 [ -x "$BUILD/bin/mscclc" ] && [ -x "$BUILD/bin/mscclrt-run" ] || { echo "net.sh: build first"; exit 2; }
 export MSCCLRT_NET=socket MSCCLRT_SOCKET_IFNAME=lo MSCCLRT_NET_TIMEOUT_MS=60000
 # NET_AUTO=1: leave the transport to the automatic choice (socket where no RDMA port is active)

@@ -12,7 +12,8 @@
 # ranks (and 8 unless quick), NVIDIA's nccl-tests under MPI (nccl_tests.sh) and PyTorch
 # (torch_dropin.sh), every rank on GPU 0 and, where there are 2 GPUs or more, one process per GPU
 # (GPU_PER_RANK=1); those two scripts skip (77) without mpirun or PyTorch.
-# Logs go to $GPU_LOG_DIR when set.
+# Logs go to $GPU_LOG_DIR when set. The GPU count is what CUDA_VISIBLE_DEVICES leaves visible
+# (tests/gpu/gpu_count.sh): CUDA_VISIBLE_DEVICES=0 runs the one-GPU mode on a larger machine.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
 #   GPU_SECTIONS="basic sweep procs shared nccl net python"   the sections to run (default: all)
 # net (tests/gpu/net.sh): multi_node stdlib programs with ranks sharing GPU 0 split into 2 and 4
@@ -126,7 +127,7 @@ rotate() {
 # Every stdlib program at N = all GPUs here: the smallest legal size with 1000 back-to-back
 # calls, then larger sizes up to the plan's maximum (1 GiB for unbounded plans), rotating
 # dtypes and operators; each run ends with a CUDA-graph replay and a full check.
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+ngpu=$(sh tests/gpu/gpu_count.sh)
 if want sweep && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$MSCCLRT_TEST_QUICK" ]; then
     plans=$log/plans
     mkdir -p "$plans"

@@ -21,7 +21,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 # GPU_PER_RANK=1: one process per GPU (the process counts default to the GPU count), else
 # every rank on cuda:0
 export GPU_PER_RANK=${GPU_PER_RANK:-0}
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+ngpu=$(sh tests/gpu/gpu_count.sh)
 [ "$GPU_PER_RANK" = 1 ] && [ -z "$TORCH_NPROCS" ] && TORCH_NPROCS=$ngpu
 export PYTHONUNBUFFERED=1 CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
 status=0

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log"
 python3 -c 'import torch' 2>/dev/null || { echo "torch_bench.sh: no PyTorch"; exit 77; }
-n=${NPROC:-$(nvidia-smi -L | wc -l)}
+n=${NPROC:-$(sh tests/gpu/gpu_count.sh)}
 max=${MAX_BYTES:-1073741824}
 so=$PWD/$BUILD/lib/libmscclrt_nccl.so
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
