@@ -6,6 +6,7 @@
 #   BUILD=build sh tests/gpu/nccl_tests.sh            (make test-gpu runs it)
 # NT_NPROCS="2 4 8"   process counts;  NT_FULL=1: -d all -o all at every count (default: at 2);
 # every binary also runs with -G 2 (CUDA graphs) at every count
+# NT_BINS="all_reduce_perf ..." the binaries to run (default: all eleven).
 # GPU_PER_RANK=1: one process per GPU (nccl-tests' own device choice; the process counts
 # default to the GPU count) instead of every rank on GPU 0.
 # NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
@@ -85,7 +86,7 @@ one() { # name, nprocs, binary, args...
         status=1
     fi
 }
-bins="all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf alltoallv_perf sendrecv_perf gather_perf scatter_perf hypercube_perf"
+bins=${NT_BINS:-"all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf alltoallv_perf sendrecv_perf gather_perf scatter_perf hypercube_perf"}
 for np in ${NT_NPROCS:-2 4 8}; do
     for b in $bins; do
         [ -x "$out/$b" ] || { echo "testing nccl-tests $b np$np ... failed (not built)"; status=1; continue; }
