@@ -613,6 +613,13 @@ static bool plan_fits(const mscclrt_algo *a, const mscclrt_request *req, size_t 
         PlanGeom g;
         PlanErr e;
         if (!plan_geom(p, r, in, out, &g, &e)) return no_fit(why, "%s", e.msg);
+        /* MSCCL++'s fixed scratch: larger chunks would need offsets wrapped, which the GPU
+         * executor refuses (exec_size_get); another algorithm serves such a call */
+        if (p->reuse_resources && p->gpus[r].scratch_chunks &&
+            plan_scratch_bytes(p, r, g.chunk_bytes, 256) > g.scratch_bytes)
+            return no_fit(why, "its reuse_resources plan's fixed scratch of %" PRIu64 " bytes "
+                          "holds rank %d's chunks of %" PRIu64 " bytes only below this size",
+                          g.scratch_bytes, r, g.chunk_bytes);
     }
     return true;
 }

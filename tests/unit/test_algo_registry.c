@@ -85,6 +85,33 @@ static void t_coll_names(void) {
 }
 
 /* Descriptions from stdlib plans for N = 2, 4, 8: everything comes from each plan itself. */
+/* A reuse_resources plan (MSCCL++'s fixed 64 MiB scratch) fits only while its chunks fit that
+ * scratch: selection routes larger calls to another algorithm instead of failing the call. */
+static void t_reuse_resources_fit(void) {
+    mscclrt_plan *pp = stdlib_plan("allreduce/rs_ag_simple", 2);
+    if (!pp) return;
+    /* the loaded model, flagged as MSCCL++'s multi-node defaults flag their plans */
+    Plan *m = (Plan *)api_plan_model(pp);
+    m->reuse_resources = true;
+    mscclrt_algo *a = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_algo_from_plan(&a, pp, NULL));
+    const uint64_t per_chunk = (uint64_t)1 << 26;
+    mscclrt_request small = request(MSCCLRT_COLL_ALLREDUCE, 1 << 20, 2);
+    small.inplace = 1;
+    small.symmetric = 1;   /* rs_ag_simple reaches peers' buffers: windows */
+    const char *why = NULL;
+    CHECK(a && algo_fits(a, &small, &why));
+
+    mscclrt_request big = request(MSCCLRT_COLL_ALLREDUCE, per_chunk * m->gpus[0].input_chunks, 2);
+    big.inplace = big.symmetric = 1;
+    why = NULL;
+    CHECK(a && !algo_fits(a, &big, &why));
+    CHECK(why && strstr(why, "reuse_resources"));
+
+    mscclrt_algo_free(a);
+    mscclrt_plan_free(pp);
+}
+
 static void t_from_plan_stdlib(void) {
     static const int ns[] = {2, 4, 8};
     for (int i = 0; i < 3; i++) {
@@ -659,6 +686,7 @@ static void t_selector_chain(void) {
 }
 
 int main(void) {
+    TEST("algo registry: reuse_resources plans fit only while their fixed scratch holds the chunks", t_reuse_resources_fit());
     TEST("algo/coll_names", t_coll_names());
     TEST("algo/from_plan_stdlib", t_from_plan_stdlib());
     TEST("algo/from_plan_desc", t_from_plan_desc());
