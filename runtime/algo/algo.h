@@ -119,8 +119,8 @@ mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, msccl
 /* The chain's core, with no communicator: cand[0..n) are algorithms that fit req, in selection
  * order. The user's selector (1: its choice is checked: the algorithm must fit req, blocks in
  * 0..1024, threads 0 or a multiple of 32 up to 1024; 0: no opinion), else the default
- * selector. Fails when MSCCLRT_TUNING_FILE is set and bad, when n is 0
- * (MSCCLRT_ERR_UNAVAILABLE), or when the selector's answer is unusable (naming it). */
+ * selector. Fails when n is 0 (MSCCLRT_ERR_UNAVAILABLE), or when the selector's answer is
+ * unusable (naming it). */
 mscclrt_result algo_select_from(const mscclrt_request *req, const mscclrt_algo *const *cand,
                                 int n, mscclrt_choice *choice);
 /* Whether a is in the process-wide collection now. */
@@ -200,8 +200,8 @@ int algo_tuning_count(const AlgoTuning *t);    /* entries */
 /* The first entry matching req whose algorithm is among cand[0..n): fills *choice. */
 bool algo_tuning_choose(const AlgoTuning *t, const mscclrt_request *req,
                         const mscclrt_algo *const *cand, int n, mscclrt_choice *choice);
-/* The process's table from MSCCLRT_TUNING_FILE, read once (*out NULL when it is unset); a bad
- * file fails here on every call, with the message of the first attempt. */
+/* The process's table from MSCCLRT_TUNING_FILE, read once (*out NULL when it is unset, or
+ * when the file is missing or bad: then one WARN names it, and the defaults decide). */
 mscclrt_result algo_tuning_process(const AlgoTuning **out);
 
 #endif
