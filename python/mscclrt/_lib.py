@@ -74,7 +74,7 @@ def _preloaded_dropin() -> Optional[ctypes.CDLL]:
         candidates.append(ctypes.CDLL(None))          # the global scope: LD_PRELOAD lands here
     except OSError:
         pass
-    for name in ("libnccl.so.2", DROPIN_NAME):
+    for name in ("libnccl.so.2", DROPIN_NAME, DROPIN_NAME + ".2"):
         try:
             candidates.append(ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
         except OSError:
