@@ -154,7 +154,7 @@ mscclrt_result algo_default_build(int world, int ranks_per_node, int arch, AlgoS
  * G = ranks_per_node) whose plans keep memory and switch channels inside a node
  * (algo_plan_crosses_nodes); ranks_per_node 0 (nodes of different sizes) builds none. A program
  * that refuses N, or whose plan would cross nodes over NVLink, is skipped (INFO). Plans are cached in memory per process and on disk under
- * cache_dir/plans ("" disables the disk), keyed by the source, the defines and the compiler's
+ * cache_dir/plans ("" disables the disk; an untrusted directory too, with a WARN), keyed by the source, the defines and the compiler's
  * identity. arch is kept for architecture-specific programs (the stdlib has none yet). */
 typedef struct AlgoBuildStats {
     int compiled, cached, skipped; /* plans compiled now, taken from a cache, programs refused */
@@ -163,8 +163,10 @@ typedef struct AlgoBuildStats {
 mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
                                         const char *cache_dir, AlgoSet *set,
                                         AlgoBuildStats *stats);  /* stats may be NULL */
-/* The plan cache directory for a MSCCLRT_CACHE_DIR value: "none" -> "" (disabled), "" ->
- * $HOME/.cache/mscclrt ("" without HOME), else the value. */
+/* The plan cache directory for a MSCCLRT_CACHE_DIR value (core/disk_cache.c's dcache_root):
+ * "none" -> "" (disabled), "" -> $XDG_CACHE_HOME/mscclrt when absolute, else
+ * $HOME/.cache/mscclrt ("" without HOME), else the value. The directory and its plans/ are used
+ * only when trusted (owned by the user, not writable by others; disk_cache.h). */
 void algo_plan_cache_dir(const char *setting, char *out, size_t n);
 /* Whether plan p, on nodes of rpn ranks (rank r on node r / rpn), reaches a rank of another
  * node by NVLink means (a memory channel, a buffer mapped for memory access, a switch group);
