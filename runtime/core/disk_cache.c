@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,26 @@ static bool mkdir_p(const char *dir) {
     }
 }
 
+/* Whether this warning was the last one given: the kernel cache opens its directory once per
+ * compile, and one warning per directory and reason says it all (repeats go to INFO). */
+static bool warned_before(const char *msg) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static char last[4400];
+    pthread_mutex_lock(&mu);
+    bool seen = strcmp(last, msg) == 0;
+    snprintf(last, sizeof last, "%s", msg);
+    pthread_mutex_unlock(&mu);
+    return seen;
+}
+
+#define DIR_WARN(...)                                                        \
+    do {                                                                     \
+        char m_[4400];                                                       \
+        snprintf(m_, sizeof m_, __VA_ARGS__);                                \
+        if (warned_before(m_)) LOG_INFO(LOG_SUB_INIT, "%s", m_);             \
+        else LOG_WARN("%s", m_);                                             \
+    } while (0)
+
 /* Checks an open directory (fd) found at path; closes fd and warns when it is not trusted. */
 static int check_dir(int fd, const char *path) {
     struct stat st;
@@ -77,8 +98,8 @@ static int check_dir(int fd, const char *path) {
     else if (!S_ISDIR(st.st_mode)) bad = "not a directory";
     else bad = untrusted(&st, why, sizeof why);
     if (!bad) return fd;
-    LOG_WARN("cache directory %s is not used: %s; caching is off (make it yours with mode 0700, "
-             "or set MSCCLRT_CACHE_DIR)", path, bad);
+    DIR_WARN("cache directory %s is not used: %s; caching is off (make it yours with mode "
+             "0700, or set MSCCLRT_CACHE_DIR)", path, bad);
     close(fd);
     return -1;
 }
@@ -97,8 +118,8 @@ bool dcache_open(DiskCache *c, const char *root, const char *sub) {
      * directory (/tmp) by someone else is not followed */
     struct stat lst;
     if (lstat(root, &lst) == 0 && S_ISLNK(lst.st_mode) && lst.st_uid != geteuid()) {
-        LOG_WARN("cache directory %s is not used: a symbolic link owned by uid %ld, not by this "
-                 "user; caching is off", root, (long)lst.st_uid);
+        DIR_WARN("cache directory %s is not used: a symbolic link owned by uid %ld, not by "
+                 "this user; caching is off", root, (long)lst.st_uid);
         return false;
     }
     int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -124,7 +145,7 @@ bool dcache_open(DiskCache *c, const char *root, const char *sub) {
         close(fd);
         if (sfd < 0) {
             if (link || e == ELOOP || e == ENOTDIR)
-                LOG_WARN("cache directory %s is not used: %s; caching is off", c->path,
+                DIR_WARN("cache directory %s is not used: %s; caching is off", c->path,
                          link || e == ELOOP ? "a symbolic link" : "not a directory");
             else
                 LOG_INFO(LOG_SUB_INIT, "cache directory %s: %s; caching is off", c->path,
