@@ -258,3 +258,8 @@ help:
 	@echo "make [all|test|test-gpu|test-sanitize|install PREFIX=..|clean|check-man] [V=1 DEBUG=1 SAN=1]"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# a variable's value, for test scripts that build harnesses from the same source lists
+# (tests/cases/fuzz_plan.sh: make -s print-PLAN_SRC)
+print-%:
+	@echo $($*)

@@ -29,11 +29,32 @@ static char *dup_text(const char *t) {
 }
 
 /* The passes after lowering, in the order passes.h requires (see the reasons there). */
+/* Before pass_auto_sync allocates its nops: the op count the plan will have (the nops to come,
+ * then replicate's instances) against the plan loader's limit, with check_loader_limits' own
+ * message. A plan whose copies all conflict gets a nop before each; without this check it was
+ * built at twice its size (1.3 GB for a million ops) before being refused. */
+static bool check_sync_growth(Sema *s, Diag *d) {
+    const Plan *p = s->plan;
+    long ops = 0, added = pass_auto_sync_count(p);
+    if (added < 0) {
+        diag_error(d, s->program_loc.at, "out of memory counting data-dependency syncs");
+        return false;
+    }
+    for (int r = 0; r < p->ngpus; r++)
+        for (int t = 0; t < p->gpus[r].ntbs; t++) ops += plan_tb_flat_ops(&p->gpus[r].tbs[t]);
+    long total = (ops + added) * (s->instances > 0 ? s->instances : 1);
+    if (total <= PLAN_MAX_TOTAL_OPS) return true;
+    diag_error(d, s->program_loc.at, "the plan has %ld operations (pipelines flattened, synchronisation "
+               "included), more than %ld, the plan loader's limit", total, PLAN_MAX_TOTAL_OPS);
+    return false;
+}
+
 static bool run_passes(Sema *s, Diag *d) {
     Plan *p = s->plan;
     if (!pass_check_signals(p, d)) return false;
     if (s->fusion && !s->opt->no_fusion && !pass_fuse(p, d)) return false;
     if (!pass_data_sync(p, d)) return false;
+    if (s->auto_sync && !check_sync_growth(s, d)) return false;
     if (s->auto_sync && !pass_auto_sync(p, d)) return false;
     if (!pass_replicate(p, s->instances, d)) return false;
     if (!pass_check_limits(p, d)) return false;

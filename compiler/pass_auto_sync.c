@@ -81,18 +81,13 @@ static bool conflicts(const AccessSet *win, const AccessSet *cur) {
     return false;
 }
 
-/* Inserts the nops into ops[0..*n); false on OOM. */
-static bool sync_list(PlanOp **ops, int *n, int *cap, PlanLoc *oom_at) {
-    for (int i = 0; i < *n; i++)
-        if ((*ops)[i].kind == PLAN_OP_PIPELINE &&
-            !sync_list(&(*ops)[i].inner, &(*ops)[i].ninner, NULL, oom_at))
-            return false;
+/* Marks the ops of ops[0..n) (top level only) that need a nop in front (nop_before[i], may be
+ * NULL to only count); returns how many, or -1 on OOM. */
+static int mark_list(const PlanOp *ops, int n, bool *nop_before) {
     AccessSet win = {0}, cur = {0};
-    bool *nop_before = calloc((size_t)(*n > 0 ? *n : 1), sizeof *nop_before);
-    if (!nop_before) return false;
     int added = 0;
-    for (int i = 0; i < *n; i++) {
-        const PlanOp *op = &(*ops)[i];
+    for (int i = 0; i < n; i++) {
+        const PlanOp *op = &ops[i];
         if (op->kind == PLAN_OP_NOP || op->kind == PLAN_OP_BARRIER) {
             win.n = 0;
             continue;
@@ -100,7 +95,7 @@ static bool sync_list(PlanOp **ops, int *n, int *cap, PlanLoc *oom_at) {
         cur.n = 0;
         op_accesses(op, i, &cur);
         if (conflicts(&win, &cur)) {
-            nop_before[i] = true;
+            if (nop_before) nop_before[i] = true;
             added++;
             win.n = 0;
         }
@@ -113,6 +108,30 @@ static bool sync_list(PlanOp **ops, int *n, int *cap, PlanLoc *oom_at) {
     bool ok = !win.oom && !cur.oom;
     free(win.a);
     free(cur.a);
+    return ok ? added : -1;
+}
+
+/* The nops sync_list would insert into ops[0..n), pipelines' inner lists included; -1 on OOM. */
+static long count_list(const PlanOp *ops, int n) {
+    long added = mark_list(ops, n, NULL);
+    for (int i = 0; i < n && added >= 0; i++)
+        if (ops[i].kind == PLAN_OP_PIPELINE) {
+            long inner = count_list(ops[i].inner, ops[i].ninner);
+            added = inner < 0 ? -1 : added + inner;
+        }
+    return added;
+}
+
+/* Inserts the nops into ops[0..*n); false on OOM. */
+static bool sync_list(PlanOp **ops, int *n, int *cap, PlanLoc *oom_at) {
+    for (int i = 0; i < *n; i++)
+        if ((*ops)[i].kind == PLAN_OP_PIPELINE &&
+            !sync_list(&(*ops)[i].inner, &(*ops)[i].ninner, NULL, oom_at))
+            return false;
+    bool *nop_before = calloc((size_t)(*n > 0 ? *n : 1), sizeof *nop_before);
+    if (!nop_before) return false;
+    int added = mark_list(*ops, *n, nop_before);
+    bool ok = added >= 0;
     PlanOp *out = NULL;
     if (ok && added > 0) {
         out = calloc((size_t)(*n + added), sizeof *out);
@@ -135,6 +154,17 @@ static bool sync_list(PlanOp **ops, int *n, int *cap, PlanLoc *oom_at) {
     if (!ok && *n > 0) *oom_at = (*ops)[0].loc;
     free(nop_before);
     return ok;
+}
+
+long pass_auto_sync_count(const Plan *p) {
+    long added = 0;
+    for (int r = 0; r < p->ngpus && added >= 0; r++)
+        for (int t = 0; t < p->gpus[r].ntbs && added >= 0; t++) {
+            const PlanTb *tb = &p->gpus[r].tbs[t];
+            long n = count_list(tb->ops, tb->nops);
+            added = n < 0 ? -1 : added + n;
+        }
+    return added;
 }
 
 bool pass_auto_sync(Plan *p, Diag *d) {

@@ -58,6 +58,11 @@ bool pass_data_sync(Plan *p, Diag *d);
 /* §8.7: a nop before an op whose local accesses conflict (read/write overlap on i/o/s) with an
  * earlier op since the last nop/barrier. */
 bool pass_auto_sync(Plan *p, Diag *d);
+/* How many nops pass_auto_sync would insert (pipelines' inner lists included), allocating no
+ * op: the compile checks the final op count against the loader's limit before the pass
+ * doubles the plan's memory (issue 22: 1.3 GB for a plan the loader refuses anyway). -1 on
+ * out of memory. */
+long pass_auto_sync_count(const Plan *p);
 
 /* §8.8 interleaved replication by `instances` (>= 1; 1 leaves the plan unchanged), applied once. */
 bool pass_replicate(Plan *p, int instances, Diag *d);

@@ -74,7 +74,7 @@ def _preloaded_dropin() -> Optional[ctypes.CDLL]:
         candidates.append(ctypes.CDLL(None))          # the global scope: LD_PRELOAD lands here
     except OSError:
         pass
-    for name in ("libnccl.so.2", DROPIN_NAME):
+    for name in ("libnccl.so.2", DROPIN_NAME, DROPIN_NAME + ".2"):
         try:
             candidates.append(ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY))
         except OSError:
@@ -129,6 +129,12 @@ _RUNTIME_API = {
     "mscclrt_last_error": (c_char_p, []),
     "mscclrt_dtype_name": (c_char_p, [c_int]),
     "mscclrt_dtype_size": (c_size_t, [c_int]),
+    "mscclrt_cache_read": (c_int, [c_char_p, c_char_p, c_char_p, c_size_t, POINTER(c_void_p),
+                                   POINTER(c_size_t)]),
+    "mscclrt_cache_write": (c_int, [c_char_p, c_char_p, c_char_p, c_char_p, c_size_t,
+                                    POINTER(c_int)]),
+    "mscclrt_read_file": (c_int, [c_char_p, c_size_t, POINTER(c_void_p), POINTER(c_size_t)]),
+    "mscclrt_free": (None, [c_void_p]),
     "mscclrt_plan_parse": (c_int, [POINTER(P), c_char_p, c_size_t, c_char_p]),
     "mscclrt_plan_load": (c_int, [POINTER(P), c_char_p]),
     "mscclrt_plan_free": (None, [P]),

@@ -10,6 +10,7 @@ from typing import Any, Optional
 
 from . import _lib
 from ._buffers import address, stream_handle
+from ._ints import c_int_arg
 from .types import DataType, ReduceOp, parse_dtype, parse_op
 
 UNIQUE_ID_BYTES = 128
@@ -62,10 +63,12 @@ class CommGroup:
                        device: Optional[int] = None) -> "CommGroup":
         if len(unique_id) != UNIQUE_ID_BYTES:
             raise ValueError(f"mscclrt: a unique id has {UNIQUE_ID_BYTES} bytes, not {len(unique_id)}")
+        size = c_int_arg(size, "communicator size", 1)
+        rank = c_int_arg(rank, "rank", 0, size - 1)
         u = _lib.UniqueIdC()
         ctypes.memmove(ctypes.addressof(u), bytes(unique_id), UNIQUE_ID_BYTES)
         h = c_void_p()
-        _lib.check(_lib.runtime().mscclrt_comm_init_rank(byref(h), int(size), u, int(rank),
+        _lib.check(_lib.runtime().mscclrt_comm_init_rank(byref(h), size, u, rank,
                                                          _default_device(device)),
                    f"mscclrt_comm_init_rank(rank {rank} of {size})")
         return cls(h.value)

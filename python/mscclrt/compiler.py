@@ -3,8 +3,14 @@ cache; and Plan, a loaded MSCCL++ execution plan.
 
 The cache key covers everything that changes a plan: the compiler library's bytes, the source
 text, the parameter overrides and the options. Plans are cached in memory and on disk under
-``$MSCCLRT_CACHE_DIR/plans`` (default ``~/.cache/mscclrt/plans``); writes are atomic, so ranks
-compiling the same program at once never read a partial file.
+``$MSCCLRT_CACHE_DIR/plans`` (default ``$XDG_CACHE_HOME/mscclrt/plans``, else
+``~/.cache/mscclrt/plans``) through libmscclrt's cache helper (mscclrt_cache_read/_write), under
+the same rules as its own caches: a directory or entry that is not this user's, or that others
+may write, is not used (a warning with MSCCLRT_DEBUG=WARN); entries are read without following
+links or blocking and bounded in size; an entry that is not a valid plan is a miss and is
+rewritten; writes are atomic, so ranks compiling the same program at once never read a partial
+file. Program and plan files are read the same bounded, non-blocking way (mscclrt_read_file):
+a FIFO or a device such as /dev/zero is refused at once.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Union
 
 from . import _lib
+from ._ints import int64_arg, size_arg
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ class Plan:
     @classmethod
     def load(cls, path: Union[str, Path]) -> "Plan":
         p = Path(path)
-        return cls(p.read_text(), str(p))
+        return cls(read_text_file(p, PLAN_MAX_BYTES, "plan"), str(p))
 
     def save(self, path: Union[str, Path]) -> None:
         _atomic_write(Path(path), self.json)
@@ -111,6 +118,7 @@ class Plan:
     def call_sizes(self, nbytes: int) -> tuple[int, int]:
         """Per-rank (input, output) bytes for a message of nbytes (as nccl-tests counts it)."""
         i, o = c_size_t(), c_size_t()
+        nbytes = size_arg(nbytes, "call_sizes nbytes")
         _lib.check(_lib.runtime().mscclrt_plan_call_sizes(self.handle, nbytes, byref(i), byref(o)),
                    "mscclrt_plan_call_sizes")
         return i.value, o.value
@@ -153,9 +161,48 @@ def _compiler_id() -> str:
     return _compiler_digest
 
 
+PLAN_MAX_BYTES = 256 << 20      # runtime/plan/plan.h PLAN_MAX_FILE_BYTES: larger never loads
+SOURCE_MAX_BYTES = 64 << 20     # compiler/mscclc.h MSCCLC_MAX_INPUT
+
+
+def read_text_file(path: Union[str, Path], limit: int, what: str) -> str:
+    """A UTF-8 text file of at most limit bytes, read by libmscclrt without blocking: a FIFO, a
+    device (/dev/zero) or a directory raises ValueError at once; a missing file
+    FileNotFoundError; bytes that are not UTF-8 ValueError. Each error names the file."""
+    rt = _lib.runtime()
+    data, n = c_void_p(), c_size_t()
+    p = os.fsencode(os.fspath(path))
+    if rt.mscclrt_read_file(p, limit, byref(data), byref(n)) != 0:
+        msg = _lib.last_error() or f"{os.fspath(path)}: cannot read"
+        if not os.path.lexists(p):
+            raise FileNotFoundError(f"mscclrt: no such {what} file: {os.fspath(path)}")
+        raise ValueError(f"mscclrt: cannot read the {what} file {msg}")
+    try:
+        raw = ctypes.string_at(data.value, n.value) if n.value else b""
+    finally:
+        rt.mscclrt_free(data)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"mscclrt: the {what} file {os.fspath(path)} is not UTF-8 text "
+                         f"(byte {e.start})") from None
+
+
+def _cache_setting() -> bytes:
+    # read now (not libmscclrt's copy from its first use), so that a changed variable counts
+    return os.fsencode(os.environ.get("MSCCLRT_CACHE_DIR", ""))
+
+
 def cache_dir() -> Path:
+    """Where plans are cached (libmscclrt's rules: MSCCLRT_CACHE_DIR, XDG_CACHE_HOME, HOME)."""
     base = os.environ.get("MSCCLRT_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "mscclrt"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if base:
+        root = Path(base)
+    elif xdg.startswith("/"):
+        root = Path(xdg) / "mscclrt"
+    else:
+        root = Path.home() / ".cache" / "mscclrt"
     return root / "plans"
 
 
@@ -174,6 +221,45 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _disk_get(key: str) -> Optional[str]:
+    """The cached plan text for key, or None: absent, refused, or not a plan that libmscclrt
+    loads (truncated, empty, not UTF-8, not JSON...): the caller compiles and rewrites it."""
+    if os.environ.get("MSCCLRT_CACHE_DIR") == "none":
+        return None
+    rt = _lib.runtime()
+    data, n = c_void_p(), c_size_t()
+    _lib.check(rt.mscclrt_cache_read(_cache_setting(), b"plans", f"{key}.json".encode(),
+                                     PLAN_MAX_BYTES, byref(data), byref(n)),
+               "mscclrt_cache_read")
+    if not data.value:
+        return None
+    try:
+        raw = ctypes.string_at(data.value, n.value)
+    finally:
+        rt.mscclrt_free(data)
+    try:
+        text = raw.decode("utf-8")
+        meta = json.loads(text)
+        if not isinstance(meta, dict):
+            return None
+        h = c_void_p()       # the loader's full validation: a valid plan, or a miss
+        if rt.mscclrt_plan_parse(byref(h), raw, len(raw), b"<plan cache>") != 0:
+            return None
+        rt.mscclrt_plan_free(h)
+        return text
+    except ValueError:      # UnicodeDecodeError and json.JSONDecodeError are ValueErrors
+        return None
+
+
+def _disk_put(key: str, text: str) -> None:
+    if os.environ.get("MSCCLRT_CACHE_DIR") == "none":
+        return
+    data = text.encode()
+    _lib.check(_lib.runtime().mscclrt_cache_write(_cache_setting(), b"plans",
+                                                  f"{key}.json".encode(), data, len(data), None),
+               "mscclrt_cache_write")   # an unwritable cache is no error: only a compile lost
+
+
 def cache_key(source: str, params: Mapping[str, int], no_fusion: bool) -> str:
     h = hashlib.sha256()
     h.update(b"mscclrt-python-plan 1\0")
@@ -190,13 +276,12 @@ def cache_key(source: str, params: Mapping[str, int], no_fusion: bool) -> str:
 def _read_source(path_or_source: Union[str, Path]) -> tuple[str, str]:
     """(text, filename) from a path or from source text itself."""
     if isinstance(path_or_source, Path):
-        return path_or_source.read_text(), str(path_or_source)
+        return read_text_file(path_or_source, SOURCE_MAX_BYTES, "program"), str(path_or_source)
     s = str(path_or_source)
     if "\n" not in s and (s.endswith(".coll") or os.path.sep in s):
-        p = Path(s)
-        if not p.exists():
+        if not os.path.lexists(s):
             raise FileNotFoundError(f"mscclrt.compile: no such program file: {s}")
-        return p.read_text(), s
+        return read_text_file(s, SOURCE_MAX_BYTES, "program"), s
     return s, "<source>"
 
 
@@ -218,26 +303,20 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
             raise ValueError(f"mscclrt.compile: parameter name {k!r} is not an identifier")
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"mscclrt.compile: parameter {k} must be an int, not {type(v).__name__}")
+        params[k] = int64_arg(v, f"compile parameter {k}")
     key = cache_key(text, params, no_fusion) if cache else ""
     if cache:
         with _mem_lock:
             hit = _mem_cache.get(key)
         if hit is None:
-            f = cache_dir() / f"{key}.json"
-            try:
-                hit = f.read_text()
-            except OSError:
-                hit = None
+            hit = _disk_get(key)
         if hit is not None:
             return Plan(hit, fname, rank)
     plan_json = _compile_now(text, fname, params, no_fusion)
     if cache:
         with _mem_lock:
             _mem_cache[key] = plan_json
-        try:
-            _atomic_write(cache_dir() / f"{key}.json", plan_json)
-        except OSError:
-            pass   # an unwritable cache only costs a compile next time
+        _disk_put(key, plan_json)
     return Plan(plan_json, fname, rank)
 
 

@@ -8,35 +8,43 @@ from ctypes import byref, c_void_p
 from typing import Any, Sequence
 
 from . import _lib
+from ._ints import c_int_arg, size_arg
 from .compiler import Plan
 from .types import DataType, ReduceOp, parse_dtype, parse_op
 
 
-def _host_address(buf: Any) -> tuple[int, Any]:
-    """(address, keeper) of a writable host buffer: bytearray, memoryview, ctypes array, or an
-    object with the buffer protocol (numpy arrays)."""
-    if isinstance(buf, int):
-        return buf, None
+def _host_address(buf: Any, what: str) -> tuple[int, int, Any]:
+    """(address, bytes, keeper) of a writable host buffer: bytearray, memoryview, ctypes array,
+    or an object with the buffer protocol (numpy arrays). Never an int: the CPU backend reads
+    and writes the memory, and an integer taken as an address crashed the interpreter."""
     if isinstance(buf, ctypes.Array):
-        return ctypes.addressof(buf), buf
-    mv = memoryview(buf)
+        return ctypes.addressof(buf), ctypes.sizeof(buf), buf
+    try:
+        mv = memoryview(buf)
+    except TypeError:
+        raise TypeError(f"mscclrt.cpu: {what} must be a writable buffer (bytearray, numpy "
+                        f"array, ctypes array...), not {type(buf).__name__}") from None
     if mv.readonly:
         raise TypeError("mscclrt.cpu: buffers must be writable (bytearray, numpy array, ...)")
     if not mv.c_contiguous:
         raise TypeError("mscclrt.cpu: buffers must be contiguous")
+    if mv.nbytes == 0:
+        return 0, 0, None
     arr = (ctypes.c_char * mv.nbytes).from_buffer(mv.cast("B"))
-    return ctypes.addressof(arr), arr
+    return ctypes.addressof(arr), mv.nbytes, arr
 
 
 class CpuComm:
     """nranks host ranks; contexts persist between calls as on a GPU."""
 
     def __init__(self, nranks: int):
+        self._h = None
+        n = c_int_arg(nranks, "CpuComm nranks", 1)
         h = c_void_p()
-        _lib.check(_lib.runtime().mscclrt_cpu_comm_create(byref(h), int(nranks)),
+        _lib.check(_lib.runtime().mscclrt_cpu_comm_create(byref(h), n),
                    "mscclrt_cpu_comm_create")
         self._h = h.value
-        self.nranks = int(nranks)
+        self.nranks = n
 
     def execute(self, plan: Plan, send: Sequence[Any], recv: Sequence[Any], in_bytes: int,
                 out_bytes: int, dtype: Any = DataType.float32, op: Any = ReduceOp.SUM,
@@ -45,6 +53,9 @@ class CpuComm:
         for in-place plans). Raises MscclrtError naming the rank, block and op on failure."""
         if not self._h:
             raise RuntimeError("mscclrt.cpu: the communicator was destroyed")
+        in_bytes = size_arg(in_bytes, "in_bytes")
+        out_bytes = size_arg(out_bytes, "out_bytes")
+        packet = c_int_arg(packet, "packet")
         if len(send) != self.nranks or len(recv) != self.nranks:
             raise ValueError(f"mscclrt.cpu: need {self.nranks} send and recv buffers, got "
                              f"{len(send)} and {len(recv)}")
@@ -52,18 +63,17 @@ class CpuComm:
         sp = (c_void_p * self.nranks)()
         rp = (c_void_p * self.nranks)()
         for r in range(self.nranks):
-            for arr, buf, need in ((sp, send[r], in_bytes), (rp, recv[r], out_bytes)):
-                n = memoryview(buf).nbytes if not isinstance(buf, (int, ctypes.Array)) else \
-                    (ctypes.sizeof(buf) if isinstance(buf, ctypes.Array) else need)
+            for arr, buf, need, kind in ((sp, send[r], in_bytes, "send"),
+                                         (rp, recv[r], out_bytes, "recv")):
+                a, n, k = _host_address(buf, f"rank {r}'s {kind} buffer")
                 if n < need:
                     raise ValueError(f"mscclrt.cpu: rank {r}'s buffer has {n} bytes, the call "
                                      f"needs {need}")
-                a, k = _host_address(buf)
-                arr[r] = a
+                arr[r] = a or None
                 keep.append(k)
-        r = _lib.runtime().mscclrt_cpu_execute(self._h, plan.handle, sp, rp, int(in_bytes),
-                                               int(out_bytes), int(parse_dtype(dtype)),
-                                               parse_op(op), int(packet))
+        r = _lib.runtime().mscclrt_cpu_execute(self._h, plan.handle, sp, rp, in_bytes,
+                                               out_bytes, int(parse_dtype(dtype)),
+                                               parse_op(op), packet)
         _lib.check(r, f"cpu execute of {plan.name}")
 
     def close(self) -> None:

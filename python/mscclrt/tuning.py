@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from . import _lib
+from ._launch import comm_from_launcher
 from ._sync import HostSync
 from ._table import write_table
 from ._tuner import Candidate, CandidateError, CandidateTimeout, TuneResult
@@ -328,7 +329,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
     dev = a.device if a.device is not None else local % max(1, torch.cuda.device_count())
     torch.cuda.set_device(dev)
-    comm = CommGroup.from_env(dev)
+    # under torchrun, MASTER_PORT is torchrun's own store: join through it (_launch.py)
+    comm = comm_from_launcher(dev, timeout_s=max(300.0, 6 * a.timeout))
     extra = []
     from .compiler import compile as _compile
     for f in a.coll_file:

@@ -132,8 +132,8 @@ mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, msccl
 /* The chain's core, with no communicator: cand[0..n) are algorithms that fit req, in selection
  * order. The user's selector (1: its choice is checked: the algorithm must fit req, blocks in
  * 0..1024, threads 0 or a multiple of 32 up to 1024; 0: no opinion), else the default
- * selector. Fails when MSCCLRT_TUNING_FILE is set and bad, when n is 0
- * (MSCCLRT_ERR_UNAVAILABLE), or when the selector's answer is unusable (naming it). */
+ * selector. Fails when n is 0 (MSCCLRT_ERR_UNAVAILABLE), or when the selector's answer is
+ * unusable (naming it). */
 mscclrt_result algo_select_from(const mscclrt_request *req, const mscclrt_algo *const *cand,
                                 int n, mscclrt_choice *choice);
 /* Whether a is in the process-wide collection now. */
@@ -167,7 +167,7 @@ mscclrt_result algo_default_build(int world, int ranks_per_node, int arch, AlgoS
  * G = ranks_per_node) whose plans keep memory and switch channels inside a node
  * (algo_plan_crosses_nodes); ranks_per_node 0 (nodes of different sizes) builds none. A program
  * that refuses N, or whose plan would cross nodes over NVLink, is skipped (INFO). Plans are cached in memory per process and on disk under
- * cache_dir/plans ("" disables the disk), keyed by the source, the defines and the compiler's
+ * cache_dir/plans ("" disables the disk; an untrusted directory too, with a WARN), keyed by the source, the defines and the compiler's
  * identity. arch is kept for architecture-specific programs (the stdlib has none yet). */
 typedef struct AlgoBuildStats {
     int compiled, cached, skipped; /* plans compiled now, taken from a cache, programs refused */
@@ -176,8 +176,10 @@ typedef struct AlgoBuildStats {
 mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
                                         const char *cache_dir, AlgoSet *set,
                                         AlgoBuildStats *stats);  /* stats may be NULL */
-/* The plan cache directory for a MSCCLRT_CACHE_DIR value: "none" -> "" (disabled), "" ->
- * $HOME/.cache/mscclrt ("" without HOME), else the value. */
+/* The plan cache directory for a MSCCLRT_CACHE_DIR value (core/disk_cache.c's dcache_root):
+ * "none" -> "" (disabled), "" -> $XDG_CACHE_HOME/mscclrt when absolute, else
+ * $HOME/.cache/mscclrt ("" without HOME), else the value. The directory and its plans/ are used
+ * only when trusted (owned by the user, not writable by others; disk_cache.h). */
 void algo_plan_cache_dir(const char *setting, char *out, size_t n);
 /* Whether plan p, on nodes of rpn ranks (rank r on node r / rpn), reaches a rank of another
  * node by NVLink means (a memory channel, a buffer mapped for memory access, a switch group);
@@ -213,8 +215,8 @@ int algo_tuning_count(const AlgoTuning *t);    /* entries */
 /* The first entry matching req whose algorithm is among cand[0..n): fills *choice. */
 bool algo_tuning_choose(const AlgoTuning *t, const mscclrt_request *req,
                         const mscclrt_algo *const *cand, int n, mscclrt_choice *choice);
-/* The process's table from MSCCLRT_TUNING_FILE, read once (*out NULL when it is unset); a bad
- * file fails here on every call, with the message of the first attempt. */
+/* The process's table from MSCCLRT_TUNING_FILE, read once (*out NULL when it is unset, or
+ * when the file is missing or bad: then one WARN names it, and the defaults decide). */
 mscclrt_result algo_tuning_process(const AlgoTuning **out);
 
 #endif

@@ -8,9 +8,10 @@
  * would reach another node over a memory or switch channel is refused (only port channels
  * cross), and there are no native algorithms (their context reaches one host only). Compiled
  * plans are cached in memory (per process) and on disk ($MSCCLRT_CACHE_DIR/plans/<key>.json,
- * written atomically, validated on every read), keyed by the program's text, the defines and the
- * compiler's identity (a hash of its sources taken at build time), so a changed compiler never
- * reads an older plan.
+ * through core/disk_cache.c: trusted directories and entries only, written atomically,
+ * validated on every read), keyed by the program's text, the defines and the compiler's
+ * identity (a hash of its sources taken at build time), so a changed compiler never reads an
+ * older plan.
  *
  * The default selector: the tuning table first, then the first registered candidate, then size
  * heuristics from BENCHMARKS.md, then native/<collective> (on one node), then the first
@@ -20,6 +21,7 @@
 #include "codegen/codegen.h"
 #include "core/api_plan.h"
 #include "core/clock.h"
+#include "core/disk_cache.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -112,14 +114,7 @@ static bool declares_param(const char *text, const char *p) {
 /* ---- the plan cache --------------------------------------------------------------------------- */
 
 void algo_plan_cache_dir(const char *setting, char *out, size_t n) {
-    out[0] = 0;
-    if (!setting || !strcmp(setting, "none")) return;
-    if (*setting) {
-        snprintf(out, n, "%s", setting);
-        return;
-    }
-    const char *home = getenv("HOME");
-    if (home && *home) snprintf(out, n, "%s/.cache/mscclrt", home);
+    dcache_root(setting, out, n);
 }
 
 typedef struct { uint64_t k[2]; } PlanKey;
@@ -188,87 +183,6 @@ static void mem_put(PlanKey key, const char *json) {
     pthread_mutex_unlock(&mem_mu);
 }
 
-/* The text of a cache file, or NULL (absent, not a regular file, unreadable: the caller
- * compiles and rewrites it). */
-static char *disk_get(const char *path) {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno != ENOENT) LOG_INFO(LOG_SUB_PLAN, "plan cache: %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    char *buf = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size < PLAN_CACHE_MAX_BYTES &&
-        (buf = malloc((size_t)st.st_size + 1))) {
-        size_t n = (size_t)st.st_size, got = 0;
-        while (got < n) {
-            ssize_t r = read(fd, buf + got, n - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) break;
-            got += (size_t)r;
-        }
-        if (got == n) {
-            buf[n] = 0;
-        } else {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    if (!buf) LOG_INFO(LOG_SUB_PLAN, "plan cache: ignoring %s: not a readable regular file", path);
-    close(fd);
-    return buf;
-}
-
-/* Writes json to path atomically: a new temporary file in the same directory (O_EXCL |
- * O_NOFOLLOW: never through a planted link), then rename. Failures only cost the cache. */
-static void disk_put(const char *dir, const char *path, const char *json) {
-    static unsigned counter;
-    char tmp[PATH_MAX];
-    int fd = -1;
-    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        snprintf(tmp, sizeof tmp, "%s/.tmp.%ld.%u.%lx", dir, (long)getpid(),
-                 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), (unsigned long)ts.tv_nsec);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        LOG_INFO(LOG_SUB_PLAN, "plan cache: cannot create a file in %s: %s", dir, strerror(errno));
-        return;
-    }
-    size_t n = strlen(json), done = 0;
-    bool ok = true;
-    while (ok && done < n) {
-        ssize_t w = write(fd, json + done, n - done);
-        if (w < 0 && errno == EINTR) continue;
-        ok = w > 0;
-        if (ok) done += (size_t)w;
-    }
-    ok = close(fd) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        LOG_INFO(LOG_SUB_PLAN, "plan cache: cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-    }
-}
-
-/* mkdir -p (mode 0755); false, logged at INFO, when a component cannot be made. */
-static bool mkdir_p(const char *dir) {
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s) continue;
-        char c = *s;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            LOG_INFO(LOG_SUB_PLAN, "plan cache: mkdir %s: %s", p, strerror(errno));
-            return false;
-        }
-        *s = c;
-        if (!c) return true;
-    }
-}
-
 /* Wraps a validated model into a public handle (takes pl). */
 static mscclrt_result wrap_plan(Plan *pl, mscclrt_plan **out) {
     mscclrt_plan *h = calloc(1, sizeof *h);
@@ -307,7 +221,7 @@ typedef struct {
     const char *coll;             /* "allreduce" */
     const MscclcDefine *defs;
     int ndefs;
-    const char *cache_dir;        /* "" : no disk cache */
+    const DiskCache *cache;       /* <cache root>/plans; fd -1: no disk cache */
 } PlanJob;
 
 /* The compiled plan of one program: from memory, from disk, or compiled now (then stored in
@@ -317,8 +231,8 @@ static mscclrt_result plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_
     *from_cache = false;
     int world = (int)j->defs[0].value;
     PlanKey key = plan_key(j->text, j->defs, j->ndefs);
-    char hex[40], plansdir[PATH_MAX] = "", path[PATH_MAX] = "";
-    snprintf(hex, sizeof hex, "%016" PRIx64 "%016" PRIx64, key.k[0], key.k[1]);
+    char name[48];
+    snprintf(name, sizeof name, "%016" PRIx64 "%016" PRIx64 ".json", key.k[0], key.k[1]);
     char *json = mem_get(key);
     if (json) {
         *out = cached_plan(json, j->file, j->coll, world);
@@ -328,20 +242,19 @@ static mscclrt_result plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_
             return MSCCLRT_SUCCESS;
         }
     }
-    if (j->cache_dir[0]) {
-        snprintf(plansdir, sizeof plansdir, "%s/plans", j->cache_dir);
-        snprintf(path, sizeof path, "%s/%s.json", plansdir, hex);
-        if ((json = disk_get(path))) {
-            *out = cached_plan(json, path, j->coll, world);
-            if (*out) {
-                mem_put(key, json);
-                free(json);
-                *from_cache = true;
-                LOG_INFO(LOG_SUB_PLAN, "stdlib/%s N=%d: plan from cache %s", j->file, world, path);
-                return MSCCLRT_SUCCESS;
-            }
-            free(json); /* corrupt or foreign: compiled and rewritten below */
+    size_t n;
+    if ((json = dcache_read(j->cache, name, PLAN_CACHE_MAX_BYTES, &n))) {
+        char path[sizeof j->cache->path + sizeof name];
+        snprintf(path, sizeof path, "%s/%s", j->cache->path, name);
+        *out = strlen(json) == n ? cached_plan(json, path, j->coll, world) : NULL;
+        if (*out) {
+            mem_put(key, json);
+            free(json);
+            *from_cache = true;
+            LOG_INFO(LOG_SUB_PLAN, "stdlib/%s N=%d: plan from cache %s", j->file, world, path);
+            return MSCCLRT_SUCCESS;
         }
+        free(json); /* corrupt or foreign: compiled and rewritten below */
     }
     char fname[PATH_MAX];
     snprintf(fname, sizeof fname, "stdlib/%s", j->file);
@@ -376,7 +289,7 @@ static mscclrt_result plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_
     LOG_INFO(LOG_SUB_PLAN, "default collection: compiled %s for N=%d in %.3f s", fname, world,
              rt_now_s() - t0);
     mem_put(key, json);
-    if (path[0] && mkdir_p(plansdir)) disk_put(plansdir, path, json);
+    dcache_write(j->cache, name, json, strlen(json));   /* false (logged) when off */
     free(json);
     return wrap_plan(pl, out);
 }
@@ -461,20 +374,25 @@ mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "default collection: %s is NULL",
                        set ? "cache_dir" : "set");
     const bool multi = ranks_per_node > 0 && ranks_per_node < world;
+    DiskCache cache;
+    dcache_open(&cache, cache_dir, "plans");   /* fd -1 (logged) when off or untrusted */
+    mscclrt_result res = MSCCLRT_SUCCESS;
     for (int i = 0; i < mscclrt_stdlib_nfiles && ranks_per_node > 0; i++) {
         const StdlibFile *f = &mscclrt_stdlib_files[i];
         char coll[64], prog[128];
-        if (!stdlib_split(f->name, coll, sizeof coll, prog, sizeof prog))
-            return rt_fail(MSCCLRT_ERR_INTERNAL, "default collection: embedded stdlib file '%s' "
-                           "is not <collective>/<name>.coll", f->name);
+        if (!stdlib_split(f->name, coll, sizeof coll, prog, sizeof prog)) {
+            res = rt_fail(MSCCLRT_ERR_INTERNAL, "default collection: embedded stdlib file '%s' "
+                          "is not <collective>/<name>.coll", f->name);
+            goto out;
+        }
         /* hierarchical programs (a `param G`) serve several nodes, the others one node */
         const bool hier = declares_param(f->text, "G");
         if (hier != multi) continue;
         MscclcDefine defs[2] = {{"N", world}, {"G", ranks_per_node}};
-        PlanJob job = {f->name, f->text, coll, defs, hier ? 2 : 1, cache_dir};
+        PlanJob job = {f->name, f->text, coll, defs, hier ? 2 : 1, &cache};
         mscclrt_plan *plan;
         bool cached;
-        TRY(plan_for(&job, &plan, &cached));
+        TRY_GOTO(plan_for(&job, &plan, &cached), res, out);
         if (!plan) {
             st.skipped++;
             continue;
@@ -489,14 +407,16 @@ mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
             st.skipped++;
             continue;
         }
-        TRY(add_stdlib_algo(set, plan, coll, prog, hier, world, ranks_per_node));
+        TRY_GOTO(add_stdlib_algo(set, plan, coll, prog, hier, world, ranks_per_node), res, out);
     }
     st.seconds = rt_now_s() - t0;
     LOG_INFO(LOG_SUB_INIT, "default collection for %d ranks (%d per node, sm_%d): %d stdlib plans "
              "(%d compiled, %d from cache), %d programs refused N, %.3f s", world, ranks_per_node,
              arch, st.compiled + st.cached, st.compiled, st.cached, st.skipped, st.seconds);
     if (stats) *stats = st;
-    return MSCCLRT_SUCCESS;
+out:
+    dcache_close(&cache);
+    return res;
 }
 
 mscclrt_result algo_default_build(int world, int ranks_per_node, int arch, AlgoSet **out) {

@@ -2,8 +2,11 @@
  * algo_tuning.c - the default selector's tuning table: a JSON file (MSCCLRT_TUNING_FILE, format
  * in libmscclrt(3) TUNING TABLE) that an autotuner writes, mapping (collective, layout,
  * architecture, data type, operator, message size) to an algorithm with its block and thread
- * counts. Validated completely when read, with errors naming the file, the entry and the field;
- * a bad file fails every selection rather than being ignored. Read once per process.
+ * counts. Validated completely when read, with errors naming the file, the entry and the field.
+ * Read once per process: a missing or bad MSCCLRT_TUNING_FILE is one warning naming the file,
+ * and selection goes on with its defaults (a tuner that failed must not stop every collective);
+ * mscclrt_tuning_load, the application's own call, still fails on a bad file.
+ * Costs are O(n log n) in the file's size (the duplicate-key check sorts).
  */
 #include "algo/algo.h"
 #include "check/check.h"
@@ -95,13 +98,34 @@ static mscclrt_result get_string(const cJSON *x, const char **out, const char *w
     return MSCCLRT_SUCCESS;
 }
 
-/* Keys may not repeat (cJSON keeps both; which one counts would be a guess). */
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Keys may not repeat (cJSON keeps both; which one counts would be a guess). Sorted, not
+ * compared pair by pair: a 16 MiB table may hold an object of 10^6 keys, and all pairs of those
+ * took minutes at the first collective of every process. Few keys (every entry): pairs. */
 static mscclrt_result no_duplicates(const cJSON *o, const char *what, int idx) {
+    size_t n = 0;
+    for (const cJSON *a = o->child; a; a = a->next) n++;
+    if (n <= 16) {
+        for (const cJSON *a = o->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (a->string && b->string && !strcmp(a->string, b->string))
+                    return efail(what, idx, a->string, "appears twice");
+        return MSCCLRT_SUCCESS;
+    }
+    const char **keys = malloc(n * sizeof *keys);
+    if (!keys) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", what);
+    size_t k = 0;
     for (const cJSON *a = o->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && !strcmp(a->string, b->string))
-                return efail(what, idx, a->string, "appears twice");
-    return MSCCLRT_SUCCESS;
+        if (a->string) keys[k++] = a->string;
+    qsort(keys, k, sizeof *keys, cmp_key);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (size_t i = 1; i < k && res == MSCCLRT_SUCCESS; i++)
+        if (!strcmp(keys[i - 1], keys[i])) res = efail(what, idx, keys[i], "appears twice");
+    free(keys);
+    return res;
 }
 
 /* Checks an algorithm name against what the library can know now: the stdlib programs (all of
@@ -342,21 +366,23 @@ bool algo_tuning_choose(const AlgoTuning *t, const mscclrt_request *req,
 
 static pthread_once_t proc_once = PTHREAD_ONCE_INIT;
 static AlgoTuning *_Atomic proc_table;   /* the table in use; NULL: none */
-static mscclrt_result proc_res;          /* MSCCLRT_TUNING_FILE's failure, until replaced */
-static char proc_msg[1024];
 /* Tables replaced by mscclrt_tuning_load: kept until the process exits, because a selection on
  * another thread may still be reading the old one (replacing is rare: once per tuning run). */
 static pthread_mutex_t proc_mu = PTHREAD_MUTEX_INITIALIZER;
 static AlgoTuning **proc_old;
 static int proc_nold;
 
+/* Once per process (pthread_once): so the warning below is printed once, not per collective. */
 static void proc_load(void) {
     const char *path = param_str(PARAM_TUNING_FILE);
     if (!*path) return;
     AlgoTuning *t = NULL;
-    proc_res = algo_tuning_load(path, &t);
-    if (proc_res != MSCCLRT_SUCCESS) {
-        snprintf(proc_msg, sizeof proc_msg, "MSCCLRT_TUNING_FILE: %s", mscclrt_last_error());
+    if (algo_tuning_load(path, &t) != MSCCLRT_SUCCESS) {
+        /* rt_fail has logged the reason (file, entry, field) at WARN; say what happens next,
+         * and leave no error behind (the selection that triggered the read succeeds) */
+        LOG_WARN("MSCCLRT_TUNING_FILE=%s is not used (the reason is above); the default "
+                 "selector goes on without a tuning table", path);
+        rt_clear_error();
         return;
     }
     atomic_store(&proc_table, t);
@@ -366,8 +392,6 @@ static void proc_load(void) {
 mscclrt_result algo_tuning_process(const AlgoTuning **out) {
     pthread_once(&proc_once, proc_load);
     *out = atomic_load(&proc_table);
-    mscclrt_result r = __atomic_load_n(&proc_res, __ATOMIC_ACQUIRE);
-    if (r != MSCCLRT_SUCCESS) return rt_fail(r, "%s", proc_msg);
     return MSCCLRT_SUCCESS;
 }
 
@@ -385,7 +409,6 @@ MSCCLRT_API mscclrt_result mscclrt_tuning_load(const char *path) {
     proc_old = grown;
     AlgoTuning *prev = atomic_exchange(&proc_table, t);
     if (prev) proc_old[proc_nold++] = prev;
-    __atomic_store_n(&proc_res, MSCCLRT_SUCCESS, __ATOMIC_RELEASE);  /* a valid table replaces a bad file */
     pthread_mutex_unlock(&proc_mu);
     algo_registry_bump_epoch();   /* cached selections were made with the old table */
     if (t)

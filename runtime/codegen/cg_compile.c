@@ -1,12 +1,15 @@
 /*
  * cg_compile.c - NVRTC compilation of generated kernels, with the device library
  * (mscclrt_kernel_files[], embedded at build time) as in-memory headers, and a cubin cache:
- * in memory per process, and on disk under $MSCCLRT_CACHE_DIR (default ~/.cache/mscclrt).
- * The key hashes source, headers, options, architecture and NVRTC version; files are written
- * to a temporary name and renamed, so concurrent processes never read a partial cubin.
+ * in memory per process, and on disk under $MSCCLRT_CACHE_DIR (default ~/.cache/mscclrt)
+ * through core/disk_cache.c (trusted directories and entries only, no links, atomic writes).
+ * The key hashes source, headers, options, architecture and NVRTC version; an entry repeats
+ * its key and carries a checksum of its cubin, so a truncated, corrupt or renamed entry is a
+ * miss that the compile rewrites.
  */
 #include "codegen/codegen.h"
 #include "core/clock.h"
+#include "core/disk_cache.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -28,7 +31,10 @@ extern const KernelFile mscclrt_kernel_files[];
 extern const int mscclrt_kernel_nfiles;
 
 #define CACHE_MAGIC "MSCCLRTC"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u              /* 2: the header holds a checksum of the cubin */
+#define CACHE_MAX_CUBIN ((size_t)1 << 30)
+/* an entry: CACHE_MAGIC, then uint64 version, k1, k2, cubin length, cubin checksum, cubin */
+#define CACHE_HDR (8 + 5 * sizeof(uint64_t))
 
 uint64_t cg_hash(const void *data, size_t n, uint64_t seed) {
     const unsigned char *p = data;
@@ -82,72 +88,39 @@ static void mem_put(uint64_t k1, uint64_t k2, const void *cubin, size_t len) {
     pthread_mutex_unlock(&mem_lock);
 }
 
-/* The cache directory, or "" when disabled. */
-static void cache_dir(char *out, size_t n) {
-    const char *d = param_str(PARAM_CACHE_DIR);
-    out[0] = 0;
-    if (!strcmp(d, "none")) return;
-    if (*d) {
-        snprintf(out, n, "%s", d);
-    } else {
-        const char *home = getenv("HOME");
-        if (!home || !*home) return;
-        char tmp[1024];
-        snprintf(tmp, sizeof tmp, "%s/.cache", home);
-        mkdir(tmp, 0755);
-        snprintf(out, n, "%s/.cache/mscclrt", home);
-    }
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-        LOG_WARN("kernel cache %s: mkdir: %s; caching disabled", out, strerror(errno));
-        out[0] = 0;
-    }
-}
-
-static bool disk_get(const char *path, uint64_t k1, uint64_t k2, void **cubin, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    char magic[8];
-    uint64_t hdr[4]; /* version, k1, k2, length */
-    bool ok = fread(magic, 1, 8, f) == 8 && !memcmp(magic, CACHE_MAGIC, 8) &&
-              fread(hdr, sizeof hdr, 1, f) == 1 && hdr[0] == CACHE_VERSION && hdr[1] == k1 &&
-              hdr[2] == k2 && hdr[3] > 0 && hdr[3] < (1u << 30);
-    void *buf = ok ? malloc(hdr[3]) : NULL;
-    ok = ok && buf && fread(buf, 1, hdr[3], f) == hdr[3];
-    fclose(f);
+/* The entry name's cubin when it holds (k1, k2) intact; false on any mismatch (a miss). */
+static bool disk_get(const DiskCache *c, const char *name, uint64_t k1, uint64_t k2,
+                     void **cubin, size_t *len) {
+    size_t n = 0;
+    unsigned char *buf = (unsigned char *)dcache_read(c, name, CACHE_HDR + CACHE_MAX_CUBIN, &n);
+    if (!buf) return false;
+    uint64_t hdr[5]; /* version, k1, k2, length, checksum */
+    bool ok = n > CACHE_HDR && !memcmp(buf, CACHE_MAGIC, 8);
+    if (ok) memcpy(hdr, buf + 8, sizeof hdr);
+    ok = ok && hdr[0] == CACHE_VERSION && hdr[1] == k1 && hdr[2] == k2 &&
+         hdr[3] == n - CACHE_HDR && hdr[4] == cg_hash(buf + CACHE_HDR, n - CACHE_HDR, k1 ^ k2);
     if (!ok) {
         free(buf);
-        LOG_INFO(LOG_SUB_CG, "kernel cache: ignoring unreadable entry %s", path);
+        LOG_INFO(LOG_SUB_CG, "kernel cache: ignoring %s/%s: not an intact entry for this key",
+                 c->path, name);
         return false;
     }
+    memmove(buf, buf + CACHE_HDR, n - CACHE_HDR);
     *cubin = buf;
-    *len = hdr[3];
+    *len = n - CACHE_HDR;
     return true;
 }
 
-static void disk_put(const char *dir, const char *path, uint64_t k1, uint64_t k2,
+static void disk_put(const DiskCache *c, const char *name, uint64_t k1, uint64_t k2,
                      const void *cubin, size_t len) {
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s/.tmp.%ld.%lx.XXXXXX", dir, (long)getpid(),
-             (unsigned long)(uintptr_t)&tmp);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        LOG_WARN("kernel cache %s: cannot create a temporary file: %s", dir, strerror(errno));
-        return;
-    }
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        close(fd);
-        unlink(tmp);
-        return;
-    }
-    uint64_t hdr[4] = {CACHE_VERSION, k1, k2, len};
-    bool ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(hdr, sizeof hdr, 1, f) == 1 &&
-              fwrite(cubin, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        LOG_WARN("kernel cache: cannot write %s: %s", path, strerror(errno));
-        unlink(tmp);
-    }
+    unsigned char *buf = c->fd >= 0 ? malloc(CACHE_HDR + len) : NULL;
+    if (!buf) return;   /* no cache, or only the cache is lost */
+    uint64_t hdr[5] = {CACHE_VERSION, k1, k2, len, cg_hash(cubin, len, k1 ^ k2)};
+    memcpy(buf, CACHE_MAGIC, 8);
+    memcpy(buf + 8, hdr, sizeof hdr);
+    memcpy(buf + CACHE_HDR, cubin, len);
+    dcache_write(c, name, buf, CACHE_HDR + len);
+    free(buf);
 }
 
 static mscclrt_result nvrtc_build(const char *src, const char *arch_opt, const char *what,
@@ -261,24 +234,28 @@ mscclrt_result cg_compile(const char *src, int arch, const char *what, void **cu
         k1 = cg_hash(&ver, sizeof ver, k1);
         k2 = cg_hash(&ver, sizeof ver, k2);
     }
-    char dir[1024], path[1100] = "";
-    cache_dir(dir, sizeof dir);
-    if (dir[0]) {
-        snprintf(path, sizeof path, "%s/%016llx%016llx-sm%d.cubin", dir, (unsigned long long)k1,
-                 (unsigned long long)k2, arch);
-        if (disk_get(path, k1, k2, cubin, len)) {
-            mem_put(m1, m2, *cubin, *len);
-            if (cached) *cached = true;
-            LOG_INFO(LOG_SUB_CG, "%s: cubin from cache %s", what, path);
-            return MSCCLRT_SUCCESS;
-        }
+    char root[PATH_MAX], name[96];
+    DiskCache dc;
+    dcache_root(param_str(PARAM_CACHE_DIR), root, sizeof root);
+    dcache_open(&dc, root, NULL);   /* fd -1 (logged) when off or untrusted: no disk cache */
+    snprintf(name, sizeof name, "%016llx%016llx-sm%d.cubin", (unsigned long long)k1,
+             (unsigned long long)k2, arch);
+    if (disk_get(&dc, name, k1, k2, cubin, len)) {
+        mem_put(m1, m2, *cubin, *len);
+        if (cached) *cached = true;
+        LOG_INFO(LOG_SUB_CG, "%s: cubin from cache %s/%s", what, dc.path, name);
+        dcache_close(&dc);
+        return MSCCLRT_SUCCESS;
     }
     double t0 = rt_now_s();
-    TRY(nvrtc_load());
-    TRY(nvrtc_build(src, arch_opt, what, cubin, len));
+    mscclrt_result res;
+    TRY_GOTO(nvrtc_load(), res, out);
+    TRY_GOTO(nvrtc_build(src, arch_opt, what, cubin, len), res, out);
     LOG_INFO(LOG_SUB_CG, "%s: compiled for sm_%d in %.2f s (%zu bytes)", what, arch,
              rt_now_s() - t0, *len);
     mem_put(m1, m2, *cubin, *len);
-    if (path[0]) disk_put(dir, path, k1, k2, *cubin, *len);
-    return MSCCLRT_SUCCESS;
+    disk_put(&dc, name, k1, k2, *cubin, *len);   /* a no-op when dc is off */
+out:
+    dcache_close(&dc);
+    return res;
 }

@@ -5,6 +5,9 @@
  * processes sharing a terminal, pipe or file never mix mid-line (stdio may split a line into
  * several writes: glibc 2.37+ stages unbuffered stderr 128 bytes at a time). MSCCLRT_DEBUG_FILE
  * is opened O_APPEND, so processes that open it each on their own append whole lines too.
+ * A value of MSCCLRT_DEBUG, MSCCLRT_DEBUG_SUBSYS or MSCCLRT_DEBUG_FILE that cannot be used is
+ * one WARN line at setup, whatever the level (a typo in MSCCLRT_DEBUG would otherwise silence
+ * the very warning about it), naming the variable, the value and what is accepted.
  */
 #include "core/log.h"
 #include "core/param.h"
@@ -13,6 +16,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,37 +35,93 @@ static char log_host[64];
 
 static const char *sub_names[] = {"INIT", "PLAN", "BOOT", "XPORT", "PROXY", "CG", "EXEC", "SHIM", "CPU"};
 
+static void write_line(const char *buf, size_t len);
+
+/* A WARN about the logger's own configuration: written whatever the level. */
+__attribute__((format(printf, 1, 2))) static void setup_warn(const char *fmt, ...) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof buf, "%s:%d:%ld mscclrt WARN ", log_host, (int)getpid(),
+                     (long)syscall(SYS_gettid));
+    if (n < 0 || (size_t)n >= sizeof buf) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m < sizeof buf - (size_t)n - 1
+                                              ? (size_t)m : sizeof buf - (size_t)n - 2);
+    buf[len++] = '\n';
+    write_line(buf, len);
+}
+
 static void log_setup(void) {
+    gethostname(log_host, sizeof log_host - 1);
     const char *lv = param_str(PARAM_DEBUG);
-    if (strcasecmp(lv, "NONE") == 0) log_level = LOG_LEVEL_NONE;
+    if (strcasecmp(lv, "NONE") == 0 || !*lv) log_level = LOG_LEVEL_NONE;
     else if (strcasecmp(lv, "INFO") == 0) log_level = LOG_LEVEL_INFO;
     else if (strcasecmp(lv, "TRACE") == 0) log_level = LOG_LEVEL_TRACE;
     else if (strcasecmp(lv, "WARN") == 0) log_level = LOG_LEVEL_WARN;
-    else log_level = LOG_LEVEL_NONE; /* as NCCL: silent unless asked */
+    else {   /* as NCCL: silent unless asked; but say that the ask was not understood */
+        log_level = LOG_LEVEL_WARN;
+        setup_warn("MSCCLRT_DEBUG='%.64s' is not a level (NONE, WARN, INFO or TRACE); using WARN",
+                   lv);
+    }
     const char *sub = param_str(PARAM_DEBUG_SUBSYS);
     if (*sub) {
         int invert = sub[0] == '^';
         int mask = 0;
         char buf[256];
+        if (strlen(sub + invert) >= sizeof buf)
+            setup_warn("MSCCLRT_DEBUG_SUBSYS is %zu bytes long: only its first %zu are read",
+                       strlen(sub + invert), sizeof buf - 1);
         snprintf(buf, sizeof buf, "%s", sub + invert);
-        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int bit = 0;
             for (unsigned i = 0; i < sizeof sub_names / sizeof *sub_names; i++)
-                if (strcasecmp(t, sub_names[i]) == 0 || strcasecmp(t, "ALL") == 0) mask |= 1 << i;
+                if (strcasecmp(t, sub_names[i]) == 0) bit = 1 << i;
+            if (strcasecmp(t, "ALL") == 0) bit = LOG_SUB_ALL;
+            if (!bit)
+                setup_warn("MSCCLRT_DEBUG_SUBSYS='%.64s': unknown subsystem '%.32s' ignored "
+                           "(accepted: INIT, PLAN, BOOT, XPORT, PROXY, CG, EXEC, SHIM, CPU, ALL; "
+                           "a leading ^ excludes)", sub, t);
+            mask |= bit;
+        }
         log_mask = invert ? (LOG_SUB_ALL & ~mask) : mask;
     }
-    gethostname(log_host, sizeof log_host - 1);
     const char *path = param_str(PARAM_DEBUG_FILE);
     if (*path) {
         char name[512];
         size_t o = 0;
-        for (const char *p = path; *p && o + 64 < sizeof name; p++) {
+        bool cut = false;
+        for (const char *p = path; *p; p++) {
+            if (o + 64 >= sizeof name) {
+                cut = true;
+                break;
+            }
             if (p[0] == '%' && p[1] == 'h') { o += (size_t)snprintf(name + o, sizeof name - o, "%s", log_host); p++; }
             else if (p[0] == '%' && p[1] == 'p') { o += (size_t)snprintf(name + o, sizeof name - o, "%d", (int)getpid()); p++; }
             else name[o++] = *p;
         }
         name[o] = '\0';
-        int fd = open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        int fd = cut ? -1 : open(name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd >= 0) log_fd = fd;
+        else if (cut)
+            setup_warn("MSCCLRT_DEBUG_FILE='%.64s...' is longer than %zu bytes once expanded; "
+                       "logging to standard error", path, sizeof name - 64);
+        else
+            setup_warn("MSCCLRT_DEBUG_FILE='%.200s': cannot open '%.200s' for appending: %s; "
+                       "logging to standard error", path, name, strerror(errno));
+    }
+}
+
+/* Writes a whole line with one write(2); a short write (a signal, a full pipe) is finished as
+ * well as possible. */
+static void write_line(const char *buf, size_t len) {
+    for (const char *p = buf; len;) {
+        ssize_t w = write(log_fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        p += w;
+        len -= (size_t)w;
     }
 }
 
@@ -96,14 +156,7 @@ void log_msg(int level, int subsys, const char *file, int line, const char *fmt,
         memcpy(buf + len - 3, "...", 3);
     }
     buf[len++] = '\n';
-    /* one write: atomic for O_APPEND files and for pipes up to PIPE_BUF; a short write (a
-     * signal, a full pipe) is finished as well as possible */
-    for (const char *p = buf; len;) {
-        ssize_t w = write(log_fd, p, len);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        p += w;
-        len -= (size_t)w;
-    }
+    /* one write: atomic for O_APPEND files and for pipes up to PIPE_BUF */
+    write_line(buf, len);
     errno = saved;
 }

@@ -70,6 +70,33 @@ MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *
 MSCCLRT_API const char *mscclrt_redop_name(mscclrt_redop op);
 MSCCLRT_API mscclrt_result mscclrt_redop_parse(const char *name, mscclrt_redop *out);
 
+/* ==== files and the on-disk cache =============================================================
+ * The rules of libmscclrt's own caches (kernels, stdlib plans), for other caches of the project
+ * (python/mscclrt's plans): the directory is $MSCCLRT_CACHE_DIR, else $XDG_CACHE_HOME/mscclrt,
+ * else ~/.cache/mscclrt ("none": off), and it and its entries are used only when owned by this
+ * user and writable by nobody else (else a WARN names the path and caching is off: a miss). */
+
+/* [any thread] The entry `name` (a plain file name) of subdirectory `sub` (NULL: the directory
+ * itself; created 0700 when missing), at most max bytes, opened without following links or
+ * blocking. *data is a malloc'd copy with a NUL after its *len bytes (mscclrt_free), or NULL
+ * on a miss (absent, untrusted, not a regular file, too large: a miss is not an error).
+ * setting: MSCCLRT_CACHE_DIR's value as the caller sees it (NULL: as libmscclrt read it). */
+MSCCLRT_API mscclrt_result mscclrt_cache_read(const char *setting, const char *sub,
+                                              const char *name, size_t max, void **data,
+                                              size_t *len);
+/* [any thread] Replaces the entry atomically (a temporary file renamed over it). *written
+ * (may be NULL) says whether it was; a cache that cannot be written is not an error. */
+MSCCLRT_API mscclrt_result mscclrt_cache_write(const char *setting, const char *sub,
+                                               const char *name, const void *data, size_t len,
+                                               int *written);
+/* [any thread] A whole regular file of at most max bytes, opened without blocking (a FIFO, a
+ * device such as /dev/zero or a directory is MSCCLRT_ERR_INVALID_ARG, naming it). *data as
+ * for mscclrt_cache_read. */
+MSCCLRT_API mscclrt_result mscclrt_read_file(const char *path, size_t max, void **data,
+                                             size_t *len);
+/* [any thread] Frees what mscclrt_cache_read and mscclrt_read_file returned. NULL is a no-op. */
+MSCCLRT_API void mscclrt_free(void *p);
+
 /* ==== plans ===================================================================================
  * A plan is an MSCCL++ execution plan (JSON), validated completely at load. Immutable after
  * load; thread-safe to share. */

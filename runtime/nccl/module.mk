@@ -1,17 +1,25 @@
 # runtime/nccl/module.mk - the NCCL drop-in, libmscclrt_nccl.so, and its test helpers; included
 # by the top Makefile. runtime/nccl/*.c never go into libmscclrt: they are linked, with
 # libmscclrt.a (static: its symbols stay hidden), into a library that exports exactly the nccl*
-# and pnccl* names of nccl_funcs.def. Its soname is libnccl.so.2, so it can also stand in for NCCL
-# through a symlink: $(BUILD)/lib/nccl/ holds libnccl.so.2 and libnccl.so (kept apart from
-# $(BUILD)/lib so that LD_LIBRARY_PATH=$(BUILD)/lib does not swap NCCL out by accident).
-
+# and pnccl* names of nccl_funcs.def. It is linked twice, from the same objects:
+#   $(BUILD)/lib/libmscclrt_nccl.so.2, soname libmscclrt_nccl.so.2, with the development link
+#     libmscclrt_nccl.so: what `-lmscclrt_nccl` finds and records, so a program linked against
+#     the drop-in runs the drop-in (with soname libnccl.so.2 it recorded libnccl.so.2, and the
+#     loader gave it NVIDIA's NCCL);
+#   $(BUILD)/lib/nccl/libnccl.so.2, soname libnccl.so.2 (and the link libnccl.so): the stand-in
+#     for NCCL, for LD_LIBRARY_PATH and LD_PRELOAD (once preloaded its soname satisfies a
+#     program's dependency on libnccl.so.2, so NVIDIA's is not loaded beside it); kept apart from
+#     $(BUILD)/lib so that LD_LIBRARY_PATH=$(BUILD)/lib does not swap NCCL out by accident.
 NCCL_SRC     := $(wildcard runtime/nccl/*.c)
 NCCL_OBJ     := $(call obj,$(NCCL_SRC))
 NCCL_DEF     := runtime/nccl/nccl_funcs.def
 NCCL_HDR     := runtime/nccl/nccl_abi.h
 # the entry points (nccl_api*.c); the library is built only once they exist
 NCCL_API_SRC := $(wildcard runtime/nccl/nccl_api*.c)
+NCCL_MAJOR   := 2
 NCCL_SO      := $(BUILD)/lib/libmscclrt_nccl.so
+NCCL_SO_REAL := $(BUILD)/lib/libmscclrt_nccl.so.$(NCCL_MAJOR)
+NCCL_STANDIN := $(BUILD)/lib/nccl/libnccl.so.2
 NCCL_OBJS_A  := $(BUILD)/lib/libmscclrt_nccl_objs.a
 NCCL_MAP     := $(BUILD)/gen/libmscclrt_nccl.map
 NCCL_TWINS   := $(BUILD)/gen/nccl_twins.ld
@@ -56,15 +64,21 @@ $(NCCL_OBJS_A): $(NCCL_OBJ)
 # process has loaded; the whole of libmscclrt.a, so that all of the mscclrt_* API is there;
 # not under sanitizers, whose runtime (clang: linked into executables only) the program supplies
 NCCL_NOUNDEF := $(if $(SAN)$(UBSAN)$(TSAN),,-Wl,--no-undefined)
-$(NCCL_SO): $(NCCL_OBJ) $(LIBRT_A) $(LIBMSCCLC_A) $(NCCL_MAP) $(NCCL_TWINS)
-	@mkdir -p $(@D) $(@D)/nccl $(BUILD)/include
-	$(call Q,LINK)$(CC) -shared -Wl,-soname,libnccl.so.2 -Wl,--version-script=$(NCCL_MAP) \
-	  -Wl,-Bsymbolic $(NCCL_NOUNDEF) $(LDFLAGS) -o $@ $(NCCL_OBJ) $(NCCL_TWINS) \
-	  -Wl,--whole-archive $(LIBRT_A) -Wl,--no-whole-archive $(LIBMSCCLC_A) $(LDLIBS)
-	@ln -sf ../libmscclrt_nccl.so $(@D)/nccl/libnccl.so.2
-	@ln -sf libnccl.so.2 $(@D)/nccl/libnccl.so
+NCCL_LINK = $(CC) -shared -Wl,--version-script=$(NCCL_MAP) -Wl,-Bsymbolic $(NCCL_NOUNDEF) \
+  $(LDFLAGS) $(NCCL_OBJ) $(NCCL_TWINS) -Wl,--whole-archive $(LIBRT_A) -Wl,--no-whole-archive \
+  $(LIBMSCCLC_A) $(LDLIBS)
+$(NCCL_SO_REAL): $(NCCL_OBJ) $(LIBRT_A) $(LIBMSCCLC_A) $(NCCL_MAP) $(NCCL_TWINS)
+	@mkdir -p $(@D) $(BUILD)/include
+	$(call Q,LINK)$(NCCL_LINK) -Wl,-soname,libmscclrt_nccl.so.$(NCCL_MAJOR) -o $@
 	@cp $(NCCL_HDR) $(BUILD)/include/nccl.h
 	@cp $(NCCL_DEF) $(BUILD)/include/nccl_funcs.def
+$(NCCL_SO): $(NCCL_SO_REAL) $(NCCL_STANDIN)
+	@ln -sf libmscclrt_nccl.so.$(NCCL_MAJOR) $@
+$(NCCL_STANDIN): $(NCCL_OBJ) $(LIBRT_A) $(LIBMSCCLC_A) $(NCCL_MAP) $(NCCL_TWINS)
+	@mkdir -p $(@D)
+	@rm -f $@   # was a link to the drop-in before it had a soname of its own
+	$(call Q,LINK)$(NCCL_LINK) -Wl,-soname,libnccl.so.2 -o $@
+	@ln -sf libnccl.so.2 $(@D)/libnccl.so
 
 # ---- test helpers: unit tests of runtime/nccl link its objects; the fake NCCL libraries ----------
 $(BUILD)/tests/test_nccl_%: $(BUILD)/obj/tests/unit/test_nccl_%.o $(NCCL_OBJS_A) $(LIBRT_A) \
@@ -104,8 +118,10 @@ ifneq ($(NCCL_API_SRC),)
 install: install-nccl
 install-nccl: all
 	install -d $(DESTDIR)$(PREFIX)/lib/nccl $(DESTDIR)$(PREFIX)/include/mscclrt_nccl
-	install -m 755 $(NCCL_SO) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf ../libmscclrt_nccl.so $(DESTDIR)$(PREFIX)/lib/nccl/libnccl.so.2
+	install -m 755 $(NCCL_SO_REAL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libmscclrt_nccl.so.$(NCCL_MAJOR) $(DESTDIR)$(PREFIX)/lib/libmscclrt_nccl.so
+	rm -f $(DESTDIR)$(PREFIX)/lib/nccl/libnccl.so.2
+	install -m 755 $(NCCL_STANDIN) $(DESTDIR)$(PREFIX)/lib/nccl/
 	ln -sf libnccl.so.2 $(DESTDIR)$(PREFIX)/lib/nccl/libnccl.so
 	install -m 644 $(NCCL_HDR) $(DESTDIR)$(PREFIX)/include/mscclrt_nccl/nccl.h
 	install -m 644 $(NCCL_DEF) $(DESTDIR)$(PREFIX)/include/mscclrt_nccl/
@@ -113,6 +129,6 @@ install-nccl: all
 endif
 uninstall: uninstall-nccl
 uninstall-nccl:
-	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt_nccl.so
+	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt_nccl.so $(DESTDIR)$(PREFIX)/lib/libmscclrt_nccl.so.*
 	rm -rf $(DESTDIR)$(PREFIX)/lib/nccl $(DESTDIR)$(PREFIX)/include/mscclrt_nccl
 .PHONY: uninstall-nccl

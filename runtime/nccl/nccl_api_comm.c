@@ -55,6 +55,20 @@ ncclResult_t nccl_result(mscclrt_result r) {
     }
 }
 
+ncclResult_t nccl_result_init(mscclrt_result r) {
+    const ncclResult_t n = nccl_result(r);
+    /* MSCCLRT_ERR_UNAVAILABLE is also "no usable CUDA driver" (cu_load, which only repeats its
+     * first answer): NCCL reports that as a system error, not as a misuse by the caller */
+    if (r == MSCCLRT_ERR_UNAVAILABLE) {
+        char saved[sizeof last_error];
+        memcpy(saved, last_error, sizeof saved);
+        const bool no_driver = cu_load() != MSCCLRT_SUCCESS;
+        memcpy(last_error, saved, sizeof saved);
+        if (no_driver) return ncclSystemError;
+    }
+    return n;
+}
+
 const char *ncclGetErrorString(ncclResult_t r) {
     switch (r) {
     case ncclSuccess: return "no error";
@@ -148,7 +162,7 @@ static void *init_thread(void *arg) {
     const mscclrt_result r = mscclrt_comm_init_rank(&rt, c->nranks, j->id, c->rank, c->device);
     if (r != MSCCLRT_SUCCESS) snprintf(c->init_err, sizeof c->init_err, "%s", mscclrt_last_error());
     c->rt = rt;
-    atomic_store(&c->state, r == MSCCLRT_SUCCESS ? ncclSuccess : (int)nccl_result(r));
+    atomic_store(&c->state, r == MSCCLRT_SUCCESS ? ncclSuccess : (int)nccl_result_init(r));
     free(j);
     return NULL;
 }
@@ -235,7 +249,7 @@ ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int *devlist) {
     const mscclrt_result r = mscclrt_comm_init_all(rt, ndev, devs);
     if (r != MSCCLRT_SUCCESS) {
         free(rt); free(q); free(devs); free(mine);
-        return nccl_result(r);
+        return nccl_result_init(r);
     }
     pthread_mutex_init(&q->mu, NULL);
     q->n = q->live = ndev;

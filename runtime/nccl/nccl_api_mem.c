@@ -26,7 +26,7 @@ ncclResult_t ncclMemAlloc(void **ptr, size_t size) {
     if (!ptr) return nccl_fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
     *ptr = NULL;
     if (size == 0) return ncclSuccess;   /* as NCCL: nothing to allocate */
-    if (cu_load() != MSCCLRT_SUCCESS) return nccl_result(MSCCLRT_ERR_UNAVAILABLE);
+    if (cu_load() != MSCCLRT_SUCCESS) return nccl_result_init(MSCCLRT_ERR_UNAVAILABLE);
     CuContext ctx = NULL;
     CuDevice dev = 0;
     if (cu.cuCtxGetCurrent(&ctx) != CU_OK || !ctx || cu.cuCtxGetDevice(&dev) != CU_OK)

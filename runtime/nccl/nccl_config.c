@@ -2,15 +2,22 @@
  * nccl_config.c - ncclConfig_t of any NCCL version -> NcclConfig (see nccl_config.h for the
  * rules). The caller's struct is read byte-wise at the offsets of the widest layout we know, and
  * never past its own `size`, so a smaller (older) or larger (newer) struct is read safely.
+ * String fields (netName, commName) are user pointers that may be garbage (a struct not made
+ * with NCCL_CONFIG_INITIALIZER, memory reused): they are copied through process_vm_readv, which
+ * reports an unreadable address as EFAULT instead of crashing, and never beyond
+ * NCCL_CFG_NAME_MAX bytes.
  */
 #include "nccl/nccl_config.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 /* The layout of NCCL 2.31/2.32's ncclConfig_v23100, the newest we know; only its offsets are
  * used. Every older layout is a prefix of it. */
@@ -113,6 +120,53 @@ static bool int_valid(const FieldInfo *f, int v) {
     }
 }
 
+/* The longest netName or commName read: NCCL's names are short; garbage without a NUL nearby
+ * must not be read for ever. */
+#define NCCL_CFG_NAME_MAX 4096
+
+/* A copy of the caller's string at p, read without trusting p: 0 and *out (malloc'd) on
+ * success, EFAULT when p is not readable memory, ENAMETOOLONG past NCCL_CFG_NAME_MAX bytes,
+ * ENOMEM. Reads page by page (a string may end just before an unmapped page). Where the kernel
+ * refuses process_vm_readv (seccomp: ENOSYS, EPERM), the string is read directly, still
+ * bounded. */
+static int copy_user_str(const char *p, char **out) {
+    char *buf = malloc(NCCL_CFG_NAME_MAX + 1);
+    *out = NULL;
+    if (!buf) return ENOMEM;
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    size_t got = 0;
+    while (got <= NCCL_CFG_NAME_MAX) {
+        uintptr_t a = (uintptr_t)(p + got);
+        size_t chunk = (size_t)page - (size_t)(a % (uintptr_t)page);
+        if (chunk > NCCL_CFG_NAME_MAX + 1 - got) chunk = NCCL_CFG_NAME_MAX + 1 - got;
+        struct iovec local = {buf + got, chunk}, remote = {(void *)a, chunk};
+        ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+        if (r < 0 && (errno == ENOSYS || errno == EPERM)) {
+            size_t n = strnlen(p, NCCL_CFG_NAME_MAX + 1);   /* no safe way: bounded at least */
+            memcpy(buf, p, n);
+            got = n;
+            buf[n] = 0;
+            break;
+        }
+        if (r <= 0) {
+            free(buf);
+            return EFAULT;
+        }
+        void *nul = memchr(buf + got, 0, (size_t)r);
+        got += (size_t)r;
+        if (nul) {
+            got = (size_t)((char *)nul - buf);
+            break;
+        }
+    }
+    if (got > NCCL_CFG_NAME_MAX) {
+        free(buf);
+        return ENAMETOOLONG;
+    }
+    *out = buf;
+    return 0;
+}
+
 static char *dup_str(const char *s) {
     size_t n = strlen(s) + 1;
     char *p = malloc(n);
@@ -170,12 +224,20 @@ ncclResult_t nccl_config_read(NcclConfig *out, const ncclConfig_t *cfg, char *wh
             const char *s;
             memcpy(&s, raw + f->off, sizeof s);
             if (s == NCCL_CONFIG_UNDEF_PTR) continue;
-            char *copy = dup_str(s);
-            if (!copy) {
-                nccl_say(why, why_len, "ncclConfig_t.%s: out of memory copying %zu bytes", f->name,
-                    strlen(s) + 1);
+            char *copy;
+            int e = copy_user_str(s, &copy);
+            if (e) {
+                if (e == ENOMEM)
+                    nccl_say(why, why_len, "ncclConfig_t.%s: out of memory", f->name);
+                else if (e == EFAULT)
+                    nccl_say(why, why_len, "ncclConfig_t.%s is %p, which is not readable memory "
+                        "(set it to a C string or NULL, or start from NCCL_CONFIG_INITIALIZER)",
+                        f->name, (const void *)s);
+                else
+                    nccl_say(why, why_len, "ncclConfig_t.%s at %p has no NUL within %d bytes: "
+                        "not a C string", f->name, (const void *)s, NCCL_CFG_NAME_MAX);
                 nccl_config_free(out);
-                return ncclSystemError;
+                return e == ENOMEM ? ncclSystemError : ncclInvalidArgument;
             }
             memcpy((char *)out + f->dst, &copy, sizeof copy);
         } else {

@@ -40,6 +40,9 @@ struct ncclComm {
 
 /* mscclrt_result -> ncclResult_t; on failure the last error takes mscclrt_last_error(). */
 ncclResult_t nccl_result(mscclrt_result r);
+/* nccl_result for calls that need the CUDA driver: a missing or unusable driver is
+ * ncclSystemError, as NCCL says it (nccl_result would say ncclInvalidUsage). */
+ncclResult_t nccl_result_init(mscclrt_result r);
 /* A live communicator whose initialisation finished, or an error (named after fn). */
 ncclResult_t nccl_comm_ready(ncclComm_t comm, const char *fn);
 ncclResult_t nccl_fail(ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

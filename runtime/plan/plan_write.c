@@ -478,6 +478,32 @@ static bool names_descriptor(const char *path) {
            strncmp(path, "/dev/fd/", 8) == 0 || strncmp(path, "/proc/self/fd/", 14) == 0;
 }
 
+/* The kernel's protected_symlinks rule for a link at path: in a sticky, world-writable directory
+ * (/tmp), a link is followed only when it belongs to this user or to the directory's owner.
+ * Applied here by hand because a link's target is resolved with realpath and replaced with
+ * rename, which the kernel's own check (made in open) never sees: anyone could plant
+ * /tmp/plan.json -> ~/.bashrc and have `mscclc -o /tmp/plan.json` replace the target. False,
+ * with the message in err, for a link not to follow. */
+static bool link_may_be_followed(const char *path, const struct stat *lst, PlanErr *err) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    struct stat dst;
+    bool ok = true;
+    if (!dir) {
+        werr(err, "%s: out of memory", path);
+        return false;
+    }
+    if (stat(dir, &dst) == 0 && (dst.st_mode & S_ISVTX) && (dst.st_mode & S_IWOTH) &&
+        lst->st_uid != geteuid() && lst->st_uid != dst.st_uid) {
+        werr(err, "%s: a symbolic link owned by uid %ld in the shared sticky directory '%s' "
+             "(owned by uid %ld): not followed, as the kernel's protected_symlinks rule; remove "
+             "it or write elsewhere", path, (long)lst->st_uid, dir, (long)dst.st_uid);
+        ok = false;
+    }
+    free(dir);
+    return ok;
+}
+
 bool plan_write_file(const Plan *p, const char *path, bool compact, const char *producer,
                      PlanErr *err) {
     char *text = plan_to_json(p, compact, producer);
@@ -497,8 +523,10 @@ bool plan_write_file(const Plan *p, const char *path, bool compact, const char *
         ok = write_replace(path, path, text, n, lst.st_mode & 07777, err);
     } else if (S_ISLNK(lst.st_mode)) {
         /* through the link to its target: a regular target is replaced in its own directory,
-         * so the link stays a link to the new plan */
-        if (stat(path, &st) != 0) {
+         * so the link stays a link to the new plan; not a link planted by another user */
+        if (!link_may_be_followed(path, &lst, err)) {
+            ok = false;
+        } else if (stat(path, &st) != 0) {
             werr(err, "%s: a symbolic link to a file that cannot be reached: %s", path, strerror(errno));
         } else if (S_ISREG(st.st_mode)) {
             char *real = realpath(path, NULL);

@@ -24,7 +24,7 @@ r files $st
 # -lnccl against the installed header and library
 if [ -f "$BUILD/lib/libmscclrt_nccl.so" ]; then
     nst=0
-    for f in lib/libmscclrt_nccl.so lib/nccl/libnccl.so.2 lib/nccl/libnccl.so \
+    for f in lib/libmscclrt_nccl.so lib/libmscclrt_nccl.so.2 lib/nccl/libnccl.so.2 lib/nccl/libnccl.so \
              include/mscclrt_nccl/nccl.h include/mscclrt_nccl/nccl_funcs.def \
              share/man/man7/libmscclrt_nccl.7; do
         [ -e "$root/$f" ] || { echo "missing $f"; nst=1; }

@@ -84,6 +84,20 @@ grep -q "1:9: error: the plan has 1096704 operations (pipelines flattened, synch
     [ ! -e "$tmp/out.json" ]
 result $? "mscclc/limit-final-ops-message"
 
+# 983,040 copies, just under the op limit, that all conflict: pass_auto_sync would put a nop in
+# front of nearly each, building a plan of twice the size (1.3 GB) before the loader's limit
+# refused it; the count is checked first, so the compile stays at what lowering holds (about
+# 740 MB) and fits 1 GB of address space (issue 22 item 14)
+{ printf 'program p {\n    collective allreduce\n    ranks 16\n}\n'
+  printf 'for r in 0..16, t in 0..1024, k in 0..60 {\n    copy(rank(r).output[0:1], rank(r).input[0:1]) @ tb(t)\n}\n'; } \
+    >"$tmp/sync_doubling.coll"
+VMEM_SAVED=$VMEM_KB VMEM_KB=1000000
+timed limit-sync-growth-memory 1 "$tmp/sync_doubling.coll" --compact
+VMEM_KB=$VMEM_SAVED
+grep -q "1:9: error: the plan has 1949696 operations (pipelines flattened, synchronisation included), more than 1048576, the plan loader's limit" "$tmp/err" &&
+    ! grep -q "out of memory" "$tmp/err"
+result $? "mscclc/limit-sync-growth-memory-message"
+
 # ---- bounded output and input -------------------------------------------------------------------
 # past the error limit the compile stops (one program gave 137,856 errors and took 1 GB)
 { header; awk 'BEGIN { for (i = 0; i < 200000; i++) print "let v" i " = u" i " +" }'; } >"$tmp/flood.coll"

@@ -67,6 +67,31 @@ ln -s d/target.json "$tmp/link.json"
     cmp -s "$tmp/want.json" "$tmp/d/target.json" && no_temps "$tmp" && no_temps "$tmp/d"
 result $? "mscclc/output-symlink-followed"
 
+# a link planted in a shared sticky directory (as /tmp) by another user: refused, as the
+# kernel's protected_symlinks rule (issue 22 item 13: the target was replaced); only root can
+# make another user's link, so without root only the allowed case (our own link) runs
+mkdir "$tmp/sticky" && chmod 1777 "$tmp/sticky"
+printf 'precious' >"$tmp/d/victim"
+ln -s ../d/victim "$tmp/sticky/plan.json"
+if [ "$(id -u)" = 0 ]; then
+    chown -h 12345:12345 "$tmp/sticky/plan.json"
+    "$MSCCLC" "$src" -o "$tmp/sticky/plan.json" 2>"$tmp/err"
+    [ $? = 2 ] && grep -q "plan.json: a symbolic link owned by uid 12345 in the shared sticky directory" "$tmp/err" &&
+        [ "$(cat "$tmp/d/victim")" = precious ] && [ -L "$tmp/sticky/plan.json" ] && no_temps "$tmp/sticky" &&
+        no_temps "$tmp/d"
+    result $? "mscclc/output-planted-symlink-refused"
+    # the directory's owner's link is followed (the kernel's rule too)
+    chown 12345 "$tmp/sticky"
+    "$MSCCLC" "$src" -o "$tmp/sticky/plan.json" && cmp -s "$tmp/want.json" "$tmp/d/victim"
+    result $? "mscclc/output-sticky-owner-symlink-followed"
+    chown 0 "$tmp/sticky"
+    printf 'precious' >"$tmp/d/victim"
+fi
+rm -f "$tmp/sticky/plan.json"
+ln -s ../d/victim "$tmp/sticky/plan.json"     # our own link there: followed
+"$MSCCLC" "$src" -o "$tmp/sticky/plan.json" && cmp -s "$tmp/want.json" "$tmp/d/victim"
+result $? "mscclc/output-own-symlink-in-sticky-followed"
+
 # a link to nothing: refused, nothing created
 ln -s missing.json "$tmp/dangling.json"
 "$MSCCLC" "$src" -o "$tmp/dangling.json" 2>"$tmp/err"

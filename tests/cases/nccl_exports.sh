@@ -6,7 +6,10 @@
 # imports (from the libtorch_cuda.so of the PyTorch that python3 imports, when there is one); each
 # twin has its function's address; besides nccl* / pnccl* exactly libmscclrt.so's public
 # mscclrt_* API is exported (python/mscclrt uses the preloaded drop-in's registry through it);
-# the soname is libnccl.so.2. Skips while the entry points are missing.
+# the drop-in's soname is libmscclrt_nccl.so.2 and a program linked with -lmscclrt_nccl records
+# that name (issue 22 item 12: it recorded libnccl.so.2, and the loader gave it NVIDIA's NCCL),
+# while the stand-in lib/nccl/libnccl.so.2, with the same exports, has soname libnccl.so.2.
+# Skips while the entry points are missing.
 # Optional second source: the lists of NCCL_ABI_LISTS or of the shared checkout beside this
 # repository (../shared/nccl-abi: nccl-2.28.9-functions.txt, libnccl-2.28.9-exports.txt,
 # torch-2.11-nccl-imports.txt). Where a list and the package it was read from are both here
@@ -144,8 +147,38 @@ if [ -f "$rt" ]; then
     fi
 fi
 
-soname=$(readelf -d "$so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-if [ "$soname" = libnccl.so.2 ]; then echo "testing nccl_exports/soname ... passed"
-else echo "nccl_exports: soname is '$soname', not libnccl.so.2"
+soname_of() { readelf -d "$1" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p'; }
+soname=$(soname_of "$so")
+if [ "$soname" = libmscclrt_nccl.so.2 ]; then echo "testing nccl_exports/soname ... passed"
+else echo "nccl_exports: soname of $so is '$soname', not libmscclrt_nccl.so.2"
      echo "testing nccl_exports/soname ... failed"; st=1; fi
+standin=$BUILD/lib/nccl/libnccl.so.2
+soname=$(soname_of "$standin")
+nm -D --defined-only "$standin" | awk '{print $3}' | sort -u >"$out/standin.txt"
+if [ "$soname" = libnccl.so.2 ] && [ ! -L "$standin" ] && cmp -s "$out/exported.txt" "$out/standin.txt"; then
+    echo "testing nccl_exports/standin ... passed"
+else echo "nccl_exports: $standin: soname '$soname' (want libnccl.so.2), or a link, or other exports"
+     echo "testing nccl_exports/standin ... failed"; st=1; fi
+
+# a program linked with -lmscclrt_nccl asks for the drop-in by its own name, and the loader
+# (RUNPATH) gives it the drop-in
+printf '%s\n' '#include <nccl.h>' \
+    'int main(void) { int v = 0; return ncclGetVersion(&v) != ncclSuccess; }' >"$out/link_app.c"
+if ${CC:-cc} -std=c11 -I"$BUILD/include" "$out/link_app.c" -L"$BUILD/lib" \
+        -Wl,-rpath,"$PWD/$BUILD/lib" -lmscclrt_nccl -o "$out/link_app" 2>"$out/link_app.log"; then
+    needed=$(readelf -d "$out/link_app" | sed -n 's/.*(NEEDED).*\[\(.*nccl.*\)\]/\1/p')
+    resolved=$(env -u LD_LIBRARY_PATH ldd "$out/link_app" | awk '$1 == "libmscclrt_nccl.so.2" {print $3}')
+    if [ "$needed" = libmscclrt_nccl.so.2 ] &&
+       [ "$(readlink -f "$resolved")" = "$(readlink -f "$BUILD/lib/libmscclrt_nccl.so.2")" ] &&
+       "$out/link_app"; then
+        echo "testing nccl_exports/link_dropin ... passed"
+    else
+        echo "nccl_exports: a program linked with -lmscclrt_nccl needs '$needed' (resolved to" \
+             "'$resolved'), not libmscclrt_nccl.so.2 from $BUILD/lib"
+        echo "testing nccl_exports/link_dropin ... failed"; st=1
+    fi
+else
+    cat "$out/link_app.log"
+    echo "testing nccl_exports/link_dropin ... failed"; st=1
+fi
 exit $st

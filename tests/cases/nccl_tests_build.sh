@@ -11,12 +11,13 @@ cd "$(dirname "$0")/../.." || exit 2
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 src=${NCCL_TESTS_SRC:-../shared/third_party/nccl-tests}
-so=$BUILD/lib/libmscclrt_nccl.so
+# the stand-in (soname libnccl.so.2): what -lnccl must record
+so=$BUILD/lib/nccl/libnccl.so.2
 perfs="all_reduce all_gather broadcast reduce_scatter reduce alltoall alltoallv scatter gather
        sendrecv hypercube"
 
 if [ ! -f "$so" ]; then
-    echo "libmscclrt_nccl.so not built: entry points missing (runtime/nccl/nccl_api*.c)"
+    echo "$so not built: entry points missing (runtime/nccl/nccl_api*.c)"
     echo "skipped (needs runtime/nccl/nccl_api*.c)"
     exit 77
 fi

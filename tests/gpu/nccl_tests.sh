@@ -25,7 +25,7 @@ if [ ! -f "$src/src/Makefile" ]; then
     echo "skipped (needs nccl-tests: NCCL_TESTS_SRC=DIR or ../shared/third_party/nccl-tests)"
     exit 77
 fi
-[ -f "$BUILD/lib/libmscclrt_nccl.so" ] || { echo "nccl_tests.sh: $BUILD/lib/libmscclrt_nccl.so missing"; exit 1; }
+[ -f "$BUILD/lib/nccl/libnccl.so.2" ] || { echo "nccl_tests.sh: $BUILD/lib/nccl/libnccl.so.2 missing"; exit 1; }
 
 # NCCL_HOME for nccl-tests: our header and our library under the names it links
 home=$PWD/$BUILD/nccl-home
@@ -41,7 +41,7 @@ if [ ! -f "$dev/nccl_device.h" ]; then
 fi
 rm -rf "$home/include/nccl_device" "$home/include/nccl_device.h"
 cp -r "$dev/nccl_device" "$dev/nccl_device.h" "$home/include/"
-ln -sf "$PWD/$BUILD/lib/libmscclrt_nccl.so" "$home/lib/libnccl.so.2"
+ln -sf "$PWD/$BUILD/lib/nccl/libnccl.so.2" "$home/lib/libnccl.so.2"
 ln -sf libnccl.so.2 "$home/lib/libnccl.so"
 out=$PWD/$BUILD/nccl-tests-mpi
 # the link resolves our library's own needs (libcjson) through the same path as the runs

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log"
 python3 -c 'import torch' 2>/dev/null || { echo "torch_backend.sh: no PyTorch"; exit 77; }
-so=$PWD/$BUILD/lib/libmscclrt_nccl.so
+so=$PWD/$BUILD/lib/nccl/libnccl.so.2   # the stand-in: soname libnccl.so.2, so torch's own NCCL is not loaded beside it
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 unset MSCCLRT_ENABLE_NVLS
 guard=$PWD/$BUILD/lib/libnvls_guard.so

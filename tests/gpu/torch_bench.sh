@@ -12,7 +12,7 @@ mkdir -p "$log"
 python3 -c 'import torch' 2>/dev/null || { echo "torch_bench.sh: no PyTorch"; exit 77; }
 n=${NPROC:-$(sh tests/gpu/gpu_count.sh)}
 max=${MAX_BYTES:-1073741824}
-so=$PWD/$BUILD/lib/libmscclrt_nccl.so
+so=$PWD/$BUILD/lib/nccl/libnccl.so.2   # the stand-in: soname libnccl.so.2, so torch's own NCCL is not loaded beside it
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 unset MSCCLRT_ENABLE_NVLS
 guard=$PWD/$BUILD/lib/libnvls_guard.so

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log"
 python3 -c 'import torch' 2>/dev/null || { echo "torch_dropin.sh: no PyTorch"; exit 77; }
-so=$PWD/$BUILD/lib/libmscclrt_nccl.so
+so=$PWD/$BUILD/lib/nccl/libnccl.so.2   # the stand-in: soname libnccl.so.2, so torch's own NCCL is not loaded beside it
 [ -f "$so" ] || { echo "torch_dropin.sh: $so missing"; exit 1; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 unset MSCCLRT_ENABLE_NVLS

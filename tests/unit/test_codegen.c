@@ -5,6 +5,10 @@
  * Sources of one plan are compiled together as one translation unit to keep CI fast; plan
  * files given as arguments (the stdlib sweep) are generated for every rank and combination and
  * compiled to PTX (NVRTC front end, no ptxas): every rank with float32 sum, rank 0 with all.
+ * The cubin cache on disk (through core/disk_cache.c, issue 22 item 4): a warm run compiles
+ * nothing; a truncated entry, one that others may write, a link to /dev/zero is a miss that is
+ * compiled and rewritten; a directory others may write is not used at all (each step a fresh
+ * process: this program with --warm).
  * Exits 77 (skip) when NVRTC cannot be loaded.
  */
 #include "../harness.h"
@@ -14,8 +18,11 @@
 #include "cuda/cuda_driver.h"
 #include "mscclrt.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct { char *s; size_t len, cap; } Buf;
 
@@ -171,12 +178,69 @@ static void t_fanout_groups(void) {
     }
 }
 
+/* Runs --warm over a 2-rank plan with the cache in dir: how many kernels it compiled, -1 when
+ * the run failed. */
+static int warm_run(const char *self, const char *dir) {
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "MSCCLRT_CACHE_DIR='%s' '%s' --warm "
+             "tests/golden/stdlib/allgather/fullmesh.N2.json 2>/dev/null", dir, self);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p && fscanf(p, "warmed %d kernels", &n) != 1) n = -1;
+    if (p && pclose(p) != 0) n = -1;
+    return n;
+}
+
+/* The first cubin entry of dir (path into out). */
+static bool first_entry(const char *dir, char *out, size_t n) {
+    DIR *d = opendir(dir);
+    bool found = false;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        if (strstr(e->d_name, ".cubin")) {
+            snprintf(out, n, "%s/%s", dir, e->d_name);
+            found = true;
+        }
+    if (d) closedir(d);
+    return found;
+}
+
+static void t_kernel_cache(const char *self) {
+    char dir[] = "/tmp/test_codegen_cache_XXXXXX", f[4200];
+    CHECK(mkdtemp(dir) != NULL);
+    const int all = warm_run(self, dir);
+    CHECK(all > 0);
+    CHECK_EQ_INT(0, warm_run(self, dir));                 /* warm: everything from the cache */
+    CHECK(first_entry(dir, f, sizeof f));
+    CHECK_EQ_INT(0, truncate(f, 100));                    /* truncated: compiled, rewritten */
+    CHECK_EQ_INT(1, warm_run(self, dir));
+    CHECK_EQ_INT(0, warm_run(self, dir));
+    CHECK_EQ_INT(0, chmod(f, 0666));                      /* others may write it: not read */
+    CHECK_EQ_INT(1, warm_run(self, dir));
+    struct stat st;
+    CHECK(stat(f, &st) == 0 && !(st.st_mode & 022));      /* rewritten private */
+    CHECK_EQ_INT(0, unlink(f));                           /* a link to /dev/zero: not followed */
+    CHECK_EQ_INT(0, symlink("/dev/zero", f));
+    CHECK_EQ_INT(1, warm_run(self, dir));
+    CHECK(lstat(f, &st) == 0 && S_ISREG(st.st_mode));
+    CHECK_EQ_INT(0, chmod(dir, 0777));                    /* an open directory: no cache */
+    CHECK_EQ_INT(all, warm_run(self, dir));
+    CHECK_EQ_INT(0, chmod(dir, 0700));
+    CHECK_EQ_INT(0, warm_run(self, dir));                 /* private again: the entries serve */
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    CHECK_EQ_INT(0, system(cmd));
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--warm")) return nvrtc_load() == MSCCLRT_SUCCESS ? warm(argc, argv) : 77;
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sl > 0 ? sl : 0] = 0;
     setenv("MSCCLRT_CACHE_DIR", "none", 1);
     if (nvrtc_load() != MSCCLRT_SUCCESS) {
         return harness_skip("NVRTC (the CUDA toolkit's libnvrtc)", mscclrt_last_error());
     }
+    if (argc == 1) TEST("codegen kernel cache on disk", t_kernel_cache(self));
     if (argc > 1) {
         for (int i = 1; i < argc; i++) {
             char name[600];

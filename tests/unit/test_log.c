@@ -4,7 +4,10 @@
  * standard error whose stdio buffer is small (glibc 2.37 and later stage unbuffered output 128
  * bytes at a time, which is how lines of 8 processes came to mix mid-line). Every line must
  * arrive whole, as one write. A line longer than the logger's buffer is cut, marked with "...",
- * and still ends with a newline.
+ * and still ends with a newline. A value of MSCCLRT_DEBUG, MSCCLRT_DEBUG_SUBSYS or
+ * MSCCLRT_DEBUG_FILE that cannot be used is one warning naming the variable, the value and what
+ * is accepted (issue 22 item 14: they failed silently), in a fresh process (this program re-run
+ * with --log-once: the variables are read once per process).
  */
 #include "core/log.h"
 #include "../harness.h"
@@ -140,8 +143,53 @@ static void test_concurrent(bool stderr_mode) {
     unlink(path);
 }
 
-int main(void) {
+static char self[4096];
+
+/* Runs this program with --log-once under env; its standard error into out. */
+static void run_env(const char *env, char *out, size_t n) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "env -u MSCCLRT_DEBUG -u MSCCLRT_DEBUG_SUBSYS -u MSCCLRT_DEBUG_FILE "
+             "%s '%s' --log-once 2>&1", env, self);
+    FILE *p = popen(cmd, "r");
+    size_t got = p ? fread(out, 1, n - 1, p) : 0;
+    out[got] = 0;
+    if (p) CHECK_EQ_INT(0, pclose(p));
+}
+
+static void test_bad_values(void) {
+    char out[8192];
+    run_env("MSCCLRT_DEBUG=VERBOSE", out, sizeof out);
+    CHECK(strstr(out, "WARN MSCCLRT_DEBUG='VERBOSE' is not a level (NONE, WARN, INFO or TRACE); "
+                      "using WARN") != NULL);
+    CHECK(strstr(out, "a warning") != NULL);          /* WARN is on */
+    CHECK(strstr(out, "an info line") == NULL);
+    run_env("MSCCLRT_DEBUG=INFO MSCCLRT_DEBUG_SUBSYS=INIT,FOO", out, sizeof out);
+    CHECK(strstr(out, "MSCCLRT_DEBUG_SUBSYS='INIT,FOO': unknown subsystem 'FOO' ignored "
+                      "(accepted: INIT, PLAN, BOOT") != NULL);
+    CHECK(strstr(out, "an info line") != NULL);       /* INIT still selected */
+    run_env("MSCCLRT_DEBUG=WARN MSCCLRT_DEBUG_FILE=/nonexistent/dir/log.%p", out, sizeof out);
+    CHECK(strstr(out, "MSCCLRT_DEBUG_FILE='/nonexistent/dir/log.%p': cannot open "
+                      "'/nonexistent/dir/log.") != NULL);
+    CHECK(strstr(out, "No such file or directory; logging to standard error") != NULL);
+    CHECK(strstr(out, "a warning") != NULL);          /* on standard error instead */
+    /* good values: no warning about the configuration */
+    run_env("MSCCLRT_DEBUG=info MSCCLRT_DEBUG_SUBSYS=^PLAN", out, sizeof out);
+    CHECK(strstr(out, "MSCCLRT_DEBUG") == NULL);
+    CHECK(strstr(out, "an info line") != NULL);
+    run_env("", out, sizeof out);
+    CHECK_STR("", out);                                /* silent unless asked */
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--log-once")) {
+        log_msg(LOG_LEVEL_WARN, 0, "test_log.c", 1, "a warning");
+        log_msg(LOG_LEVEL_INFO, LOG_SUB_INIT, "test_log.c", 2, "an info line");
+        return 0;
+    }
+    ssize_t l = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (l > 0) self[l] = 0;
     alarm(120);
+    TEST("log/bad_values", test_bad_values());
     TEST("log/file-concurrent", test_concurrent(false));
     TEST("log/stderr-concurrent", test_concurrent(true));
     return harness_report();

@@ -3,13 +3,21 @@
  * laid out as NCCL 2.17, 2.27, 2.28, 2.29, 2.30, 2.31 and a future version build them: only the
  * fields the caller's size and version include are read (the bytes after `size` are filled with
  * garbage that would fail validation), defaults fill the rest, and bad headers and values fail
- * with messages that name the field and the value.
+ * with messages that name the field and the value. String fields are read without trusting
+ * their pointers (issue 22 item 11: a bad commName crashed ncclCommInitRankConfig): an unmapped
+ * address or a string with no NUL within 4096 bytes is ncclInvalidArgument; and without a CUDA
+ * driver ncclCommInitRank is ncclSystemError, as in NCCL.
  */
 #include "../harness.h"
 #include "nccl/nccl_config.h"
 
+#include "cuda/cuda_driver.h"
+#include "mscclrt.h"
+
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Offsets written out by hand (x86-64 / aarch64 LP64), independently of nccl_config.c's table. */
 enum {
@@ -330,6 +338,74 @@ int main(void) {
         CHECK_STR("pg0", d.commName);
         nccl_config_free(&d);
         nccl_config_free(&d);           /* twice is harmless */
+    });
+
+    TEST("nccl_config/bad_pointers", {
+        const long page = sysconf(_SC_PAGESIZE);
+        char *two = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                         -1, 0);
+        CHECK(two != MAP_FAILED);
+        if (two != MAP_FAILED) {
+            CHECK_EQ_INT(0, munmap(two + page, (size_t)page));   /* the second page: unmapped */
+            const ncclConfig_t *cfg = image(22800, 80, 80);
+            put_ptr(O_COMMNAME, (const char *)1);
+            CHECK_EQ_INT(ncclInvalidArgument, rd(&c, cfg));
+            CHECK(strstr(why, "ncclConfig_t.commName is 0x1, which is not readable memory") != NULL);
+            put_ptr(O_COMMNAME, two + page);
+            CHECK_EQ_INT(ncclInvalidArgument, rd(&c, cfg));
+            CHECK(strstr(why, "not readable memory") != NULL);
+            put_ptr(O_COMMNAME, NULL);
+            put_ptr(O_NETNAME, two + page);
+            CHECK_EQ_INT(ncclInvalidArgument, rd(&c, cfg));
+            CHECK(strstr(why, "ncclConfig_t.netName") != NULL);
+            /* a name that ends just before the unmapped page is fine */
+            memcpy(two + page - 4, "pg0", 4);
+            put_ptr(O_NETNAME, NULL);
+            put_ptr(O_COMMNAME, two + page - 4);
+            CHECK_EQ_INT(ncclSuccess, rd(&c, cfg));
+            CHECK_STR("pg0", c.commName);
+            nccl_config_free(&c);
+            /* no NUL before the unmapped page: unreadable, not a crash */
+            memset(two, 'x', (size_t)page);
+            put_ptr(O_COMMNAME, two);
+            CHECK_EQ_INT(ncclInvalidArgument, rd(&c, cfg));
+            munmap(two, (size_t)page);
+        }
+        /* no NUL within the 4096-byte bound */
+        static char longname[10000];
+        memset(longname, 'y', sizeof longname - 1);
+        const ncclConfig_t *cfg = image(22800, 80, 80);
+        put_ptr(O_COMMNAME, longname);
+        CHECK_EQ_INT(ncclInvalidArgument, rd(&c, cfg));
+        CHECK(strstr(why, "no NUL within 4096 bytes") != NULL);
+        longname[4097] = 0;                 /* 4097 bytes: one too many */
+        CHECK_EQ_INT(ncclInvalidArgument, rd(&c, cfg));
+        longname[4096] = 0;                 /* 4096: the longest name read */
+        CHECK_EQ_INT(ncclSuccess, rd(&c, cfg));
+        CHECK_EQ_INT(4096, (long long)strlen(c.commName));
+        nccl_config_free(&c);
+        /* the whole call: refused with the reason, no crash */
+        ncclUniqueId id;
+        memset(&id, 0, sizeof id);
+        ncclComm_t comm = NULL;
+        put_ptr(O_COMMNAME, (const char *)16);
+        CHECK_EQ_INT(ncclInvalidArgument, ncclCommInitRankConfig(&comm, 1, id, 0, (ncclConfig_t *)cfg));
+        CHECK(comm == NULL);
+        CHECK(strstr(ncclGetLastError(NULL), "commName is 0x10") != NULL);
+    });
+
+    TEST("nccl_config/no_cuda_driver", {
+        if (cu_load() == MSCCLRT_SUCCESS) {
+            printf("(a CUDA driver is present: the no-driver result is not checked)\n");
+        } else {
+            ncclUniqueId id;
+            ncclComm_t comm = NULL;
+            CHECK_EQ_INT(ncclSuccess, ncclGetUniqueId(&id));
+            CHECK_EQ_INT(ncclSystemError, ncclCommInitRank(&comm, 1, id, 0));
+            CHECK(comm == NULL);
+            void *p = NULL;
+            CHECK_EQ_INT(ncclSystemError, ncclMemAlloc(&p, 4096));
+        }
     });
 
     return harness_report();
