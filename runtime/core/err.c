@@ -38,6 +38,10 @@ mscclrt_result rt_fail_errno(mscclrt_result code, const char *fmt, ...) {
     return code;
 }
 
+void rt_clear_error(void) {
+    last_error[0] = '\0';
+}
+
 void rt_assert_fail(const char *expr, const char *file, int line) {
     fprintf(stderr, "libmscclrt: internal error: %s at %s:%d (please report)\n", expr, file, line);
     abort();

@@ -15,6 +15,9 @@ mscclrt_result rt_fail(mscclrt_result code, const char *fmt, ...)
 mscclrt_result rt_fail_errno(mscclrt_result code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Clears this thread's error text (a successful API call does not clear it, as errno). */
+void rt_clear_error(void);
+
 #define TRY(call) do { mscclrt_result r_ = (call); if (r_ != MSCCLRT_SUCCESS) return r_; } while (0)
 #define TRY_GOTO(call, res, label) \
     do { (res) = (call); if ((res) != MSCCLRT_SUCCESS) goto label; } while (0)
