@@ -31,6 +31,7 @@ static char *dup_text(const char *t) {
 /* The passes after lowering, in the order passes.h requires (see the reasons there). */
 static bool run_passes(Sema *s, Diag *d) {
     Plan *p = s->plan;
+    p->target = s->opt->target == PLAN_TARGET_NONE ? PLAN_TARGET_MSCCLRT : s->opt->target;
     if (!pass_check_signals(p, d)) return false;
     if (s->fusion && !s->opt->no_fusion && !pass_fuse(p, d)) return false;
     if (!pass_data_sync(p, d)) return false;

@@ -60,6 +60,7 @@ MSCCLC_API int mscclc_compile_json(const char *src, size_t len, const char *file
         .filename = filename, .defines = defs, .ndefines = ndefines,
         .no_fusion = (flags & MSCCLC_FLAG_NO_FUSION) != 0,
         .compact = (flags & MSCCLC_FLAG_COMPACT) != 0,
+        .target = (flags & MSCCLC_FLAG_TARGET_MSCCLPP) ? PLAN_TARGET_MSCCLPP : PLAN_TARGET_MSCCLRT,
     };
     MscclcResult res;
     mscclc_compile(src ? src : "", len, &opt, &res);
