@@ -36,15 +36,22 @@ class Diagnostic:
 
 
 _DIAG_RE = re.compile(r"^(.*?):(\d+):(\d+): (error|warning|note): (.*)$")
+# a diagnostic about the whole program (no position): "file: error: message"
+_DIAG_FILE_RE = re.compile(r"^(.*?): (error|warning|note): (.*)$")
 
 
 def parse_diagnostics(text: str) -> list[Diagnostic]:
+    """The diagnostics of a compiler report; one about the whole program has line 0, column 0."""
     out = []
     for line in text.splitlines():
         m = _DIAG_RE.match(line)
         if m:
             out.append(Diagnostic(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4),
                                   m.group(5)))
+            continue
+        m = _DIAG_FILE_RE.match(line)
+        if m:
+            out.append(Diagnostic(m.group(1), 0, 0, m.group(2), m.group(3)))
     return out
 
 
@@ -63,7 +70,7 @@ class CompileError(Exception):
         self.column = first.column if first else 0
         self.message = first.message if first else (text.strip() or "compilation failed")
         super().__init__(f"{self.file}:{self.line}:{self.column}: {self.message}"
-                         if first else f"{filename}: {self.message}")
+                         if first and first.line > 0 else f"{self.file}: {self.message}")
 
 
 class Plan:
@@ -255,6 +262,9 @@ def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bo
         diag_text = ctypes.string_at(diag.value).decode(errors="replace") if diag.value else ""
         if rc != 0:
             if rc == 1:
+                # the compiler speaks of the command's -D NAME; here the override is params[NAME]
+                for k in params:
+                    diag_text = diag_text.replace(f"error: -D {k}: ", f"error: params[{k!r}]: ")
                 raise CompileError(diag_text, fname)
             raise RuntimeError(f"mscclrt.compile: {fname}: compiler failed (code {rc}): "
                                f"{diag_text.strip() or 'internal error'}")

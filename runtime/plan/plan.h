@@ -268,6 +268,18 @@ uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t ha
  * (allgather, gather: bytes is the output; reducescatter, scatter: the input; others: both). */
 void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t *out_bytes);
 
+/* ---- who writes what (plan_writers.c) ----------------------------------------------------- */
+typedef struct {
+    int rank, tb, op;              /* the op: gpus[rank].threadblocks[tb].ops[op] */
+    int inner;                     /* index inside that pipeline op, or -1 */
+    PlanOpKind kind;
+} PlanWriter;
+/* The ops that write chunk `chunk` of buffer `buf` of rank `owner` (locally or through a
+ * channel; switch channels are not attributed), the last one in program order of each thread
+ * block, in rank and thread-block order. Fills out[0..max) and returns how many there are. */
+int plan_chunk_writers(const Plan *p, int owner, PlanBuf buf, uint64_t chunk, PlanWriter *out,
+                       int max);
+
 /* ---- human view (plan_dump.c) ------------------------------------------------------------ */
 #include <stdio.h>
 void plan_dump_table(const Plan *p, FILE *out);
