@@ -172,9 +172,10 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBRT_A) $(LIBMSCCLC_A)
 	@mkdir -p $(@D)
 	$(call Q,LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
 
-# the README's main job: compile a stdlib allreduce for 8 ranks, dump it, run it
+# the README's main job: compile a stdlib allreduce for 8 ranks, summarise it (DUMP=full: every
+# op), run it
 run: all
-	@BUILD=$(BUILD) sh examples/demo.sh
+	@BUILD=$(BUILD) DUMP=$(DUMP) sh examples/demo.sh
 
 # test helper programs (tests/tools/x.c -> build/tests/tools/x), built with the same flags so
 # sanitizer builds link; test scripts run them, the driver does not
@@ -240,9 +241,16 @@ install: all
 	  install -m 644 $$m $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' runtime/mscclrt.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc
+	install -d $(DESTDIR)$(PREFIX)/lib/mscclrt/python/mscclrt/torch
+	install -m 644 python/mscclrt/*.py $(DESTDIR)$(PREFIX)/lib/mscclrt/python/mscclrt/
+	install -m 644 python/mscclrt/torch/*.py $(DESTDIR)$(PREFIX)/lib/mscclrt/python/mscclrt/torch/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' python/scripts/mscclrt-tune.in > $(DESTDIR)$(PREFIX)/bin/mscclrt-tune
+	chmod 755 $(DESTDIR)$(PREFIX)/bin/mscclrt-tune
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/mscclc $(patsubst $(BUILD)/bin/%,$(DESTDIR)$(PREFIX)/bin/%,$(CMDS))
+	rm -f $(DESTDIR)$(PREFIX)/bin/mscclrt-tune
+	rm -rf $(DESTDIR)$(PREFIX)/lib/mscclrt
 	rm -f $(DESTDIR)$(PREFIX)/lib/libmscclrt.* $(DESTDIR)$(PREFIX)/lib/libmscclc.*
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/mscclrt.pc $(DESTDIR)$(PREFIX)/include/mscclrt.h
 	rm -rf $(DESTDIR)$(PREFIX)/include/mscclc

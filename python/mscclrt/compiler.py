@@ -279,8 +279,12 @@ def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bo
 def stdlib_dir() -> Path:
     """The stdlib's .coll programs: the source checkout's stdlib/, else the installed copy."""
     here = Path(__file__).resolve().parent
-    for d in (here.parent.parent / "stdlib", here / "_libs" / "stdlib",
-              Path("/usr/local/share/mscclc/stdlib")):
+    # checkout, wheel, `make install` (PREFIX/lib/mscclrt/python/mscclrt -> PREFIX/share), default
+    dirs = [here.parent.parent / "stdlib", here / "_libs" / "stdlib"]
+    if len(here.parents) > 3:
+        dirs.append(here.parents[3] / "share" / "mscclc" / "stdlib")
+    dirs.append(Path("/usr/local/share/mscclc/stdlib"))
+    for d in dirs:
         if d.is_dir():
             return d
     raise FileNotFoundError("mscclrt: the stdlib programs were not found (checkout or install)")
