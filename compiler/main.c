@@ -23,6 +23,30 @@ static void usage(FILE *f) {
           f);
 }
 
+/* --help: the usage, then one line per option (mscclc(1) OPTIONS lists the same options;
+ * tests/cases/check_man.sh compares them). */
+static void help(void) {
+    static const char *const lines[][2] = {
+        {"-o PLAN.json", "write the plan there instead of standard output"},
+        {"-D NAME=VALUE", "override 'param NAME' (an integer; K, M, G suffixes)"},
+        {"--target=mscclrt|mscclpp", "the runtime the plan is for (default mscclrt; mscclpp "
+                                     "applies MSCCL++'s 64 ops per thread block)"},
+        {"--no-fusion", "do not fuse operations"},
+        {"-ferror-limit=N", "stop after N errors (default 20; 0: no limit)"},
+        {"--compact", "write the JSON without white space"},
+        {"--time", "print the time of each stage on standard error"},
+        {"--dump PLAN.json", "print a plan (any plan) instead of compiling"},
+        {"--format=table|dot", "with --dump: a table (default) or a Graphviz digraph"},
+        {"--summary", "with --dump: the header and one line per rank"},
+        {"--version", "print the version"},
+        {"--help", "print this help"},
+    };
+    usage(stdout);
+    fputs("\nCompiles a .coll program (coll(5)) into an MSCCL++ execution plan.\n\n", stdout);
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+        printf("  %-26s %s\n", lines[i][0], lines[i][1]);
+}
+
 static int usage_error(const char *fmt, const char *arg) {
     fputs("mscclc: ", stderr);
     fprintf(stderr, fmt, arg);
@@ -179,7 +203,7 @@ int main(int argc, char **argv) {
             puts(MSCCLC_PRODUCER);
             return 0;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
+            help();
             return 0;
         } else if (a[0] == '-' && a[1]) {   /* "-" alone is standard input */
             return usage_error("unknown option '%s'", a);
