@@ -181,7 +181,8 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
-def cache_key(source: str, params: Mapping[str, int], no_fusion: bool) -> str:
+def cache_key(source: str, params: Mapping[str, int], no_fusion: bool,
+              target: str = "mscclrt") -> str:
     h = hashlib.sha256()
     h.update(b"mscclrt-python-plan 1\0")
     h.update(_compiler_id().encode() + b"\0")
@@ -189,6 +190,8 @@ def cache_key(source: str, params: Mapping[str, int], no_fusion: bool) -> str:
     for k in sorted(params):
         h.update(f"{k}={int(params[k])}\0".encode())
     h.update(b"nofusion" if no_fusion else b"fusion")
+    if target != "mscclrt":
+        h.update(f"\0target={target}".encode())
     return h.hexdigest()
 
 
@@ -209,13 +212,17 @@ def _read_source(path_or_source: Union[str, Path]) -> tuple[str, str]:
 
 def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]] = None,
             rank: Optional[int] = None, *, no_fusion: bool = False, cache: bool = True,
-            filename: Optional[str] = None) -> Plan:
+            filename: Optional[str] = None, target: str = "mscclrt") -> Plan:
     """Compiles a .coll program (a path, or the source text itself) into a Plan.
 
     params: overrides of the program's ``param`` declarations (as ``mscclc -D NAME=VALUE``).
     rank: the calling rank, checked against the plan's rank count (a plan holds every rank's
     program; any rank may compile it, and the cache makes the others' compiles free).
+    target: the runtime the plan is for, "mscclrt" (libmscclrt, the default) or "mscclpp"
+    (MSCCL++'s executor, with its limits: 64 operations per thread block), as mscclc --target.
     Raises CompileError (with file, line, column) when the program has errors."""
+    if target not in ("mscclrt", "mscclpp"):
+        raise ValueError(f"mscclrt.compile: target {target!r}: expected 'mscclrt' or 'mscclpp'")
     text, fname = _read_source(path_or_source)
     if filename:
         fname = filename
@@ -225,7 +232,7 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
             raise ValueError(f"mscclrt.compile: parameter name {k!r} is not an identifier")
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"mscclrt.compile: parameter {k} must be an int, not {type(v).__name__}")
-    key = cache_key(text, params, no_fusion) if cache else ""
+    key = cache_key(text, params, no_fusion, target) if cache else ""
     if cache:
         with _mem_lock:
             hit = _mem_cache.get(key)
@@ -237,7 +244,7 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
                 hit = None
         if hit is not None:
             return Plan(hit, fname, rank)
-    plan_json = _compile_now(text, fname, params, no_fusion)
+    plan_json = _compile_now(text, fname, params, no_fusion, target)
     if cache:
         with _mem_lock:
             _mem_cache[key] = plan_json
@@ -248,7 +255,8 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
     return Plan(plan_json, fname, rank)
 
 
-def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bool) -> str:
+def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bool,
+                 target: str = "mscclrt") -> str:
     cc = _lib.compiler()
     src = text.encode()
     names = (c_char_p * max(1, len(params)))(*[k.encode() for k in params])
@@ -256,7 +264,8 @@ def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bo
     out, diag = c_void_p(), c_void_p()
     nerr, nwarn = c_int(), c_int()
     rc = cc.mscclc_compile_json(src, len(src), fname.encode(), names, values, len(params),
-                                1 if no_fusion else 0, byref(out), byref(diag), byref(nerr),
+                                (1 if no_fusion else 0) | (4 if target == "mscclpp" else 0),
+                                byref(out), byref(diag), byref(nerr),
                                 byref(nwarn))
     try:
         diag_text = ctypes.string_at(diag.value).decode(errors="replace") if diag.value else ""

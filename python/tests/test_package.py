@@ -108,6 +108,18 @@ def test_torch_missing_is_a_clear_import_error():
     assert "mscclrt.torch needs PyTorch" in out and "pip install torch" in out, out
 
 
+def test_compile_target():
+    src = Path(__file__).resolve().parents[2] / "examples" / "ring_allreduce_1tb.coll"
+    plan = mscclrt.compile(src, {"N": 8})
+    assert '"target": "mscclrt"' in plan.json
+    assert mscclrt.check_cpu(plan, size=4096) >= 0
+    with pytest.raises(mscclrt.CompileError, match="supports 64 per thread block"):
+        mscclrt.compile(src, {"N": 8}, target="mscclpp")
+    assert '"target": "mscclpp"' in mscclrt.compile(src, {"N": 4}, target="mscclpp").json
+    with pytest.raises(ValueError, match="expected 'mscclrt' or 'mscclpp'"):
+        mscclrt.compile(src, {"N": 4}, target="cuda")
+
+
 def test_search_dirs_exist():
     assert all(d.is_dir() for d in mscclrt.search_dirs())
 
