@@ -20,13 +20,44 @@ typedef struct {
     int long_tbs;        /* thread blocks past MSCCL++'s ops limit (reported once, at the first) */
     int long_ranks;      /* ranks with such a thread block */
     PlanLoc long_at;     /* the op reported */
+    PlanLoc *seen;       /* owned; statements that already have an error: a statement in a loop
+                            repeats on every rank, and is reported once, as sema does */
+    const void **seen_key; /* owned; [nseen] the op (or thread block) it was reported for */
+    const PlanOp *cur_op;  /* the op being checked, NULL for thread-block checks */
+    int nseen, capseen;
 } Ctx;
 
-#define FAIL(c, loc, ...) do { diag_error((c)->d, (loc), __VA_ARGS__); (c)->ok = false; } while (0)
-
+/* Whether a failure at `loc` is reported: always for an unlocated one, and for the first op
+ * (or thread block) that fails there: its several problems are all reported, the same
+ * statement failing again in other thread blocks or on other ranks is not. */
 static const PlanTb *cur_tb(const Ctx *c) {
     return &c->p->gpus[c->r].tbs[c->t];
 }
+
+static bool first_at(Ctx *c, PlanLoc loc) {
+    if (loc.line <= 0) return true;
+    const void *key = c->cur_op ? (const void *)c->cur_op : (const void *)cur_tb(c);
+    for (int i = 0; i < c->nseen; i++)
+        if (c->seen[i].line == loc.line && c->seen[i].col == loc.col)
+            return c->seen_key[i] == key;
+    if (c->nseen == c->capseen) {
+        int cap = c->capseen ? 2 * c->capseen : 16;
+        PlanLoc *n = realloc(c->seen, (size_t)cap * sizeof *n);
+        if (!n) return true;
+        c->seen = n;
+        const void **nk = realloc(c->seen_key, (size_t)cap * sizeof *nk);
+        if (!nk) return true;
+        c->seen_key = nk;
+        c->capseen = cap;
+    }
+    c->seen_key[c->nseen] = key;
+    c->seen[c->nseen++] = loc;
+    return true;
+}
+
+#define FAIL(c, loc, ...) do { if (first_at((c), (loc))) diag_error((c)->d, (loc), __VA_ARGS__); \
+                               (c)->ok = false; } while (0)
+
 
 /* The buffer behind an entry (local type, remote owner's type, switch buffer); false if the
  * entry does not resolve (reported elsewhere). */
@@ -129,6 +160,7 @@ static void check_packet_entry(Ctx *c, const PlanOp *op, const PlanRef *e) {
 
 static void check_op(Ctx *c, const PlanOp *op, bool inner) {
     const PlanTb *tb = cur_tb(c);
+    c->cur_op = op;
     const PlanGpu *g = &c->p->gpus[c->r];
     const char *on = plan_op_name(op->kind);
     if ((unsigned)op->kind >= PLAN_OP_COUNT) {
@@ -261,6 +293,7 @@ static void check_op(Ctx *c, const PlanOp *op, bool inner) {
                  "device reads the count as 16 bits (at most %d)", (unsigned long long)it,
                  PLAN_MAX_PIPELINE_ITER);
         for (int i = 0; i < op->ninner; i++) check_op(c, &op->inner[i], true);
+        c->cur_op = op;
         break;
     default:
         break;
@@ -285,15 +318,21 @@ static void check_barriers(Ctx *c, const PlanGpu *g) {
                         count = op->num_threadblocks;
                         first = op->loc;
                     } else if (op->num_threadblocks != count) {
-                        FAIL(c, op->loc, "barrier %d of rank %d waits for %d thread blocks here "
-                             "but for %d elsewhere", id, c->r, op->num_threadblocks, count);
-                        diag_note(c->d, first, "barrier %d first used here", id);
+                        c->ok = false;
+                        c->cur_op = op;
+                        if (first_at(c, op->loc)) {
+                            diag_error(c->d, op->loc, "barrier %d of rank %d waits for %d thread "
+                                       "blocks here but for %d elsewhere", id, c->r,
+                                       op->num_threadblocks, count);
+                            diag_note(c->d, first, "barrier %d first used here", id);
+                        }
                         return;
                     }
                 }
             }
             users += used;
         }
+        c->cur_op = NULL;
         if (count > 0 && users != count) {
             FAIL(c, first, "barrier %d of rank %d waits for %d thread block%s but %d thread "
                  "block%s use it", id, c->r, count, count == 1 ? "" : "s", users,
@@ -320,6 +359,7 @@ bool pass_check_limits(Plan *p, Diag *d) {
         for (int t = 0; t < g->ntbs; t++) {
             const PlanTb *tb = &g->tbs[t];
             c.t = t;
+            c.cur_op = NULL;
             PlanLoc at = tb->nops > 0 ? tb->ops[0].loc : none;
             if (tb->id != t)
                 FAIL(&c, at, "rank %d: thread block at position %d has id %d; the executor runs "
@@ -381,5 +421,7 @@ bool pass_check_limits(Plan *p, Diag *d) {
         diag_note(d, at, "spread the operations over more thread blocks with '@ tb(...)', or "
                   "compile for libmscclrt (--target mscclrt, the default), which has no such limit");
     }
+    free(c.seen);
+    free(c.seen_key);
     return c.ok;
 }
