@@ -572,11 +572,18 @@ static bool eval_call(Sema *s, const Expr *e, Value *out) {
         *out = (Value){.kind = V_INT, .i = best};
         return true;
     }
-    if (lookup(s, fn)) {
+    Symbol *sym = lookup(s, fn);
+    if (sym && sym->kind == SYM_FUNC) {
+        sema_error(s, e->a->loc, "'%s' is defined with 'def' and gives no value: call it as a "
+                   "statement, '%s(...)'", fn, fn);
+        return false;
+    }
+    if (sym) {
         sema_error(s, e->a->loc, "'%s' is not a function", fn);
         return false;
     }
-    sema_error(s, e->a->loc, "unknown function '%s' (functions: rank, min, max)", fn);
+    sema_error(s, e->a->loc, "unknown function '%s' (functions: rank, min, max, and those "
+               "defined with 'def', called as statements)", fn);
     return false;
 }
 
