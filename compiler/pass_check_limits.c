@@ -1,7 +1,7 @@
 /*
  * pass_check_limits.c - the executor's hard limits (spec §2.8), which MSCCL++ mostly does not
- * check (64 operations per thread block, 32-bit offsets and 16-bit pipeline counts only for
- * --target mscclpp: libmscclrt has none of them), and the plans it would silently misread (§9): TB ids that are not positions, memory
+ * check (64 operations per thread block only for --target mscclpp: libmscclrt's generated
+ * kernels keep no op table), and the plans it would silently misread (§9): TB ids that are not positions, memory
  * puts over different source buffers, standalone glre, gets with different indices (offset swap),
  * packets in a non-LL scratch, offsets past 4 GiB, pipeline counts past uint16, barrier misuse.
  * Runs on the final (replicated) plan; every finding is a located error and all are reported.
@@ -128,8 +128,9 @@ static void check_entry(Ctx *c, const PlanOp *op, const PlanRef *e, const char *
                  e->kind == PLAN_REF_REMOTE ? "channel" : "switch channel",
                  plan_coll_name(c->p->collective), plan_buf_long_name(bad == PLAN_BUF_INPUT ? PLAN_BUF_OUTPUT : PLAN_BUF_INPUT));
     }
-    /* §2.8: byte offsets inside an op are uint32 in MSCCL++'s executor (ours: 64 bits) */
-    if (c->have_chunk && c->p->target == PLAN_TARGET_MSCCLPP) {
+    /* §2.8: byte offsets inside an op are uint32 (the runtime keeps this limit too: it bounds
+     * the buffers and scratch it allocates for a call, plan_geom) */
+    if (c->have_chunk) {
         uint64_t end = ((uint64_t)e->index + e->size) * c->chunk_bytes;
         if (end > UINT32_MAX)
             FAIL(c, op->loc, "%s: %s entry %d ends at byte %llu at the largest message size: the "
@@ -287,8 +288,7 @@ static void check_op(Ctx *c, const PlanOp *op, bool inner) {
             break;
         }
         uint64_t it;
-        if (c->p->target == PLAN_TARGET_MSCCLPP && pass_pipeline_max_iterations(c->p, c->r, op, &it) &&
-            it > PLAN_MAX_PIPELINE_ITER)
+        if (pass_pipeline_max_iterations(c->p, c->r, op, &it) && it > PLAN_MAX_PIPELINE_ITER)
             FAIL(c, op->loc, "pipeline runs up to %llu iterations at the largest message size; the "
                  "device reads the count as 16 bits (at most %d)", (unsigned long long)it,
                  PLAN_MAX_PIPELINE_ITER);

@@ -1459,12 +1459,11 @@ static void exec_call(Sema *s, const Stmt *st, Symbol *fsym, int depth) {
     s->ncalls--;
 }
 
-/* A call of a name that a later top-level `def` defines. */
+/* The top-level `def` of `name` (called before it ran), or NULL. Op statements run millions of
+ * times in big programs: this looks only at the defs, usually none or a few. */
 static const Stmt *later_def(Sema *s, const char *name) {
-    for (int i = 0; s->program && i < s->program->n; i++) {
-        const Stmt *d = s->program->v[i];
-        if (d->kind == ST_DEF && strcmp(d->name, name) == 0) return d;
-    }
+    for (int i = 0; i < s->ndefs; i++)
+        if (strcmp(s->defs[i]->name, name) == 0) return s->defs[i];
     return NULL;
 }
 
@@ -1573,7 +1572,14 @@ bool sema_run(Sema *s, const AstProgram *prog) {
     s->names = names_new(s->arena);
     s->reported = pos_new(s->arena);
     for (int i = 0; i < prog->nlex_errors; i++) pos_add(s->reported, prog->lex_errors[i]);
-    s->program = &prog->stmts;
+    for (int i = 0; i < prog->stmts.n; i++)
+        if (((const Stmt *)prog->stmts.v[i])->kind == ST_DEF) s->ndefs++;
+    if (s->ndefs > 0) {
+        s->defs = arena_must(s->arena, (size_t)s->ndefs * sizeof *s->defs);
+        int k = 0;
+        for (int i = 0; i < prog->stmts.n; i++)
+            if (((const Stmt *)prog->stmts.v[i])->kind == ST_DEF) s->defs[k++] = prog->stmts.v[i];
+    }
     for (int i = 0; i < prog->stmts.n; i++) {
         exec_stmt(s, prog->stmts.v[i], 0);
         s->top_nscope = s->nscope;

@@ -127,8 +127,9 @@ typedef struct {
     struct CallFrame *calls;    /* the function calls being expanded (innermost last), for notes
                                    and to refuse recursion */
     int ncalls, capcalls;
-    const AstList *program;     /* the top-level statements (to name a function called before
-                                   its `def`) */
+    const Stmt **defs;          /* every top-level `def` of the program, to name a function
+                                   called before its definition */
+    int ndefs;
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */

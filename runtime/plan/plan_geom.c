@@ -78,14 +78,11 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
                      out_bytes / oc);
     uint64_t chunk = in_bytes / ic;
 
-    /* MSCCL++'s op records hold 32-bit byte offsets and sizes (spec §2.8); packets double
-     * scratch. libmscclrt's kernels and CPU backend compute offsets in 64 bits, so only a plan
-     * for MSCCL++ ("target": "mscclpp") keeps this limit, and the pipeline one below. */
-    const bool mscclpp = p->target == PLAN_TARGET_MSCCLPP;
+    /* op records hold 32-bit byte offsets and sizes (spec §2.8); packets double scratch */
     uint64_t most = ic > oc ? ic : oc;
     uint64_t sc = (uint64_t)gpu->scratch_chunks * (p->protocol_ll ? 2 : 1);
     if (sc > most) most = sc;
-    if (mscclpp && chunk != 0 && most > UINT32_MAX / chunk)
+    if (chunk != 0 && most > UINT32_MAX / chunk)
         return gfail(err, p, "chunks of %" PRIu64 " bytes put offsets beyond 4 GiB "
                      "(%" PRIu64 " chunks): the executor's op records are 32-bit",
                      chunk, most);
@@ -98,8 +95,8 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
         scratch = plan_scratch_bytes(p, rank, chunk, 0);
     }
 
-    /* §3.6 pipeline iteration counts are read as uint16 on MSCCL++'s device (ours: 64 bits) */
-    for (int t = 0; mscclpp && t < gpu->ntbs; t++)
+    /* §3.6 pipeline iteration counts are read as uint16 on the device */
+    for (int t = 0; t < gpu->ntbs; t++)
         for (int i = 0; i < gpu->tbs[t].nops; i++) {
             const PlanOp *op = &gpu->tbs[t].ops[i];
             if (op->kind != PLAN_OP_PIPELINE) continue;

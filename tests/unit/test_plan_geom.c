@@ -118,10 +118,8 @@ static void t_errors(void) {
     CHECK_CONTAINS(e.msg, "output of 2048 bytes is outside the plan's message size range");
     plan_free(p);
 
-    /* 32-bit op records: 16 chunks of 512 MiB; MSCCL++'s limit, so only for its plans */
+    /* 32-bit op records: 16 chunks of 512 MiB */
     p = load("allreduce");
-    CHECK(plan_geom(p, 0, 8ull << 30, 8ull << 30, &g, &e));
-    p->target = PLAN_TARGET_MSCCLPP;
     CHECK(!plan_geom(p, 0, 8ull << 30, 8ull << 30, &g, &e));
     CHECK_STR("plan 'allreduce': chunks of 536870912 bytes put offsets beyond 4 GiB (16 chunks): "
               "the executor's op records are 32-bit", e.msg);
@@ -131,8 +129,6 @@ static void t_errors(void) {
     p = plan_load_file("tests/plans/loader_base.json", &e);
     CHECK(p != NULL);
     uint64_t chunk = (64ull << 20) + 1024;
-    CHECK(p && plan_geom(p, 0, 2 * chunk, 2 * chunk, &g, &e));   /* libmscclrt: 64-bit counts */
-    if (p) p->target = PLAN_TARGET_MSCCLPP;
     CHECK(p && !plan_geom(p, 0, 2 * chunk, 2 * chunk, &g, &e));
     CHECK_STR("plan 'loader_base': gpus[0].threadblocks[0].ops[9]: the pipeline needs 65537 "
               "iterations of 1024 bytes for chunks of 67109888 bytes, more than the executor's "
