@@ -45,8 +45,8 @@ static size_t add_writers(char *text, size_t len, size_t at, const Plan *p, int 
 }
 
 void check_explain(const Plan *p, bool inplace, int rank, size_t elem, size_t elem_bytes,
-                   const void *value, uint64_t in_bytes, uint64_t out_bytes, char *text,
-                   size_t len) {
+                   const void *value, int fill_byte, uint64_t in_bytes, uint64_t out_bytes,
+                   char *text, size_t len) {
     if (!len) return;
     text[0] = 0;
     if (!p || rank < 0 || rank >= p->ngpus) return;
@@ -56,13 +56,18 @@ void check_explain(const Plan *p, bool inplace, int rank, size_t elem, size_t el
     uint64_t off = (uint64_t)elem * elem_bytes, c = g.chunk_bytes;
     size_t at = 0;
     const unsigned char *v = value;
-    bool fill = v != NULL;
-    for (size_t i = 0; fill && i < elem_bytes; i++) fill = v[i] == CHECK_FILL_BYTE;
+    bool fill = v != NULL && fill_byte >= 0;
+    for (size_t i = 0; fill && i < elem_bytes; i++) fill = v[i] == (unsigned char)fill_byte;
     if (fill) {
+        char as[48] = "";
+        if (elem_bytes == 4) {
+            float f;
+            memcpy(&f, v, sizeof f);
+            snprintf(as, sizeof as, ": %.3g as float32", (double)f);
+        }
         int k = snprintf(text, len, "; the value is the fill pattern written into every output "
-                         "before the call (0x%02x bytes: %s), so nothing wrote this element",
-                         CHECK_FILL_BYTE, elem_bytes == 4 ? "-2.87e-16 as float32"
-                         : elem_bytes == 2 ? "-0.0218 as float16" : "as the data type reads them");
+                         "before the call (0x%02x bytes%s), so nothing wrote this element",
+                         fill_byte, as);
         at = k > 0 ? (size_t)k : 0;
     }
     at = add_writers(text, len, at, p, rank, PLAN_BUF_OUTPUT, off / c);
@@ -148,8 +153,8 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_check_plan(const mscclrt_plan *plan, int 
             char why[1024] = "";
             if (mm.rank >= 0)
                 check_explain(p, inplace, mm.rank, mm.elem, es,
-                              (const unsigned char *)recv[mm.rank] + mm.elem * es, in, out, why,
-                              sizeof why);
+                              (const unsigned char *)recv[mm.rank] + mm.elem * es, CHECK_FILL_BYTE,
+                              in, out, why, sizeof why);
             res = rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s': check failed (%zu bytes, iteration "
                           "%d): %s%s", PLAN_ESC(p->name), chk->bytes, it, mm.msg, why);
             goto done;

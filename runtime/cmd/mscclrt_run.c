@@ -851,8 +851,8 @@ int main(int argc, char **argv) {
                 describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
                 if (mm.rank >= 0)
                     check_explain(api_plan_model(plan), inplace, mm.rank, mm.elem, es,
-                                  (const unsigned char *)recv[mm.rank] + mm.elem * es, in, out,
-                                  why, sizeof why);
+                                  (const unsigned char *)recv[mm.rank] + mm.elem * es,
+                                  CHECK_FILL_BYTE, in, out, why, sizeof why);
                 fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s, "
                         "iteration %ld): %s%s\n", name, coll_name, bytes, call, it, mm.msg, why);
                 goto out;
