@@ -1455,7 +1455,18 @@ static void exec_call(Sema *s, const Stmt *st, Symbol *fsym, int depth) {
     }
     if (bound) exec_list(s, &fn->body, depth + 1);
     pop_scope(s, mark);
-    for (int i = hide; i < mark; i++) names_put(s->names, s->scopes[i]->name, s->scopes[i]);
+    for (int i = hide; i < mark; i++) {
+        Symbol *h = s->scopes[i];
+        Symbol *g = names_get(s->names, h->name);
+        if (g) {   /* the body declared a global of the caller's name: it would shadow it */
+            if (sema_error(s, g->loc, "'%s' is declared by '%s' but is also a name where it is "
+                           "called", h->name, fn->name))
+                diag_note(s->diag, h->loc.at, "the caller's '%s' is declared here", h->name);
+            s->stopped = true;
+            names_remove(s->names, h->name);
+        }
+        names_put(s->names, h->name, h);
+    }
     s->ncalls--;
 }
 
