@@ -90,6 +90,7 @@ static void job_run(Job *j) {
         res->status = MSCCLC_ERR_INPUT;
         return;
     }
+    diag_call_notes_on(d);   /* sema is done: later errors in function bodies name the call */
     ok = run_passes(s, d) && check_loader_limits(s, d);
     double t3 = now();
     res->seconds[2] = t3 - t2;

@@ -1480,6 +1480,12 @@ static const Stmt *later_def(Sema *s, const char *name) {
 
 static void exec_stmt(Sema *s, const Stmt *st, int depth) {
     if (sema_halted(s)) return;
+    /* an op inside a function: the passes' errors at it will name the call (first one) */
+    if (s->ncalls > 0 && (st->kind == ST_OP || st->kind == ST_PIPELINE) &&
+        pos_add(s->call_sited, st->loc.at)) {
+        const struct CallFrame *f = &s->calls[s->ncalls - 1];
+        diag_add_call_site(s->diag, st->loc.at, f->loc.at, f->fn->name);
+    }
     if (st->kind == ST_OP && st->e->kind == EX_CALL && st->e->a->kind == EX_NAME) {
         const char *name = st->e->a->name;
         Symbol *sym = lookup(s, name);
@@ -1582,6 +1588,7 @@ bool sema_run(Sema *s, const AstProgram *prog) {
     /* a bad token already has its error: do not add a second one at the same place */
     s->names = names_new(s->arena);
     s->reported = pos_new(s->arena);
+    s->call_sited = pos_new(s->arena);
     for (int i = 0; i < prog->nlex_errors; i++) pos_add(s->reported, prog->lex_errors[i]);
     for (int i = 0; i < prog->stmts.n; i++)
         if (((const Stmt *)prog->stmts.v[i])->kind == ST_DEF) s->ndefs++;

@@ -127,6 +127,8 @@ typedef struct {
     struct CallFrame *calls;    /* the function calls being expanded (innermost last), for notes
                                    and to refuse recursion */
     int ncalls, capcalls;
+    PosSet *call_sited;         /* statements inside functions already given to
+                                   diag_add_call_site */
     const Stmt **defs;          /* every top-level `def` of the program, to name a function
                                    called before its definition */
     int ndefs;
