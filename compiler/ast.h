@@ -61,7 +61,7 @@ typedef enum {
 typedef struct {
     const char *name;
     SrcLoc loc;
-    Expr *range;    /* EX_RANGE */
+    Expr *range;    /* EX_RANGE; any other expression is an error sema reports */
 } Iter;
 
 struct Expr {
@@ -96,6 +96,7 @@ typedef enum {
     ST_IF,         /* e, body, orelse (may be empty) */
     ST_OP,         /* e (EX_CALL), place (may be NULL) */
     ST_PIPELINE,   /* e (EX_CALL pipeline(...)), body */
+    ST_DEF,        /* def name(params) { body }: a function, expanded where it is called */
 } StmtKind;
 
 struct Stmt {
@@ -110,6 +111,7 @@ struct Stmt {
     AstList body;       /* Stmt * */
     AstList orelse;     /* Stmt * */
     AstList header;     /* HeaderItem * */
+    AstList params;     /* ST_DEF: the parameters, Expr * (EX_NAME) */
 };
 
 typedef struct {

@@ -51,6 +51,7 @@ static bool check_sync_growth(Sema *s, Diag *d) {
 
 static bool run_passes(Sema *s, Diag *d) {
     Plan *p = s->plan;
+    p->target = s->opt->target == PLAN_TARGET_NONE ? PLAN_TARGET_MSCCLRT : s->opt->target;
     if (!pass_check_signals(p, d)) return false;
     if (s->fusion && !s->opt->no_fusion && !pass_fuse(p, d)) return false;
     if (!pass_data_sync(p, d)) return false;
@@ -110,6 +111,7 @@ static void job_run(Job *j) {
         res->status = MSCCLC_ERR_INPUT;
         return;
     }
+    diag_call_notes_on(d);   /* sema is done: later errors in function bodies name the call */
     ok = run_passes(s, d) && check_loader_limits(s, d);
     double t3 = now();
     res->seconds[2] = t3 - t2;

@@ -29,6 +29,9 @@ struct Diag {
     char *buf;              /* collected text (out == NULL) */
     size_t blen, bcap;      /* used / allocated bytes of buf (excluding NUL) */
     bool oom;               /* collection ran out of memory; text is truncated */
+    struct CallSite { PlanLoc stmt, call; const char *fn; } *sites;  /* owned; diag_add_call_site */
+    int nsites, capsites;
+    bool call_notes;        /* errors at recorded statements get a note at their call */
 };
 
 Diag *diag_new(const char *filename, const char *source, size_t len, FILE *out, int error_limit) {
@@ -44,6 +47,7 @@ Diag *diag_new(const char *filename, const char *source, size_t len, FILE *out, 
 
 void diag_free(Diag *d) {
     if (!d) return;
+    free(d->sites);
     free(d->lines);
     free(d->buf);
     free(d);
@@ -172,6 +176,31 @@ static void report(Diag *d, Severity sev, PlanLoc loc, int width, const char *fm
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     emit(d, "%s%s\n", msg, n >= (int)sizeof msg ? "..." : "");
     emit_snippet(d, loc, width);
+    if (sev != SEV_ERROR || !d->call_notes || loc.line < 1) return;
+    for (int i = 0; i < d->nsites; i++)
+        if (d->sites[i].stmt.line == loc.line && d->sites[i].stmt.col == loc.col) {
+            PlanLoc at = d->sites[i].call;
+            emit(d, "%s:%d:%d: note: in the call of '%s'\n", d->filename, at.line,
+                 at.col >= 1 ? at.col : 1, d->sites[i].fn);
+            emit_snippet(d, at, 1);
+            return;
+        }
+}
+
+void diag_add_call_site(Diag *d, PlanLoc stmt, PlanLoc call, const char *fn) {
+    if (!d || stmt.line < 1) return;
+    if (d->nsites == d->capsites) {
+        int cap = d->capsites ? 2 * d->capsites : 16;
+        struct CallSite *n = realloc(d->sites, (size_t)cap * sizeof *n);
+        if (!n) return;   /* only a note is lost */
+        d->sites = n;
+        d->capsites = cap;
+    }
+    d->sites[d->nsites++] = (struct CallSite){stmt, call, fn};
+}
+
+void diag_call_notes_on(Diag *d) {
+    if (d) d->call_notes = true;
 }
 
 void diag_error(Diag *d, PlanLoc loc, const char *fmt, ...) {

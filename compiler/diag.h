@@ -24,6 +24,13 @@ void diag_note(Diag *d, PlanLoc loc, const char *fmt, ...) __attribute__((format
 /* An error with a caret range of `width` bytes (~ under the range). */
 void diag_error_range(Diag *d, PlanLoc loc, int width, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Records that the statement at `stmt` was reached inside function `fn` (borrowed name) called
+ * at `call`; the first call recorded for a statement wins. Once diag_call_notes_on(d) was
+ * called, an error located at a recorded statement gets a note "in the call of 'fn'" at the
+ * call: the passes see only the plan, whose ops carry the body's positions. (Sema adds these
+ * notes itself, so it turns them on only when it is done.) */
+void diag_add_call_site(Diag *d, PlanLoc stmt, PlanLoc call, const char *fn);
+void diag_call_notes_on(Diag *d);
 /* The error limit was reached: nothing more is reported or counted, and every stage should
  * stop (the scanner ends the input, the evaluator stops executing statements). */
 bool diag_stopped(const Diag *d);

@@ -1,8 +1,8 @@
 /*
  * main.c - the mscclc command: option parsing and file I/O around libmscclc (mscclc.h).
- *   mscclc PROGRAM.coll|- [-o PLAN.json] [-D NAME=VALUE]... [--no-fusion] [-ferror-limit=N]
- *          [--compact] [--time]
- *   mscclc --dump PLAN.json [--format=table|dot]
+ *   mscclc PROGRAM.coll|- [-o PLAN.json] [-D NAME=VALUE]... [--target=mscclrt|mscclpp]
+ *          [--no-fusion] [-ferror-limit=N] [--compact] [--time]
+ *   mscclc --dump PLAN.json [--format=table|dot] [--summary]   (options in any order)
  * Exit status: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error.
  */
 #include <errno.h>
@@ -16,11 +16,35 @@
 #include "plan.h"
 
 static void usage(FILE *f) {
-    fputs("usage: mscclc PROGRAM.coll [-o PLAN.json] [-D NAME=VALUE]... [--no-fusion]\n"
-          "              [-ferror-limit=N] [--compact] [--time]\n"
-          "       mscclc --dump PLAN.json [--format=table|dot]\n"
+    fputs("usage: mscclc PROGRAM.coll [-o PLAN.json] [-D NAME=VALUE]... [--target=mscclrt|mscclpp]\n"
+          "              [--no-fusion] [-ferror-limit=N] [--compact] [--time]\n"
+          "       mscclc --dump PLAN.json [--format=table|dot] [--summary]\n"
           "       mscclc --version | --help\n",
           f);
+}
+
+/* --help: the usage, then one line per option (mscclc(1) OPTIONS lists the same options;
+ * tests/cases/check_man.sh compares them). */
+static void help(void) {
+    static const char *const lines[][2] = {
+        {"-o PLAN.json", "write the plan there instead of standard output"},
+        {"-D NAME=VALUE", "override 'param NAME' (an integer; K, M, G suffixes)"},
+        {"--target=mscclrt|mscclpp", "the runtime the plan is for (default mscclrt; mscclpp "
+                                     "applies MSCCL++'s 64 ops per thread block)"},
+        {"--no-fusion", "do not fuse operations"},
+        {"-ferror-limit=N", "stop after N errors (default 20; 0: no limit)"},
+        {"--compact", "write the JSON without white space"},
+        {"--time", "print the time of each stage on standard error"},
+        {"--dump PLAN.json", "print a plan (any plan) instead of compiling"},
+        {"--format=table|dot", "with --dump: a table (default) or a Graphviz digraph"},
+        {"--summary", "with --dump: the header and one line per rank"},
+        {"--version", "print the version"},
+        {"--help", "print this help"},
+    };
+    usage(stdout);
+    fputs("\nCompiles a .coll program (coll(5)) into an MSCCL++ execution plan.\n\n", stdout);
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+        printf("  %-26s %s\n", lines[i][0], lines[i][1]);
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -95,7 +119,7 @@ static bool valid_name(const char *s, size_t n) {
     return true;
 }
 
-static int dump(const char *path, const char *format) {
+static int dump(const char *path, const char *format, bool summary) {
     /* a path that does not exist is a usage error (exit 2); anything else the loader judges,
      * opening without blocking (an fopen here would block forever on a FIFO) */
     struct stat st;
@@ -110,6 +134,7 @@ static int dump(const char *path, const char *format) {
         return 1;
     }
     if (strcmp(format, "dot") == 0) plan_dump_dot(p, stdout);
+    else if (summary) plan_dump_summary(p, stdout);
     else plan_dump_table(p, stdout);
     plan_free(p);
     if (fflush(stdout) != 0) {
@@ -120,8 +145,8 @@ static int dump(const char *path, const char *format) {
 }
 
 int main(int argc, char **argv) {
-    const char *input = NULL, *output = NULL, *dump_path = NULL, *format = "table";
-    bool compact = false, timing = false;
+    const char *input = NULL, *output = NULL, *format = NULL;
+    bool compact = false, timing = false, dumping = false, summary = false;
     MscclcOptions opt = {0};
     MscclcDefine *defs = calloc((size_t)argc, sizeof *defs);
     char **names = calloc((size_t)argc, sizeof *names);
@@ -158,17 +183,27 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--time") == 0) {
             timing = true;
         } else if (strcmp(a, "--dump") == 0) {
-            if (++i == argc) return usage_error("%s needs a plan file", a);
-            dump_path = argv[i];
-        } else if (strncmp(a, "--format=", 9) == 0) {
-            format = a + 9;
+            /* a mode: the plan is the file operand, so options may come before or after it */
+            dumping = true;
+        } else if (strcmp(a, "--summary") == 0) {
+            summary = true;
+        } else if (strncmp(a, "--format=", 9) == 0 || strcmp(a, "--format") == 0) {
+            if (a[8] == '=') format = a + 9;
+            else if (++i == argc) return usage_error("%s needs table or dot", a);
+            else format = argv[i];
             if (strcmp(format, "table") != 0 && strcmp(format, "dot") != 0)
                 return usage_error("unknown format '%s' (table or dot)", format);
+        } else if (strncmp(a, "--target=", 9) == 0 || strcmp(a, "--target") == 0) {
+            const char *t = a[8] == '=' ? a + 9 : ++i < argc ? argv[i] : NULL;
+            if (!t) return usage_error("%s needs mscclrt or mscclpp", a);
+            if (!plan_target_from_name(t, &opt.target))
+                return usage_error("unknown target '%s' (mscclrt: libmscclrt, the default; mscclpp: "
+                                   "MSCCL++'s executor)", t);
         } else if (strcmp(a, "--version") == 0) {
             puts(MSCCLC_PRODUCER);
             return 0;
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
+            help();
             return 0;
         } else if (a[0] == '-' && a[1]) {   /* "-" alone is standard input */
             return usage_error("unknown option '%s'", a);
@@ -178,11 +213,17 @@ int main(int argc, char **argv) {
             return usage_error("more than one input file ('%s')", a);
         }
     }
-    if (dump_path) {
-        if (input || output) return usage_error("%s", "--dump takes only a plan file and --format");
-        rc = dump(dump_path, format);
+    if (dumping) {
+        if (!input) return usage_error("%s", "--dump needs a plan file");
+        if (output || opt.ndefines || opt.target) return usage_error("%s", "--dump takes only a plan file, --format and --summary");
+        if (summary && format && strcmp(format, "table") != 0)
+            return usage_error("%s", "--summary is a form of the table, not of --format=dot");
+        rc = dump(input, format ? format : "table", summary);
         goto out;
     }
+    if (format || summary)
+        return usage_error("%s applies to --dump only (mscclc --dump PLAN.json --format=dot)",
+                           format ? "--format" : "--summary");
     if (!input) return usage_error("%s", "no input file");
     opt.defines = defs;
     opt.compact = compact;

@@ -34,6 +34,10 @@ typedef struct {
     FILE *diag_out;                /* diagnostics stream; NULL = collect into the result */
     bool compact;                  /* the plan will be written compact (plan_to_json): the
                                       loader's size limit is checked against that form */
+    PlanTarget target;             /* --target: the runtime the plan is for (the plan's
+                                      "target"); PLAN_TARGET_NONE means PLAN_TARGET_MSCCLRT.
+                                      Only PLAN_TARGET_MSCCLPP applies MSCCL++'s executor's
+                                      64 operations per thread block */
 } MscclcOptions;
 
 typedef enum {
@@ -63,7 +67,7 @@ void mscclc_result_free(MscclcResult *res);
  * (the diagnostics say which), 3 on an internal error or out of memory. *diagnostics (may be
  * NULL) always gets the diagnostics text ("file:line:col: error: ..." lines, possibly empty);
  * errors/warnings (may be NULL) get the counts. Strings returned are freed with mscclc_free. */
-enum { MSCCLC_FLAG_NO_FUSION = 1, MSCCLC_FLAG_COMPACT = 2 };
+enum { MSCCLC_FLAG_NO_FUSION = 1, MSCCLC_FLAG_COMPACT = 2, MSCCLC_FLAG_TARGET_MSCCLPP = 4 };
 int mscclc_compile_json(const char *src, size_t len, const char *filename,
                         const char *const *names, const long long *values, int ndefines,
                         int flags, char **plan_json, char **diagnostics, int *errors,

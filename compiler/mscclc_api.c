@@ -42,7 +42,7 @@ MSCCLC_API int mscclc_compile_json(const char *src, size_t len, const char *file
     else if (!src && len) bad = "mscclc_compile_json: src is NULL";
     else if (ndefines < 0 || ndefines > 4096) bad = "mscclc_compile_json: ndefines out of range 0..4096";
     else if (ndefines > 0 && (!names || !values)) bad = "mscclc_compile_json: names or values is NULL";
-    else if (flags & ~(MSCCLC_FLAG_NO_FUSION | MSCCLC_FLAG_COMPACT))
+    else if (flags & ~(MSCCLC_FLAG_NO_FUSION | MSCCLC_FLAG_COMPACT | MSCCLC_FLAG_TARGET_MSCCLPP))
         bad = "mscclc_compile_json: unknown flag bits";
     for (int i = 0; !bad && i < ndefines; i++)
         if (!names[i] || !names[i][0]) bad = "mscclc_compile_json: a parameter name is NULL or empty";
@@ -60,6 +60,7 @@ MSCCLC_API int mscclc_compile_json(const char *src, size_t len, const char *file
         .filename = filename, .defines = defs, .ndefines = ndefines,
         .no_fusion = (flags & MSCCLC_FLAG_NO_FUSION) != 0,
         .compact = (flags & MSCCLC_FLAG_COMPACT) != 0,
+        .target = (flags & MSCCLC_FLAG_TARGET_MSCCLPP) ? PLAN_TARGET_MSCCLPP : PLAN_TARGET_MSCCLRT,
     };
     MscclcResult res;
     mscclc_compile(src ? src : "", len, &opt, &res);

@@ -1,6 +1,7 @@
 /*
  * pass_check_limits.c - the executor's hard limits (spec §2.8), which MSCCL++ mostly does not
- * check, and the plans it would silently misread (§9): TB ids that are not positions, memory
+ * check (64 operations per thread block only for --target mscclpp: libmscclrt's generated
+ * kernels keep no op table), and the plans it would silently misread (§9): TB ids that are not positions, memory
  * puts over different source buffers, standalone glre, gets with different indices (offset swap),
  * packets in a non-LL scratch, offsets past 4 GiB, pipeline counts past uint16, barrier misuse.
  * Runs on the final (replicated) plan; every finding is a located error and all are reported.
@@ -16,13 +17,47 @@ typedef struct {
     bool ok;
     bool have_chunk;     /* chunk_bytes is known (finite max_message_size) */
     uint64_t chunk_bytes;
+    int long_tbs;        /* thread blocks past MSCCL++'s ops limit (reported once, at the first) */
+    int long_ranks;      /* ranks with such a thread block */
+    PlanLoc long_at;     /* the op reported */
+    PlanLoc *seen;       /* owned; statements that already have an error: a statement in a loop
+                            repeats on every rank, and is reported once, as sema does */
+    const void **seen_key; /* owned; [nseen] the op (or thread block) it was reported for */
+    const PlanOp *cur_op;  /* the op being checked, NULL for thread-block checks */
+    int nseen, capseen;
 } Ctx;
 
-#define FAIL(c, loc, ...) do { diag_error((c)->d, (loc), __VA_ARGS__); (c)->ok = false; } while (0)
-
+/* Whether a failure at `loc` is reported: always for an unlocated one, and for the first op
+ * (or thread block) that fails there: its several problems are all reported, the same
+ * statement failing again in other thread blocks or on other ranks is not. */
 static const PlanTb *cur_tb(const Ctx *c) {
     return &c->p->gpus[c->r].tbs[c->t];
 }
+
+static bool first_at(Ctx *c, PlanLoc loc) {
+    if (loc.line <= 0) return true;
+    const void *key = c->cur_op ? (const void *)c->cur_op : (const void *)cur_tb(c);
+    for (int i = 0; i < c->nseen; i++)
+        if (c->seen[i].line == loc.line && c->seen[i].col == loc.col)
+            return c->seen_key[i] == key;
+    if (c->nseen == c->capseen) {
+        int cap = c->capseen ? 2 * c->capseen : 16;
+        PlanLoc *n = realloc(c->seen, (size_t)cap * sizeof *n);
+        if (!n) return true;
+        c->seen = n;
+        const void **nk = realloc(c->seen_key, (size_t)cap * sizeof *nk);
+        if (!nk) return true;
+        c->seen_key = nk;
+        c->capseen = cap;
+    }
+    c->seen_key[c->nseen] = key;
+    c->seen[c->nseen++] = loc;
+    return true;
+}
+
+#define FAIL(c, loc, ...) do { if (first_at((c), (loc))) diag_error((c)->d, (loc), __VA_ARGS__); \
+                               (c)->ok = false; } while (0)
+
 
 /* The buffer behind an entry (local type, remote owner's type, switch buffer); false if the
  * entry does not resolve (reported elsewhere). */
@@ -93,7 +128,8 @@ static void check_entry(Ctx *c, const PlanOp *op, const PlanRef *e, const char *
                  e->kind == PLAN_REF_REMOTE ? "channel" : "switch channel",
                  plan_coll_name(c->p->collective), plan_buf_long_name(bad == PLAN_BUF_INPUT ? PLAN_BUF_OUTPUT : PLAN_BUF_INPUT));
     }
-    /* §2.8: byte offsets inside an op are uint32 */
+    /* §2.8: byte offsets inside an op are uint32 (the runtime keeps this limit too: it bounds
+     * the buffers and scratch it allocates for a call, plan_geom) */
     if (c->have_chunk) {
         uint64_t end = ((uint64_t)e->index + e->size) * c->chunk_bytes;
         if (end > UINT32_MAX)
@@ -125,6 +161,7 @@ static void check_packet_entry(Ctx *c, const PlanOp *op, const PlanRef *e) {
 
 static void check_op(Ctx *c, const PlanOp *op, bool inner) {
     const PlanTb *tb = cur_tb(c);
+    c->cur_op = op;
     const PlanGpu *g = &c->p->gpus[c->r];
     const char *on = plan_op_name(op->kind);
     if ((unsigned)op->kind >= PLAN_OP_COUNT) {
@@ -256,6 +293,7 @@ static void check_op(Ctx *c, const PlanOp *op, bool inner) {
                  "device reads the count as 16 bits (at most %d)", (unsigned long long)it,
                  PLAN_MAX_PIPELINE_ITER);
         for (int i = 0; i < op->ninner; i++) check_op(c, &op->inner[i], true);
+        c->cur_op = op;
         break;
     default:
         break;
@@ -280,15 +318,21 @@ static void check_barriers(Ctx *c, const PlanGpu *g) {
                         count = op->num_threadblocks;
                         first = op->loc;
                     } else if (op->num_threadblocks != count) {
-                        FAIL(c, op->loc, "barrier %d of rank %d waits for %d thread blocks here "
-                             "but for %d elsewhere", id, c->r, op->num_threadblocks, count);
-                        diag_note(c->d, first, "barrier %d first used here", id);
+                        c->ok = false;
+                        c->cur_op = op;
+                        if (first_at(c, op->loc)) {
+                            diag_error(c->d, op->loc, "barrier %d of rank %d waits for %d thread "
+                                       "blocks here but for %d elsewhere", id, c->r,
+                                       op->num_threadblocks, count);
+                            diag_note(c->d, first, "barrier %d first used here", id);
+                        }
                         return;
                     }
                 }
             }
             users += used;
         }
+        c->cur_op = NULL;
         if (count > 0 && users != count) {
             FAIL(c, first, "barrier %d of rank %d waits for %d thread block%s but %d thread "
                  "block%s use it", id, c->r, count, count == 1 ? "" : "s", users,
@@ -307,6 +351,7 @@ bool pass_check_limits(Plan *p, Diag *d) {
         const PlanGpu *g = &p->gpus[r];
         c.r = r;
         c.have_chunk = pass_max_chunk_bytes(p, r, &c.chunk_bytes);
+        bool rank_long = false;
         if (g->id != r) FAIL(&c, none, "gpus[%d] has id %d: the executor indexes by position", r, g->id);
         if (g->input_chunks == 0 || g->output_chunks == 0)
             FAIL(&c, none, "rank %d has %u input and %u output chunks: the executor divides the "
@@ -314,6 +359,7 @@ bool pass_check_limits(Plan *p, Diag *d) {
         for (int t = 0; t < g->ntbs; t++) {
             const PlanTb *tb = &g->tbs[t];
             c.t = t;
+            c.cur_op = NULL;
             PlanLoc at = tb->nops > 0 ? tb->ops[0].loc : none;
             if (tb->id != t)
                 FAIL(&c, at, "rank %d: thread block at position %d has id %d; the executor runs "
@@ -343,18 +389,39 @@ bool pass_check_limits(Plan *p, Diag *d) {
                         break;
                     }
             }
+            /* MSCCL++'s executor keeps at most 64 operations per thread block in a fixed
+             * array; our generated kernels have none, so only --target mscclpp checks it. Loops
+             * repeat one statement on every rank: report it once, with the count, and a way out */
             int flat = 0;
             for (int i = 0; i < tb->nops; i++) {
                 int before = flat;
                 flat += 1 + (tb->ops[i].kind == PLAN_OP_PIPELINE ? tb->ops[i].ninner : 0);
-                if (before <= PLAN_MAX_OPS_PER_TB && flat > PLAN_MAX_OPS_PER_TB)
-                    FAIL(&c, tb->ops[i].loc, "rank %d tb %d: this op brings the thread block to "
-                         "%d operations (after flattening pipelines); the executor supports %d",
-                         r, t, plan_tb_flat_ops(tb), PLAN_MAX_OPS_PER_TB);
+                if (p->target == PLAN_TARGET_MSCCLPP && before <= PLAN_MAX_OPS_PER_TB &&
+                    flat > PLAN_MAX_OPS_PER_TB) {
+                    if (c.long_tbs++ == 0) c.long_at = tb->ops[i].loc;
+                    if (c.long_tbs == 1)
+                        FAIL(&c, tb->ops[i].loc, "rank %d tb %d: this op brings the thread block to "
+                             "%d operations (after flattening pipelines and adding the compiler's "
+                             "synchronisation nops); MSCCL++'s executor (--target mscclpp) supports "
+                             "%d per thread block", r, t, plan_tb_flat_ops(tb), PLAN_MAX_OPS_PER_TB);
+                    if (!rank_long) c.long_ranks++;
+                    rank_long = true;
+                }
                 check_op(&c, &tb->ops[i], false);
             }
         }
-        check_barriers(&c, g);
+                check_barriers(&c, g);
     }
+    if (c.long_tbs > 0) {
+        PlanLoc at = c.long_at;
+        if (c.long_tbs > 1)
+            diag_note(d, at, "%d thread block%s on %d rank%s exceed%s the limit", c.long_tbs,
+                      c.long_tbs == 1 ? "" : "s", c.long_ranks, c.long_ranks == 1 ? "" : "s",
+                      c.long_tbs == 1 ? "s" : "");
+        diag_note(d, at, "spread the operations over more thread blocks with '@ tb(...)', or "
+                  "compile for libmscclrt (--target mscclrt, the default), which has no such limit");
+    }
+    free(c.seen);
+    free(c.seen_key);
     return c.ok;
 }

@@ -22,6 +22,7 @@ typedef enum {
     SYM_SCRATCH,    /* scratch declaration: scratch (index into Sema.scratch) */
     SYM_CHANARR,    /* channel array (ndims subscripts; 0 = scalar) */
     SYM_SEMARR,     /* semaphore array */
+    SYM_FUNC,       /* def: fn */
 } SymKind;
 
 struct Symbol {
@@ -32,6 +33,7 @@ struct Symbol {
     int scratch;
     int ndims;              /* arrays: subscripts per element */
     bool loop_var;          /* SYM_VALUE bound by a for/comprehension iterator */
+    const Stmt *fn;         /* SYM_FUNC: its ST_DEF */
     Symbol *next_free;      /* in Sema.free_syms once its scope ended */
 };
 
@@ -94,6 +96,12 @@ static Elem *elem_find(Sema *s, const Symbol *sym, const int64_t *idx, int n, bo
     }
 }
 
+/* A function call being expanded: the function and where it was called. */
+struct CallFrame {
+    const Stmt *fn;         /* ST_DEF */
+    SrcLoc loc;             /* the call */
+};
+
 /* ---- diagnostics ------------------------------------------------------------------------ */
 bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
     if (!pos_add(s->reported, loc.at)) return false;
@@ -112,6 +120,9 @@ bool sema_error(Sema *s, SrcLoc loc, const char *fmt, ...) {
         inner = v;
     }
     if (inner) diag_note(s->diag, inner->loc.at, "in the iteration with %s", msg);
+    /* inside functions, where each was called from (innermost first) */
+    for (int i = s->ncalls - 1; i >= 0; i--)
+        diag_note(s->diag, s->calls[i].loc.at, "in the call of '%s'", s->calls[i].fn->name);
     return true;
 }
 
@@ -433,6 +444,17 @@ static bool iterate(Sema *s, const AstList *iters, int k, const Expr *cond, Iter
     }
     const Iter *it = iters->v[k];
     Value r;
+    if (it->range->kind != EX_RANGE) {
+        const Expr *x = it->range;
+        const char *w = x->kind == EX_CALL ? sema_word(x->a) : NULL;
+        if (w && strcmp(w, "range") == 0 && x->args.n >= 1 && x->args.n <= 3)
+            sema_error(s, x->loc, "'range(...)' is Python; a .coll range is written %s",
+                       x->args.n == 1 ? "'0 .. N' (0 up to N - 1)"
+                       : x->args.n == 2 ? "'a .. b' (a up to b - 1)" : "'a .. b step c'");
+        else
+            sema_error(s, x->loc, "expected a range 'a .. b' after 'in'");
+        return false;
+    }
     if (!eval_range(s, it->range, &r)) return false;
     int64_t n = sema_range_len(&r);
     if (!count_iterations(s, it->loc, n)) return false;
@@ -550,11 +572,18 @@ static bool eval_call(Sema *s, const Expr *e, Value *out) {
         *out = (Value){.kind = V_INT, .i = best};
         return true;
     }
-    if (lookup(s, fn)) {
+    Symbol *sym = lookup(s, fn);
+    if (sym && sym->kind == SYM_FUNC) {
+        sema_error(s, e->a->loc, "'%s' is defined with 'def' and gives no value: call it as a "
+                   "statement, '%s(...)'", fn, fn);
+        return false;
+    }
+    if (sym) {
         sema_error(s, e->a->loc, "'%s' is not a function", fn);
         return false;
     }
-    sema_error(s, e->a->loc, "unknown function '%s' (functions: rank, min, max)", fn);
+    sema_error(s, e->a->loc, "unknown function '%s' (functions: rank, min, max, and those "
+               "defined with 'def', called as statements)", fn);
     return false;
 }
 
@@ -607,6 +636,10 @@ static bool eval_node(Sema *s, const Expr *e, Value *out) {
             }
             sema_error(s, e->loc, "'%s' is an array: it needs %d subscript%s", e->name, sym->ndims,
                        sym->ndims == 1 ? "" : "s");
+            return false;
+        case SYM_FUNC:
+            sema_error(s, e->loc, "'%s' is a function: call it as a statement, '%s(...)'", e->name,
+                       e->name);
             return false;
         }
         return false;
@@ -1329,9 +1362,148 @@ static bool for_body(Sema *s, void *ctx) {
     return true;
 }
 
+/* A note naming where function `fn` is defined. */
+static void def_note(Sema *s, const Stmt *fn) {
+    diag_note(s->diag, fn->loc.at, "'%s' is defined here", fn->name);
+}
+
+/* stmt = "def" identifier "(" params ")" block
+ * Binds the function's name for the statements after it; its body runs only when called. */
+static void exec_def(Sema *s, const Stmt *st, int depth) {
+    if (depth > 0) {
+        sema_error(s, st->loc, "a function must be defined at the top level, not inside a block");
+        return;
+    }
+    static const char *const ops[] = {"barrier", "broadcast", "broadcast_packets", "copy",
+                                      "copy_packets", "pipeline", "reduce", "reduce_packets",
+                                      "unpack_packets", "rank", "tb", "tbg"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strcmp(st->name, ops[i]) == 0) {
+            sema_error(s, st->loc, "'%s' is a built-in name and cannot name a function", st->name);
+            return;
+        }
+    for (int i = 0; i < st->params.n; i++)
+        for (int j = 0; j < i; j++) {
+            const Expr *a = st->params.v[i], *b = st->params.v[j];
+            if (strcmp(a->name, b->name) == 0) {
+                if (sema_error(s, a->loc, "parameter '%s' appears twice", a->name))
+                    sema_note(s, b->loc, "first listed here");
+                return;
+            }
+        }
+    Symbol *sym = declare_global(s, SYM_FUNC, st->name, st->loc);
+    if (sym) sym->fn = st;
+}
+
+/* stmt = identifier "(" args ")"   -- a call of a function defined with `def`
+ * Expands the body with each parameter bound to its argument's value, like a loop variable.
+ * The body sees globals, top-level lets and its parameters, never the caller's loop variables
+ * or lets (they are hidden for the call). Recursion is refused: expansion would not end. */
+static void exec_call(Sema *s, const Stmt *st, Symbol *fsym, int depth) {
+    const Stmt *fn = fsym->fn;
+    const Expr *call = st->e;
+    if (st->place) {
+        sema_error(s, st->place->loc, "a call of '%s' takes no '@' placement; place the operations "
+                   "inside the function (a parameter may carry the thread block)", fn->name);
+        return;
+    }
+    for (int i = 0; i < s->ncalls; i++)
+        if (s->calls[i].fn == fn) {
+            if (sema_error(s, call->loc, "recursive call of '%s': functions are expanded at compile "
+                           "time and may not call themselves", fn->name))
+                def_note(s, fn);
+            s->stopped = true;
+            return;
+        }
+    if (call->args.n != fn->params.n) {
+        if (sema_error(s, call->loc, "'%s' takes %d argument%s but the call gives %d", fn->name,
+                       fn->params.n, fn->params.n == 1 ? "" : "s", call->args.n))
+            def_note(s, fn);
+        return;
+    }
+    if (s->ncalls >= SEMA_MAX_DEPTH / 4) {
+        sema_error(s, call->loc, "function calls nested more than %d deep", SEMA_MAX_DEPTH / 4);
+        return;
+    }
+    Value *vals = arena_must(s->arena, (size_t)(fn->params.n + 1) * sizeof *vals);
+    for (int i = 0; i < fn->params.n; i++) {
+        const Expr *a = call->args.v[i];
+        if (a->kind == EX_NAMED || a->kind == EX_ARROW) {
+            sema_error(s, a->loc, "a function's arguments are values, in the order of its parameters");
+            return;
+        }
+        if (!sema_eval(s, a, &vals[i])) return;
+    }
+    if (s->ncalls == s->capcalls) {
+        int c = s->capcalls ? s->capcalls * 2 : 8;
+        struct CallFrame *nv = arena_must(s->arena, (size_t)c * sizeof *nv);
+        if (s->ncalls) memcpy(nv, s->calls, (size_t)s->ncalls * sizeof *nv);
+        s->calls = nv;
+        s->capcalls = c;
+    }
+    s->calls[s->ncalls++] = (struct CallFrame){fn, call->loc};
+    /* hide the caller's local bindings; a name may not be redeclared while visible, and the
+     * body must not depend on the caller's names */
+    int hide = s->top_nscope < s->nscope ? s->top_nscope : s->nscope, mark = s->nscope;
+    for (int i = hide; i < mark; i++) names_remove(s->names, s->scopes[i]->name);
+    bool bound = true;
+    for (int i = 0; i < fn->params.n && bound; i++) {
+        const Expr *pn = fn->params.v[i];
+        Symbol *sym = declare(s, SYM_VALUE, pn->name, pn->loc);
+        if (sym) sym->v = vals[i];
+        else bound = false;
+    }
+    if (bound) exec_list(s, &fn->body, depth + 1);
+    pop_scope(s, mark);
+    for (int i = hide; i < mark; i++) {
+        Symbol *h = s->scopes[i];
+        Symbol *g = names_get(s->names, h->name);
+        if (g) {   /* the body declared a global of the caller's name: it would shadow it */
+            if (sema_error(s, g->loc, "'%s' is declared by '%s' but is also a name where it is "
+                           "called", h->name, fn->name))
+                diag_note(s->diag, h->loc.at, "the caller's '%s' is declared here", h->name);
+            s->stopped = true;
+            names_remove(s->names, h->name);
+        }
+        names_put(s->names, h->name, h);
+    }
+    s->ncalls--;
+}
+
+/* The top-level `def` of `name` (called before it ran), or NULL. Op statements run millions of
+ * times in big programs: this looks only at the defs, usually none or a few. */
+static const Stmt *later_def(Sema *s, const char *name) {
+    for (int i = 0; i < s->ndefs; i++)
+        if (strcmp(s->defs[i]->name, name) == 0) return s->defs[i];
+    return NULL;
+}
+
 static void exec_stmt(Sema *s, const Stmt *st, int depth) {
     if (sema_halted(s)) return;
+    /* an op inside a function: the passes' errors at it will name the call (first one) */
+    if (s->ncalls > 0 && (st->kind == ST_OP || st->kind == ST_PIPELINE) &&
+        pos_add(s->call_sited, st->loc.at)) {
+        const struct CallFrame *f = &s->calls[s->ncalls - 1];
+        diag_add_call_site(s->diag, st->loc.at, f->loc.at, f->fn->name);
+    }
+    if (st->kind == ST_OP && st->e->kind == EX_CALL && st->e->a->kind == EX_NAME) {
+        const char *name = st->e->a->name;
+        Symbol *sym = lookup(s, name);
+        if (sym && sym->kind == SYM_FUNC) {
+            exec_call(s, st, sym, depth);
+            return;
+        }
+        const Stmt *d = sym ? NULL : later_def(s, name);
+        if (d) {
+            if (sema_error(s, st->e->loc, "'%s' is called before its definition", name))
+                def_note(s, d);
+            return;
+        }
+    }
     switch (st->kind) {
+    case ST_DEF:
+        exec_def(s, st, depth);
+        return;
     case ST_PARAM:
         exec_param(s, st, depth);
         return;
@@ -1416,8 +1588,20 @@ bool sema_run(Sema *s, const AstProgram *prog) {
     /* a bad token already has its error: do not add a second one at the same place */
     s->names = names_new(s->arena);
     s->reported = pos_new(s->arena);
+    s->call_sited = pos_new(s->arena);
     for (int i = 0; i < prog->nlex_errors; i++) pos_add(s->reported, prog->lex_errors[i]);
-    for (int i = 0; i < prog->stmts.n; i++) exec_stmt(s, prog->stmts.v[i], 0);
+    for (int i = 0; i < prog->stmts.n; i++)
+        if (((const Stmt *)prog->stmts.v[i])->kind == ST_DEF) s->ndefs++;
+    if (s->ndefs > 0) {
+        s->defs = arena_must(s->arena, (size_t)s->ndefs * sizeof *s->defs);
+        int k = 0;
+        for (int i = 0; i < prog->stmts.n; i++)
+            if (((const Stmt *)prog->stmts.v[i])->kind == ST_DEF) s->defs[k++] = prog->stmts.v[i];
+    }
+    for (int i = 0; i < prog->stmts.n; i++) {
+        exec_stmt(s, prog->stmts.v[i], 0);
+        s->top_nscope = s->nscope;
+    }
     for (int i = 0; i < s->opt->ndefines && !s->stopped; i++)
         if (!s->define_used[i])
             diag_error(s->diag, (PlanLoc){0, 0}, "-D %s: the program declares no 'param %s'",

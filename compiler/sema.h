@@ -122,6 +122,16 @@ typedef struct {
                                    iteration) */
     Symbol **loops;             /* the loop variables being iterated (innermost last), for notes */
     int nloops, caploops;
+    int top_nscope;             /* scopes[0, top_nscope) are top-level lets: what a function's
+                                   body sees besides globals and its parameters */
+    struct CallFrame *calls;    /* the function calls being expanded (innermost last), for notes
+                                   and to refuse recursion */
+    int ncalls, capcalls;
+    PosSet *call_sited;         /* statements inside functions already given to
+                                   diag_add_call_site */
+    const Stmt **defs;          /* every top-level `def` of the program, to name a function
+                                   called before its definition */
+    int ndefs;
     int64_t iterations;         /* loop iterations so far (bounded) */
     int depth;                  /* expression/block nesting being evaluated (bounded: C stack) */
     int64_t nops;               /* ops lowered so far (bounded by SEMA_MAX_OPS) */

@@ -49,7 +49,7 @@ static SrcLoc L(YYLTYPE l) {
 %token <str>  TK_ID "identifier"
 %token <str>  TK_STR "string"
 %token TK_NL "end of line"
-%token TK_PARAM "param" TK_REQUIRE "require" TK_LET "let" TK_PROGRAM "program"
+%token TK_PARAM "param" TK_REQUIRE "require" TK_LET "let" TK_PROGRAM "program" TK_DEF "def"
 %token TK_SCRATCH "scratch" TK_CHANNEL "channel" TK_SEMAPHORE "semaphore"
 %token TK_FOR "for" TK_IN "in" TK_IF "if" TK_ELSE "else" TK_STEP "step"
 %token TK_DOTDOT ".." TK_ARROW "->" TK_EQ "==" TK_NE "!=" TK_LE "<=" TK_GE ">="
@@ -63,7 +63,7 @@ static SrcLoc L(YYLTYPE l) {
 %left '*' '/' '%'
 %precedence UNARY
 
-%type <list> stmts block_body block iters args args1 elems elems1 header_lines hargs
+%type <list> stmts block_body block iters args args1 elems elems1 header_lines hargs params params1
 %type <stmt> stmt if_stmt
 %type <expr> target expr postfix primary range arg elem harg filter_opt place_opt
 %type <iter> iter
@@ -115,9 +115,23 @@ stmt
     | TK_CHANNEL target '=' expr   { $$ = ast_new_stmt(A, ST_CHANNEL, L(@2)); $$->target = $2; $$->e = $4; }
     | TK_SEMAPHORE target '=' expr { $$ = ast_new_stmt(A, ST_SEMAPHORE, L(@2)); $$->target = $2; $$->e = $4; }
     | TK_FOR iters filter_opt block { $$ = ast_new_stmt(A, ST_FOR, L(@1)); $$->iters = $2; $$->e = $3; $$->body = $4; }
+    | TK_DEF TK_ID '(' params ')' block
+                                    { $$ = ast_new_stmt(A, ST_DEF, L(@2)); $$->name = $2; $$->params = $4;
+                                      $$->body = $6; }
     | if_stmt                       { $$ = $1; }
     | postfix place_opt             { $$ = ast_new_stmt(A, ST_OP, L(@1)); $$->e = $1; $$->place = $2; }
     | postfix block                 { $$ = ast_new_stmt(A, ST_PIPELINE, L(@1)); $$->e = $1; $$->body = $2; }
+    ;
+
+/* params = (identifier ("," identifier)*)?   -- a function's parameters, bound to values */
+params
+    : %empty                        { memset(&$$, 0, sizeof $$); }
+    | params1                       { $$ = $1; }
+    ;
+
+params1
+    : TK_ID                         { memset(&$$, 0, sizeof $$); ast_list_push(A, &$$, ast_new_name(A, L(@1), $1)); }
+    | params1 ',' TK_ID             { $$ = $1; ast_list_push(A, &$$, ast_new_name(A, L(@3), $3)); }
     ;
 
 /* if_stmt = "if" expr block ("else" (block | if_stmt))? */
@@ -151,8 +165,11 @@ iters
     | iters ',' iter                { $$ = $1; ast_list_push(A, &$$, $3); }
     ;
 
+/* `in expr` without `..` parses too, so that sema can say what to write instead (Python's
+ * range(N) is 0..N) rather than leave a bare syntax error */
 iter
     : TK_ID TK_IN range             { $$ = ast_new_iter(A, L(@1), $1, $3); }
+    | TK_ID TK_IN expr              { $$ = ast_new_iter(A, L(@1), $1, $3); }
     ;
 
 /* range = expr ".." expr ("step" expr)? */

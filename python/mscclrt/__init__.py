@@ -16,6 +16,7 @@ from .algorithm import (Algorithm, AlgorithmCollection, AlgorithmConstraint, Cho
                         select_among, unregister_algorithm)
 from .comm import CommGroup, UniqueId, get_unique_id
 from .compiler import CompileError, Diagnostic, Plan, compile, stdlib_dir, stdlib_program
+from .cpu import check_cpu
 from .types import (BufferMode, Collective, DataType, ReduceOp, torch_dtype_to_mscclrt_dtype)
 
 __version__ = "0.1.0"
@@ -29,7 +30,7 @@ def tune(*args, **kwargs):
 
 __all__ = ["Algorithm", "AlgorithmCollection", "AlgorithmConstraint", "BufferMode", "Choice",
            "Collective", "CommGroup", "CompileError", "DataType", "Diagnostic", "LibraryNotFound",
-           "MscclrtError", "Plan", "ReduceOp", "Request", "UniqueId", "compile",
+           "MscclrtError", "Plan", "ReduceOp", "Request", "UniqueId", "check_cpu", "compile",
            "default_algorithms", "get_unique_id", "last_selector_error", "load_tuning_table",
            "register_algorithm", "register_selector", "registered_algorithms", "runtime_is_dropin",
            "search_dirs", "select", "select_among", "stdlib_dir", "stdlib_program",

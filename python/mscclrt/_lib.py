@@ -35,7 +35,8 @@ class LibraryNotFound(ImportError):
 
 
 def search_dirs() -> list[Path]:
-    """Where the libraries are looked for, in order (MSCCLRT_LIB_DIR first)."""
+    """The existing folders where the libraries are looked for, in order (MSCCLRT_LIB_DIR first),
+    before the dynamic loader's own search path."""
     dirs: list[Path] = []
     env = os.environ.get("MSCCLRT_LIB_DIR")
     if env:
@@ -45,7 +46,7 @@ def search_dirs() -> list[Path]:
     dirs.append(repo_build)
     dirs.append(Path(sys.prefix) / "lib")
     dirs.append(Path("/usr/local/lib"))
-    return dirs
+    return [d for d in dirs if d.is_dir()]   # only folders that exist: a list to act on
 
 
 def _load(soname: str, what: str) -> ctypes.CDLL:
@@ -140,6 +141,8 @@ _RUNTIME_API = {
     "mscclrt_plan_free": (None, [P]),
     "mscclrt_plan_get_info": (c_int, [P, POINTER(PlanInfoC)]),
     "mscclrt_plan_call_sizes": (c_int, [P, c_size_t, POINTER(c_size_t), POINTER(c_size_t)]),
+    "mscclrt_plan_min_bytes": (c_int, [P, POINTER(c_size_t)]),
+    "mscclrt_cpu_check_plan": (c_int, [P, c_int, c_void_p, POINTER(ctypes.c_double)]),
     "mscclrt_cpu_comm_create": (c_int, [POINTER(P), c_int]),
     "mscclrt_cpu_comm_destroy": (None, [P]),
     "mscclrt_cpu_execute": (c_int, [P, P, POINTER(c_void_p), POINTER(c_void_p), c_size_t,

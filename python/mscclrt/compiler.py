@@ -43,15 +43,22 @@ class Diagnostic:
 
 
 _DIAG_RE = re.compile(r"^(.*?):(\d+):(\d+): (error|warning|note): (.*)$")
+# a diagnostic about the whole program (no position): "file: error: message"
+_DIAG_FILE_RE = re.compile(r"^(.*?): (error|warning|note): (.*)$")
 
 
 def parse_diagnostics(text: str) -> list[Diagnostic]:
+    """The diagnostics of a compiler report; one about the whole program has line 0, column 0."""
     out = []
     for line in text.splitlines():
         m = _DIAG_RE.match(line)
         if m:
             out.append(Diagnostic(m.group(1), int(m.group(2)), int(m.group(3)), m.group(4),
                                   m.group(5)))
+            continue
+        m = _DIAG_FILE_RE.match(line)
+        if m:
+            out.append(Diagnostic(m.group(1), 0, 0, m.group(2), m.group(3)))
     return out
 
 
@@ -70,7 +77,7 @@ class CompileError(Exception):
         self.column = first.column if first else 0
         self.message = first.message if first else (text.strip() or "compilation failed")
         super().__init__(f"{self.file}:{self.line}:{self.column}: {self.message}"
-                         if first else f"{filename}: {self.message}")
+                         if first and first.line > 0 else f"{self.file}: {self.message}")
 
 
 class Plan:
@@ -260,7 +267,8 @@ def _disk_put(key: str, text: str) -> None:
                "mscclrt_cache_write")   # an unwritable cache is no error: only a compile lost
 
 
-def cache_key(source: str, params: Mapping[str, int], no_fusion: bool) -> str:
+def cache_key(source: str, params: Mapping[str, int], no_fusion: bool,
+              target: str = "mscclrt") -> str:
     h = hashlib.sha256()
     h.update(b"mscclrt-python-plan 1\0")
     h.update(_compiler_id().encode() + b"\0")
@@ -268,6 +276,8 @@ def cache_key(source: str, params: Mapping[str, int], no_fusion: bool) -> str:
     for k in sorted(params):
         h.update(f"{k}={int(params[k])}\0".encode())
     h.update(b"nofusion" if no_fusion else b"fusion")
+    if target != "mscclrt":
+        h.update(f"\0target={target}".encode())
     return h.hexdigest()
 
 
@@ -287,13 +297,17 @@ def _read_source(path_or_source: Union[str, Path]) -> tuple[str, str]:
 
 def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]] = None,
             rank: Optional[int] = None, *, no_fusion: bool = False, cache: bool = True,
-            filename: Optional[str] = None) -> Plan:
+            filename: Optional[str] = None, target: str = "mscclrt") -> Plan:
     """Compiles a .coll program (a path, or the source text itself) into a Plan.
 
     params: overrides of the program's ``param`` declarations (as ``mscclc -D NAME=VALUE``).
     rank: the calling rank, checked against the plan's rank count (a plan holds every rank's
     program; any rank may compile it, and the cache makes the others' compiles free).
+    target: the runtime the plan is for, "mscclrt" (libmscclrt, the default) or "mscclpp"
+    (MSCCL++'s executor, with its limits: 64 operations per thread block), as mscclc --target.
     Raises CompileError (with file, line, column) when the program has errors."""
+    if target not in ("mscclrt", "mscclpp"):
+        raise ValueError(f"mscclrt.compile: target {target!r}: expected 'mscclrt' or 'mscclpp'")
     text, fname = _read_source(path_or_source)
     if filename:
         fname = filename
@@ -304,7 +318,7 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"mscclrt.compile: parameter {k} must be an int, not {type(v).__name__}")
         params[k] = int64_arg(v, f"compile parameter {k}")
-    key = cache_key(text, params, no_fusion) if cache else ""
+    key = cache_key(text, params, no_fusion, target) if cache else ""
     if cache:
         with _mem_lock:
             hit = _mem_cache.get(key)
@@ -312,7 +326,7 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
             hit = _disk_get(key)
         if hit is not None:
             return Plan(hit, fname, rank)
-    plan_json = _compile_now(text, fname, params, no_fusion)
+    plan_json = _compile_now(text, fname, params, no_fusion, target)
     if cache:
         with _mem_lock:
             _mem_cache[key] = plan_json
@@ -320,7 +334,8 @@ def compile(path_or_source: Union[str, Path], params: Optional[Mapping[str, int]
     return Plan(plan_json, fname, rank)
 
 
-def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bool) -> str:
+def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bool,
+                 target: str = "mscclrt") -> str:
     cc = _lib.compiler()
     src = text.encode()
     names = (c_char_p * max(1, len(params)))(*[k.encode() for k in params])
@@ -328,12 +343,16 @@ def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bo
     out, diag = c_void_p(), c_void_p()
     nerr, nwarn = c_int(), c_int()
     rc = cc.mscclc_compile_json(src, len(src), fname.encode(), names, values, len(params),
-                                1 if no_fusion else 0, byref(out), byref(diag), byref(nerr),
+                                (1 if no_fusion else 0) | (4 if target == "mscclpp" else 0),
+                                byref(out), byref(diag), byref(nerr),
                                 byref(nwarn))
     try:
         diag_text = ctypes.string_at(diag.value).decode(errors="replace") if diag.value else ""
         if rc != 0:
             if rc == 1:
+                # the compiler speaks of the command's -D NAME; here the override is params[NAME]
+                for k in params:
+                    diag_text = diag_text.replace(f"error: -D {k}: ", f"error: params[{k!r}]: ")
                 raise CompileError(diag_text, fname)
             raise RuntimeError(f"mscclrt.compile: {fname}: compiler failed (code {rc}): "
                                f"{diag_text.strip() or 'internal error'}")
@@ -348,8 +367,12 @@ def _compile_now(text: str, fname: str, params: Mapping[str, int], no_fusion: bo
 def stdlib_dir() -> Path:
     """The stdlib's .coll programs: the source checkout's stdlib/, else the installed copy."""
     here = Path(__file__).resolve().parent
-    for d in (here.parent.parent / "stdlib", here / "_libs" / "stdlib",
-              Path("/usr/local/share/mscclc/stdlib")):
+    # checkout, wheel, `make install` (PREFIX/lib/mscclrt/python/mscclrt -> PREFIX/share), default
+    dirs = [here.parent.parent / "stdlib", here / "_libs" / "stdlib"]
+    if len(here.parents) > 3:
+        dirs.append(here.parents[3] / "share" / "mscclc" / "stdlib")
+    dirs.append(Path("/usr/local/share/mscclc/stdlib"))
+    for d in dirs:
         if d.is_dir():
             return d
     raise FileNotFoundError("mscclrt: the stdlib programs were not found (checkout or install)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import byref, c_void_p
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from . import _lib
 from ._ints import c_int_arg, size_arg
@@ -94,4 +94,41 @@ class CpuComm:
             pass
 
 
-__all__ = ["CpuComm"]
+class _CheckC(ctypes.Structure):
+    """struct mscclrt_gpu_check (mscclrt.h), which the CPU check takes too."""
+    _fields_ = [("bytes", ctypes.c_size_t), ("dtype", ctypes.c_int), ("op", ctypes.c_int),
+                ("packet", ctypes.c_int), ("inplace", ctypes.c_int), ("iters", ctypes.c_int),
+                ("graph_iters", ctypes.c_int), ("seed", ctypes.c_uint64), ("cumem", ctypes.c_int)]
+
+
+def check_cpu(plan: Any, ranks: Optional[int] = None, size: Optional[int] = None,
+              dtype: Any = DataType.float32, op: Any = ReduceOp.SUM,
+              inplace: Optional[bool] = None, packet: int = 0, iters: int = 1,
+              seed: int = 1) -> float:
+    """Runs `plan` (a Plan, or a path to its JSON) on the CPU reference backend and checks every
+    rank's output against the host reference, as `mscclrt-run PLAN --backend cpu --check` does.
+    size: the message in bytes as nccl-tests counts it (default: the plan's smallest); 0 is an
+    empty call. ranks, if given, must be the plan's. inplace: default the plan's. packet: 0 LL16,
+    1 LL8. Returns the mean time per call in microseconds; raises MscclrtError on a wrong result,
+    naming the rank, element, values, the chunk and the ops that write it."""
+    if not isinstance(plan, Plan):
+        plan = Plan.load(plan)
+    n = plan.nranks if ranks is None else int(ranks)
+    if n != plan.nranks:
+        raise ValueError(f"mscclrt.check_cpu: ranks={n}, but plan {plan.name!r} is for "
+                         f"{plan.nranks} ranks")
+    rt = _lib.runtime()
+    if size is None:
+        b = ctypes.c_size_t()
+        _lib.check(rt.mscclrt_plan_min_bytes(plan.handle, byref(b)), "mscclrt_plan_min_bytes")
+        size = b.value
+    c = _CheckC(bytes=int(size), dtype=int(parse_dtype(dtype)), op=int(parse_op(op)),
+                packet=int(packet), inplace=int(plan.inplace if inplace is None else bool(inplace)),
+                iters=int(iters), graph_iters=0, seed=int(seed), cumem=0)
+    us = ctypes.c_double()
+    _lib.check(rt.mscclrt_cpu_check_plan(plan.handle, n, ctypes.addressof(c), byref(us)),
+               f"cpu check of {plan.name}")
+    return us.value
+
+
+__all__ = ["CpuComm", "check_cpu"]

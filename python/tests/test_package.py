@@ -74,6 +74,56 @@ def test_compile_param_errors():
         mscclrt.compile(mscclrt.stdlib_program("allreduce/allpair_packet"), params={"N": 4}, rank=4)
 
 
+def test_compile_unknown_param_says_params_once(tmp_path):
+    f = tmp_path / "prog.coll"
+    f.write_text("param N = 2\nprogram x {\n  collective allreduce\n  ranks N\n}\n")
+    with pytest.raises(mscclrt.CompileError) as ei:
+        mscclrt.compile(str(f), params={"X": 3})
+    text = str(ei.value)
+    assert text == f"{f}: params['X']: the program declares no 'param X'", text
+    assert ei.value.line == 0 and ei.value.file == str(f)
+
+
+def test_check_cpu_passes_and_explains_failures(tmp_path):
+    plan = mscclrt.compile(mscclrt.stdlib_program("allreduce/allpair_packet"), params={"N": 4})
+    assert mscclrt.check_cpu(plan, size=4096, dtype="bfloat16", op="max", iters=2) >= 0
+    assert mscclrt.check_cpu(plan, ranks=4, size=0) == 0      # an empty call
+    with pytest.raises(ValueError, match="ranks=2, but plan"):
+        mscclrt.check_cpu(plan, ranks=2)
+    # drop rank 1's last op: its output is never written, and the error says so
+    import json
+    p = json.loads(plan.json)
+    p["gpus"][1]["threadblocks"][0]["ops"].pop()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(p))
+    with pytest.raises(MscclrtError, match="fill pattern .*so nothing wrote this element; output chunk 0 of rank 1 is written"):
+        mscclrt.check_cpu(str(bad), size=4096)
+
+
+def test_torch_missing_is_a_clear_import_error():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "try:\n    import mscclrt.torch\nexcept ImportError as e:\n    print(type(e).__name__, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}).stdout
+    assert "mscclrt.torch needs PyTorch" in out and "pip install torch" in out, out
+
+
+def test_compile_target():
+    src = Path(__file__).resolve().parents[2] / "examples" / "ring_allreduce_1tb.coll"
+    plan = mscclrt.compile(src, {"N": 8})
+    assert '"target": "mscclrt"' in plan.json
+    assert mscclrt.check_cpu(plan, size=4096) >= 0
+    with pytest.raises(mscclrt.CompileError, match="supports 64 per thread block"):
+        mscclrt.compile(src, {"N": 8}, target="mscclpp")
+    assert '"target": "mscclpp"' in mscclrt.compile(src, {"N": 4}, target="mscclpp").json
+    with pytest.raises(ValueError, match="expected 'mscclrt' or 'mscclpp'"):
+        mscclrt.compile(src, {"N": 4}, target="cuda")
+
+
+def test_search_dirs_exist():
+    assert all(d.is_dir() for d in mscclrt.search_dirs())
+
+
 def test_compile_cache_key_and_disk(tmp_path):
     src = mscclrt.stdlib_program("allgather/fullmesh").read_text()
     k4 = mscclrt.compiler.cache_key(src, {"N": 4}, False)

@@ -71,6 +71,19 @@ typedef struct {
     char msg[512];              /* one line naming all of the above */
 } CheckMismatch;
 
+/* The byte every output is filled with before a checked call (mscclrt-run, the check helpers):
+ * an element still made of it was never written. */
+#define CHECK_FILL_BYTE 0xa5
+
+/* check_cpu.c: why rank `rank`'s element `elem` (elem_bytes each; `value` points at it, may be
+ * NULL) of a call of in_bytes/out_bytes per rank can be wrong, as text to append to a mismatch
+ * message ("; output chunk 3 of rank 1 is written by rank 0 tb 0 op 5 (put)", and whether the
+ * value is still fill_byte, the byte the output was filled with before the call; -1: none).
+ * Empty when the geometry does not resolve. */
+void check_explain(const Plan *p, bool inplace, int rank, size_t elem, size_t elem_bytes,
+                   const void *value, int fill_byte, uint64_t in_bytes, uint64_t out_bytes,
+                   char *text, size_t len);
+
 bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_redop op,
                       const void *const *inputs, size_t in_bytes, const void *const *outputs,
                       size_t out_bytes, CheckMismatch *mm);

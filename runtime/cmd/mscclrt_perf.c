@@ -452,10 +452,42 @@ static void measure(size_t bytes, int inplace, char *cell, size_t n) {
     snprintf(cell, n, "%10.2f %8.2f %8.2f %6s", us, algbw, busbw, w);
 }
 
-static void usage(void) {
-    fputs("usage: mscclrt-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEP] [-g GPUS_PER_THREAD]\n"
-          "         [-t THREADS] [-w WARMUP] [-n ITERS] [-G GRAPH_LAUNCHES] [-d DTYPE] [-o OP]\n"
-          "         [-c 0|1] [-C COLLECTIVE] [--plan FILE]... [--lib mscclrt|api|nccl|both]\n", stderr);
+/* The placeholders are those of mscclrt-perf(1)'s SYNOPSIS; every option here has an entry in
+ * its OPTIONS (tests/cases/check_man.sh compares them). */
+static const char *usage_text =
+    "usage: mscclrt-perf [-b MINBYTES] [-e MAXBYTES] [-f FACTOR | -i STEP] [-g GPUS]\n"
+    "         [-t THREADS] [-w WARMUP] [-n ITERS] [-G LAUNCHES] [-d DTYPE] [-o OP]\n"
+    "         [-c 0|1] [-C COLLECTIVE] [--plan FILE]... [--lib mscclrt|api|nccl|both]\n"
+    "       mscclrt-perf --version | --help\n";
+
+static void usage(FILE *f) {
+    fputs(usage_text, f);
+}
+
+static void help(void) {
+    static const char *const lines[][2] = {
+        {"-b MINBYTES", "smallest size (K, M, G suffixes; default 32M)"},
+        {"-e MAXBYTES", "largest size (default 32M)"},
+        {"-f FACTOR", "multiply the size by FACTOR between rows (default 2)"},
+        {"-i STEP", "add STEP bytes between rows instead"},
+        {"-g GPUS", "GPUs per thread (default 1)"},
+        {"-t THREADS", "threads (default 1); ranks = GPUS x THREADS"},
+        {"-w WARMUP", "warm-up calls per size (default 5)"},
+        {"-n ITERS", "timed calls per size (default 20)"},
+        {"-G LAUNCHES", "time LAUNCHES launches of a CUDA graph of the calls (default 0: eager)"},
+        {"-d DTYPE", "data type (default float32)"},
+        {"-o OP", "reduction operator (default sum)"},
+        {"-c 0|1", "check one extra call per size (default 1)"},
+        {"-C COLLECTIVE", "the collective (default: the first plan's)"},
+        {"--plan FILE", "an algorithm, in order of preference (repeatable)"},
+        {"--lib mscclrt|api|nccl|both", "what to time (default mscclrt: the plans)"},
+        {"--version", "print the version"},
+        {"--help", "print this help"},
+    };
+    fputs(usage_text, stdout);
+    fputs("\nTimes collectives on GPUs with nccl-tests' flags and columns.\n\n", stdout);
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+        printf("  %-30s %s\n", lines[i][0], lines[i][1]);
 }
 
 static int run_table(void) {
@@ -526,7 +558,11 @@ int main(int argc, char **argv) {
     O.op = MSCCLRT_SUM;
     O.coll = PLAN_COLL_ALLREDUCE;
     int both = 0;
-    static const struct option lo[] = {{"plan", 1, 0, 'P'}, {"lib", 1, 0, 'L'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"plan", 1, 0, 'P'}, {"lib", 1, 0, 'L'}, {"help", 0, 0, 'h'},
+                                       {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+    /* getopt's own messages name argv[0]: the command's name, not the path it was run by */
+    const char *base = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+    if (base) argv[0] = (char *)base + 1;
     int c;
     unsigned long long u;
     while ((c = getopt_long(argc, argv, "b:e:f:i:g:t:w:n:G:d:o:c:C:h", lo, NULL)) != -1) {
@@ -595,7 +631,9 @@ int main(int argc, char **argv) {
             else if (!strcmp(optarg, "api")) O.lib = 2, both = 0;
             else { fprintf(stderr, "mscclrt-perf: --lib mscclrt|api|nccl|both\n"); return 2; }
             break;
-        default: usage(); return c == 'h' ? 0 : 2;
+        case 'h': help(); return 0;
+        case 'V': printf("mscclrt-perf %s\n", mscclrt_version()); return 0;
+        default: usage(stderr); return 2;
         }
     }
     /* each is at most 64 (num_opt), so the product cannot overflow */

@@ -7,6 +7,7 @@
  * one rank of a group a launcher started (env: torchrun, mpirun, srun).
  */
 #include "check/check.h"
+#include "core/api_plan.h"
 #include "core/numarg.h"
 #include "mscclrt.h"
 #include "plan.h"
@@ -24,12 +25,59 @@
 #include <time.h>
 #include <unistd.h>
 
+#define RUN_VERSION "0.1.0"
+
 static const char *usage_text =
     "usage: mscclrt-run PLAN.json [--ranks N] [--size BYTES] [--dtype T] [--op OP]\n"
     "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check] [--save DIR]\n"
     "                   [--inplace|--outofplace] [--packet ll16|ll8]\n"
     "                   [--launch single|procs|env] [--timeout SECONDS] [--alloc device|cumem]\n"
-    "                   [--gpus K]\n";
+    "                   [--gpus K]\n"
+    "       mscclrt-run --version | --help\n";
+
+/* Every option, with what --help says of it (mscclrt-run(1) OPTIONS has the same list; the
+ * man-page check compares them). `arg` is NULL for a flag. */
+static const struct { const char *name, *arg, *help; } options[] = {
+    {"--ranks", "N", "the plan's rank count, as a check (default: the plan's)"},
+    {"--size", "BYTES", "message size (K, M, G suffixes; 0 runs an empty call; default: the "
+                        "plan's smallest)"},
+    {"--dtype", "T", "float16, bfloat16, float32 (default), float64, int8, uint8, int32, uint32, "
+                     "int64, uint64, fp8_e4m3, fp8_e5m2"},
+    {"--op", "OP", "sum (default), prod, max, min, avg; for collectives that reduce"},
+    {"--backend", "cpu|gpu", "the CPU reference backend (default) or the GPUs"},
+    {"--iters", "K", "calls to make (default 1)"},
+    {"--seed", "S", "seed of the input pattern (default 1)"},
+    {"--check", NULL, "check every rank's output against a float64 reference"},
+    {"--save", "DIR", "write DIR/rankR.in.bin and rankR.out.bin (cpu backend)"},
+    {"--inplace", NULL, "run in place (default: the plan's \"inplace\")"},
+    {"--outofplace", NULL, "run out of place"},
+    {"--packet", "ll16|ll8", "LL packet format of LL plans (default ll16)"},
+    {"--launch", "single|procs|env", "gpu: ranks in this process, one process per rank, or one "
+                                     "rank of a launcher's group"},
+    {"--timeout", "SECONDS", "gpu, --launch procs: deadline (default 600)"},
+    {"--alloc", "device|cumem", "gpu: buffers from cuMemAlloc (default) or cuMem"},
+    {"--gpus", "K", "gpu: put rank r on device r mod K"},
+    {"--version", NULL, "print the version"},
+    {"--help", NULL, "print this help"},
+};
+
+static void help(void) {
+    fputs(usage_text, stdout);
+    fputs("\nRuns an execution plan and, with --check, checks the collective's result.\n\n", stdout);
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++) {
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "%s%s%s", options[i].name, options[i].arg ? " " : "",
+                 options[i].arg ? options[i].arg : "");
+        printf("  %-26s %s\n", lhs, options[i].help);
+    }
+}
+
+/* The option table's entry of `a`, or -1. */
+static int option_index(const char *a) {
+    for (size_t i = 0; i < sizeof options / sizeof *options; i++)
+        if (strcmp(a, options[i].name) == 0) return (int)i;
+    return -1;
+}
 
 /* ---- backends ----------------------------------------------------------------------------- */
 typedef struct {
@@ -76,7 +124,8 @@ typedef struct {
     const char *alloc;                  /* --backend gpu buffers: NULL/"device" or "cumem" */
     int gpus;                           /* --gpus: ranks on devices r mod gpus; 0: device r */
     int ranks;                          /* 0: the plan's */
-    unsigned long long size;            /* 0: the plan's smallest legal size */
+    unsigned long long size;            /* with size_set; else the plan's smallest legal size */
+    bool size_set;
     long iters;
     unsigned long long seed;
     bool check;
@@ -115,7 +164,10 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         unsigned long long x;
         int rc = 0;
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            fputs(usage_text, stdout);
+            help();
+            exit(0);
+        } else if (strcmp(a, "--version") == 0) {
+            puts("mscclrt-run " RUN_VERSION);
             exit(0);
         } else if (strcmp(a, "--check") == 0) {
             o->check = true;
@@ -123,15 +175,18 @@ static int parse_opts(int argc, char **argv, Opts *o) {
             o->inplace = 1;
         } else if (strcmp(a, "--outofplace") == 0) {
             o->inplace = 0;
-        } else if (a[0] == '-' && a[1] == '-') {
+        } else if (a[0] == '-' && a[1]) {
+            int k = option_index(a);
+            if (k < 0) return usage_error("unknown option %s", a);
             if (!v) return usage_error("option %s needs a value", a);
             i++;
             if (strcmp(a, "--ranks") == 0) {
                 if (!num_opt(a, v, "a rank count", 1, 4096, false, &x, &rc)) return rc;
                 o->ranks = (int)x;
             } else if (strcmp(a, "--size") == 0) {
-                if (!num_opt(a, v, "a positive byte count", 1, ULLONG_MAX, true, &o->size, &rc))
+                if (!num_opt(a, v, "a byte count", 0, ULLONG_MAX, true, &o->size, &rc))
                     return rc;
+                o->size_set = true;
             } else if (strcmp(a, "--iters") == 0) {
                 if (!num_opt(a, v, "a count", 1, 1000000, false, &x, &rc)) return rc;
                 o->iters = (long)x;
@@ -240,6 +295,16 @@ static double now_s(void) {
 
 static int fail_api(const char *what);
 
+/* "float32 sum, in-place, LL16": the data type, the operator where the collective reduces (or
+ * its postcondition is unknown), the placement, and the protocol the plan uses. */
+static void describe_call(char *buf, size_t len, PlanCollective coll, mscclrt_dtype dt,
+                          mscclrt_redop op, bool inplace, bool ll, mscclrt_packet pk) {
+    bool reduces = check_collective_reduces(coll) || !check_collective_known(coll);
+    snprintf(buf, len, "%s%s%s, %s, %s", mscclrt_dtype_name(dt), reduces ? " " : "",
+             reduces ? mscclrt_redop_name(op) : "", inplace ? "in-place" : "out-of-place",
+             !ll ? "Simple" : pk == MSCCLRT_LL8 ? "LL8" : "LL16");
+}
+
 /* ---- --backend gpu -------------------------------------------------------------------------- */
 typedef struct {
     const mscclrt_plan *plan;
@@ -248,17 +313,20 @@ typedef struct {
     size_t bytes;
     mscclrt_gpu_check chk;
     int gpus;                           /* ranks on devices r mod gpus; 0: device r */
+    PlanCollective coll;
+    bool ll;                            /* the plan's protocol is LL */
 } GpuRun;
 
 static int gpu_of(const GpuRun *g, int r) { return g->gpus ? r % g->gpus : r; }
 
 static void gpu_summary(const GpuRun *g, const Opts *o, const char *how, double usec) {
-    printf("%d ranks on %d GPUs%s, %zu bytes, %s %s, %s%s, %s: %ld iteration%s + 1 graph "
+    char call[160];
+    describe_call(call, sizeof call, g->coll, g->chk.dtype, g->chk.op, g->chk.inplace, g->ll,
+                  g->chk.packet);
+    printf("%d ranks on %d GPUs%s, %zu bytes, %s%s: %ld iteration%s + 1 graph "
            "replay, %.2f us per call, check passed\n", g->n,
-           g->gpus && g->gpus < g->n ? g->gpus : g->n, how, g->bytes,
-           mscclrt_dtype_name(g->chk.dtype), mscclrt_redop_name(g->chk.op),
-           g->chk.inplace ? "in-place" : "out-of-place", g->chk.cumem ? " cuMem buffers" : "",
-           g->chk.packet == MSCCLRT_LL8 ? "LL8" : "LL16", o->iters, o->iters == 1 ? "" : "s", usec);
+           g->gpus && g->gpus < g->n ? g->gpus : g->n, how, g->bytes, call,
+           g->chk.cumem ? ", cuMem buffers" : "", o->iters, o->iters == 1 ? "" : "s", usec);
 }
 
 /* --launch single: this process drives one GPU per rank (devices 0..N-1, or r mod --gpus) through
@@ -616,7 +684,7 @@ static const char *launch_mode(const Opts *o) {
  * reference. */
 static int run_gpu(const mscclrt_plan *plan, const char *name, int n, size_t bytes,
                    mscclrt_dtype dt, mscclrt_redop op, mscclrt_packet pk, bool inplace,
-                   const Opts *o) {
+                   PlanCollective coll, bool ll, const Opts *o) {
     if (o->save) {
         fprintf(stderr, "mscclrt-run: --save is available with --backend cpu only\n");
         return 1;
@@ -624,7 +692,7 @@ static int run_gpu(const mscclrt_plan *plan, const char *name, int n, size_t byt
     GpuRun g = {plan, name, n, bytes,
                 {.bytes = bytes, .dtype = dt, .op = op, .packet = pk, .inplace = inplace,
                  .iters = (int)o->iters, .graph_iters = 1, .seed = o->seed,
-                 .cumem = o->alloc && strcmp(o->alloc, "cumem") == 0}, o->gpus};
+                 .cumem = o->alloc && strcmp(o->alloc, "cumem") == 0}, o->gpus, coll, ll};
     const char *mode = launch_mode(o);
     if (strcmp(mode, "single") == 0) return gpu_single(&g, o);
     if (strcmp(mode, "env") == 0) return gpu_env(&g, o);
@@ -694,7 +762,7 @@ int main(int argc, char **argv) {
                 name, n);
         goto out;
     }
-    if (!bytes && mscclrt_plan_min_bytes(plan, &bytes) != MSCCLRT_SUCCESS) {
+    if (!o.size_set && mscclrt_plan_min_bytes(plan, &bytes) != MSCCLRT_SUCCESS) {
         fail_api("no legal message size");
         goto out;
     }
@@ -713,8 +781,17 @@ int main(int argc, char **argv) {
         goto out;
     }
     bool inplace = o.inplace < 0 ? info.inplace != 0 : o.inplace != 0;
+    if (bytes == 0) {
+        /* an empty collective, as NCCL's count 0: nothing moves, so nothing runs or is wrong */
+        char call[160];
+        describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
+        printf("%s: %s, %d ranks, 0 bytes, %s, backend %s: an empty call, nothing to run%s\n",
+               name, coll_name, n, call, be->name, o.check ? ", check passed" : "");
+        result = 0;
+        goto out;
+    }
     if (strcmp(be->name, "gpu") == 0) {
-        result = run_gpu(plan, name, n, bytes, dt, op, pk, inplace, &o);
+        result = run_gpu(plan, name, n, bytes, dt, op, pk, inplace, coll, info.protocol_ll != 0, &o);
         goto out;
     }
 
@@ -756,7 +833,7 @@ int main(int argc, char **argv) {
     double t0 = now_s(), busy = 0;
     for (long it = 0; it < o.iters; it++) {
         for (int r = 0; r < n; r++) {
-            memset(recv[r], 0xa5, out);   /* outputs the plan forgets to write show up */
+            memset(recv[r], CHECK_FILL_BYTE, out);   /* outputs the plan forgets to write show up */
             check_fill(dt, op, send[r], in / es, o.seed + (unsigned long long)it, r);
             memcpy(inputs[r], send[r], in);
         }
@@ -770,10 +847,14 @@ int main(int argc, char **argv) {
             CheckMismatch mm;
             if (!check_collective(coll, n, dt, op, (const void *const *)inputs, in,
                                   (const void *const *)recv, out, &mm)) {
-                fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s %s, %s, "
-                        "iteration %ld): %s\n", name, coll_name, bytes,
-                        mscclrt_dtype_name(dt), mscclrt_redop_name(op),
-                        inplace ? "in-place" : "out-of-place", it, mm.msg);
+                char call[160], why[1024] = "";
+                describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
+                if (mm.rank >= 0)
+                    check_explain(api_plan_model(plan), inplace, mm.rank, mm.elem, es,
+                                  (const unsigned char *)recv[mm.rank] + mm.elem * es,
+                                  CHECK_FILL_BYTE, in, out, why, sizeof why);
+                fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s, "
+                        "iteration %ld): %s%s\n", name, coll_name, bytes, call, it, mm.msg, why);
                 goto out;
             }
         }
@@ -792,11 +873,12 @@ int main(int argc, char **argv) {
                 !save_file(o.save, r, "out", recv[r], out, save_mode))
                 goto out;
     }
-    printf("%s: %s, %d ranks, %zu bytes (%zu in, %zu out per rank), %s %s, %s, %s, backend %s: "
-           "%ld iteration%s, %.3f ms per call%s\n", name, coll_name, n, bytes, in, out,
-           mscclrt_dtype_name(dt), mscclrt_redop_name(op), inplace ? "in-place" : "out-of-place",
-           pk == MSCCLRT_LL8 ? "LL8" : "LL16", be->name, o.iters, o.iters == 1 ? "" : "s",
-           busy * 1e3 / (double)o.iters, o.check ? ", check passed" : "");
+    char call[160];
+    describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
+    printf("%s: %s, %d ranks, %zu bytes (%zu in, %zu out per rank), %s, backend %s: "
+           "%ld iteration%s, %.3f ms per call%s\n", name, coll_name, n, bytes, in, out, call,
+           be->name, o.iters, o.iters == 1 ? "" : "s", busy * 1e3 / (double)o.iters,
+           o.check ? ", check passed" : "");
     result = 0;
     goto out;
 oom:

@@ -66,12 +66,12 @@ mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r, int devi
     if (!chk->inplace) {
         TRY(check_buf(&b->sbuf, &b->sbuf_size, in ? in : 16, b->cumem, device, "send"));
         TRY(check_buf(&b->rbuf, &b->rbuf_size, out ? out : 16, b->cumem, device, "recv"));
-        TRY(cu_check(cu.cuMemsetD8(b->rbuf, 0xcd, out), "cuMemsetD8(recv)"));
+        TRY(cu_check(cu.cuMemsetD8(b->rbuf, EXEC_CHECK_FILL, out), "cuMemsetD8(recv)"));
         b->send = (const void *)(uintptr_t)b->sbuf;
         b->recv = (void *)(uintptr_t)b->rbuf;
     } else {
         TRY(check_buf(&b->sbuf, &b->sbuf_size, big ? big : 16, b->cumem, device, "buffer"));
-        TRY(cu_check(cu.cuMemsetD8(b->sbuf, 0xcd, big), "cuMemsetD8(buffer)"));
+        TRY(cu_check(cu.cuMemsetD8(b->sbuf, EXEC_CHECK_FILL, big), "cuMemsetD8(buffer)"));
         CuDevPtr s = b->sbuf, d = b->sbuf;
         if (p->collective == PLAN_COLL_ALLGATHER) s = d + (CuDevPtr)r * in;
         if (p->collective == PLAN_COLL_REDUCESCATTER) d = s + (CuDevPtr)r * out;
@@ -96,7 +96,7 @@ mscclrt_result exec_check_restore(mscclrt_comm *c, ExecCheckBufs *b, size_t in) 
 }
 
 mscclrt_result exec_check_capture_begin(ExecCheckBufs *b, size_t in, size_t out) {
-    TRY(cu_check(cu.cuMemsetD8Async(b->rbuf ? b->rbuf : b->sbuf, 0xcd,
+    TRY(cu_check(cu.cuMemsetD8Async(b->rbuf ? b->rbuf : b->sbuf, EXEC_CHECK_FILL,
                                     b->rbuf ? out : (in > out ? in : out), b->stream),
                  "cuMemsetD8Async"));
     return cu_check(cu.cuStreamBeginCapture(b->stream, CU_CAPTURE_MODE_RELAXED),
@@ -115,11 +115,20 @@ mscclrt_result exec_check_fetch(ExecCheckBufs *b, size_t out) {
                     "cuMemcpyDtoH(output)");
 }
 
-mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk, const char *what) {
+mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk,
+                                const CheckMismatch *mm, const void *host_out, size_t in,
+                                size_t out) {
+    /* which ops write the wrong element's chunk, and whether it still holds the fill */
+    char why[1024] = "";
+    size_t es = mscclrt_dtype_size(chk->dtype);
+    if (mm->rank >= 0 && host_out && es)
+        check_explain(p, chk->inplace != 0, mm->rank, mm->elem, es,
+                      (const unsigned char *)host_out + mm->elem * es, EXEC_CHECK_FILL, in, out,
+                      why, sizeof why);
     return rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s' on GPUs, %zu bytes, %s %s, %s%s: wrong "
-                   "result: %s", PLAN_ESC(p->name), chk->bytes, check_dtype_name(chk->dtype),
+                   "result: %s%s", PLAN_ESC(p->name), chk->bytes, check_dtype_name(chk->dtype),
                    check_redop_name(chk->op), chk->inplace ? "in place" : "out of place",
-                   chk->graph_iters > 0 ? ", after graph replay" : "", what);
+                   chk->graph_iters > 0 ? ", after graph replay" : "", mm->msg, why);
 }
 
 void exec_check_release(mscclrt_comm *c, ExecCheckBufs *b, bool timed_out) {
@@ -240,7 +249,8 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
         bool ok = check_collective(p->collective, n, chk->dtype, chk->op, ins, in, outs, out, &mm);
         free(ins);
         free(outs);
-        if (!ok) res = exec_check_wrong(p, chk, mm.msg);
+        if (!ok) res = exec_check_wrong(p, chk, &mm, mm.rank >= 0 ? rb[mm.rank].host_out : NULL,
+                                        in, out);
     }
 out:
     for (int r = 0; r < n; r++) exec_check_release(comms[r], &rb[r], res == MSCCLRT_ERR_TIMEOUT);

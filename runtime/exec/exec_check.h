@@ -7,6 +7,7 @@
 #ifndef MSCCLRT_EXEC_CHECK_H
 #define MSCCLRT_EXEC_CHECK_H
 
+#include "check/check.h"
 #include "exec/exec.h"
 
 #define EXEC_CHECK_DEADLINE_S 15.0  /* longest wait for a rank's kernels */
@@ -39,15 +40,22 @@ mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int rank, int d
                                 const mscclrt_gpu_check *chk, size_t in, size_t out);
 /* Queues the copy of the pristine input over the send buffer (in-place calls). Any context. */
 mscclrt_result exec_check_restore(mscclrt_comm *c, ExecCheckBufs *b, size_t in);
-/* Refills the output with 0xcd on the stream, then starts capturing it (context current). */
+/* Refills the output with EXEC_CHECK_FILL on the stream, then starts capturing it (context current). */
 mscclrt_result exec_check_capture_begin(ExecCheckBufs *b, size_t in, size_t out);
 /* Ends the capture (always, so the stream leaves capture mode); `so_far` is the result of the
  * captured calls and wins over the end's own. Then instantiates the graph. Context current. */
 mscclrt_result exec_check_capture_end(ExecCheckBufs *b, mscclrt_result so_far);
 /* Copies the output to b->host_out (context current; stream finished). */
 mscclrt_result exec_check_fetch(ExecCheckBufs *b, size_t out);
-/* The error of a wrong result of plan p: MSCCLRT_ERR_INTERNAL naming the call and `what`. */
-mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk, const char *what);
+/* The byte outputs are filled with before a checked call: an element still made of it was
+ * never written. */
+#define EXEC_CHECK_FILL 0xcd
+/* The error of a wrong result of plan p: MSCCLRT_ERR_INTERNAL naming the call and the first
+ * mismatch, the ops that write its chunk and whether it is still the fill (check_explain);
+ * host_out is the output of rank mm->rank as fetched (may be NULL), in/out the per-rank sizes. */
+mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk,
+                                const CheckMismatch *mm, const void *host_out, size_t in,
+                                size_t out);
 /* exec_check_rank.c: every rank's verdict to every rank over the bootstrap (its own tag, so a
  * peer still inside a collective setup is not confused). mine is this rank's result, its text
  * this thread's mscclrt_last_error(). Returns the same on every rank: success (*usec, if not

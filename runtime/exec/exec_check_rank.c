@@ -70,7 +70,7 @@ static mscclrt_result check_local(mscclrt_comm *c, const mscclrt_plan *plan, con
                               b->host_out, out, &mm))
         return MSCCLRT_SUCCESS;
     if (mm.rank < 0) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s", mm.msg);
-    return exec_check_wrong(p, chk, mm.msg);
+    return exec_check_wrong(p, chk, &mm, b->host_out, in, out);
 }
 
 mscclrt_result exec_check_agree(Boot *boot, mscclrt_result mine, double my_usec, double *usec) {

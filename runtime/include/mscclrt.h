@@ -268,6 +268,14 @@ typedef struct mscclrt_gpu_check {
 MSCCLRT_API mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int nranks,
                                                   const mscclrt_plan *plan,
                                                   const mscclrt_gpu_check *chk, double *usec);
+/* [any thread] The same check on the CPU reference backend, no GPU needed: nranks (the plan's)
+ * host threads, inputs from the seed, outputs filled with 0xa5 bytes before each of `iters`
+ * calls, every rank's output checked against the host reference (graph_iters and cumem are
+ * ignored). A wrong result is MSCCLRT_ERR_INTERNAL; mscclrt_last_error() names the first
+ * mismatch (rank, element, values), the output chunk it is in, the ops that write that chunk
+ * (rank, thread block, op index and name) and whether the value is still the fill pattern. */
+MSCCLRT_API mscclrt_result mscclrt_cpu_check_plan(const mscclrt_plan *plan, int nranks,
+                                                  const mscclrt_gpu_check *chk, double *usec);
 /* [serialised per comm; every rank of the group calls it] The same check as mscclrt_gpu_check_plan
  * by one rank of a group of processes (or threads) from mscclrt_comm_init_rank or
  * mscclrt_comm_init_env, whose size must equal the plan's. The rank fills its own input (the

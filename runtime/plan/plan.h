@@ -14,7 +14,7 @@
 
 /* Executor limits (spec §2.8). The model's fixed arrays are sized by them: the loader and the
  * compiler reject anything larger with an error instead of overflowing. */
-#define PLAN_MAX_OPS_PER_TB    64   /* after flattening pipelines */
+#define PLAN_MAX_OPS_PER_TB    64   /* after flattening pipelines; MSCCL++ only (PlanTarget) */
 #define PLAN_MAX_TB_CHANNELS   16   /* per type, per thread block */
 #define PLAN_MAX_TB_REMOTES    16   /* per access type, per thread block */
 #define PLAN_MAX_OP_CHANNELS   8    /* channel_ids of one op */
@@ -59,6 +59,16 @@ typedef enum {
     PLAN_COLL_BROADCAST, PLAN_COLL_SENDRECV, PLAN_COLL_TEST, PLAN_COLL_CUSTOM,
     PLAN_COLL_REDUCE, PLAN_COLL_GATHER, PLAN_COLL_SCATTER, PLAN_COLL_COUNT
 } PlanCollective;
+
+/* The runtime a plan is meant for: the optional top-level "target" (our extension, which
+ * MSCCL++ ignores). MSCCL++'s executor limits a thread block to PLAN_MAX_OPS_PER_TB operations;
+ * libmscclrt's generated kernels have no such table, so only plans for MSCCL++ keep that limit. */
+typedef enum {
+    PLAN_TARGET_NONE,              /* no "target": any plan, MSCCL++'s own among them */
+    PLAN_TARGET_MSCCLRT,           /* "mscclrt": libmscclrt (mscclc's default) */
+    PLAN_TARGET_MSCCLPP,           /* "mscclpp": MSCCL++'s executor, whose limits all apply */
+    PLAN_TARGET_COUNT
+} PlanTarget;
 
 /* The plan's "reduce_op" string. MSCCL++ ignores it (every reduction is a sum); libmscclrt
  * applies the operator given at execution time, so this is informational. */
@@ -162,6 +172,7 @@ typedef struct {
     uint64_t min_size, max_size;   /* min/max_message_size (inclusive) */
     int ntags;
     char **tags;                   /* owned; optional "tags" (mscclc extension, ignored by MSCCL++) */
+    PlanTarget target;             /* optional "target" (mscclc extension, ignored by MSCCL++) */
     int ngpus;
     PlanGpu *gpus;                 /* owned */
 } Plan;
@@ -178,6 +189,8 @@ const char *plan_buf_long_name(PlanBuf b);         /* "input", "output", "scratc
 const char *plan_chan_name(PlanChanType t);        /* "memory", "port", "switch", "none" */
 const char *plan_coll_name(PlanCollective c);
 bool plan_coll_from_name(const char *s, PlanCollective *out);
+const char *plan_target_name(PlanTarget t);         /* "mscclrt", "mscclpp"; NULL for NONE */
+bool plan_target_from_name(const char *s, PlanTarget *out);
 const char *plan_redop_name(PlanRedOp r);
 bool plan_redop_from_name(const char *s, PlanRedOp *out);
 
@@ -255,9 +268,22 @@ uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t ha
  * (allgather, gather: bytes is the output; reducescatter, scatter: the input; others: both). */
 void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t *out_bytes);
 
+/* ---- who writes what (plan_writers.c) ----------------------------------------------------- */
+typedef struct {
+    int rank, tb, op;              /* the op: gpus[rank].threadblocks[tb].ops[op] */
+    int inner;                     /* index inside that pipeline op, or -1 */
+    PlanOpKind kind;
+} PlanWriter;
+/* The ops that write chunk `chunk` of buffer `buf` of rank `owner` (locally or through a
+ * channel; switch channels are not attributed), the last one in program order of each thread
+ * block, in rank and thread-block order. Fills out[0..max) and returns how many there are. */
+int plan_chunk_writers(const Plan *p, int owner, PlanBuf buf, uint64_t chunk, PlanWriter *out,
+                       int max);
+
 /* ---- human view (plan_dump.c) ------------------------------------------------------------ */
 #include <stdio.h>
 void plan_dump_table(const Plan *p, FILE *out);
+void plan_dump_summary(const Plan *p, FILE *out);   /* the table's header and one line per rank */
 void plan_dump_dot(const Plan *p, FILE *out);
 
 /* ---- printing a plan's strings (plan_escape.c) ------------------------------------------ */

@@ -191,7 +191,34 @@ static void dump_gpu(const Plan *p, int r, FILE *out) {
     }
 }
 
+static void dump_header(const Plan *p, FILE *out);
+
 void plan_dump_table(const Plan *p, FILE *out) {
+    dump_header(p, out);
+    for (int r = 0; r < p->ngpus; r++) dump_gpu(p, r, out);
+}
+
+/* The header, then one line per rank: what `mscclc --dump --summary` prints. */
+void plan_dump_summary(const Plan *p, FILE *out) {
+    dump_header(p, out);
+    fputc('\n', out);
+    for (int r = 0; r < p->ngpus; r++) {
+        const PlanGpu *g = &p->gpus[r];
+        int ops = 0, most = 0;
+        for (int t = 0; t < g->ntbs; t++) {
+            int n = plan_tb_flat_ops(&g->tbs[t]);
+            ops += n;
+            most = n > most ? n : most;
+        }
+        fprintf(out, "rank %d: %d thread block%s, %d op%s (at most %d in a block), %d memory, %d "
+                "port, %d switch channel%s, chunks in %u out %u scratch %u\n", r, g->ntbs,
+                g->ntbs == 1 ? "" : "s", ops, ops == 1 ? "" : "s", most, g->npeers[0],
+                g->npeers[1], g->nswitch, g->nswitch == 1 ? "" : "s", g->input_chunks,
+                g->output_chunks, g->scratch_chunks);
+    }
+}
+
+static void dump_header(const Plan *p, FILE *out) {
     fputs("plan        ", out);
     plan_escape_fputs(p->name, out);
     fputs("\ncollective  ", out);
@@ -202,7 +229,11 @@ void plan_dump_table(const Plan *p, FILE *out) {
     fprintf(out, "inplace     %s\n", p->inplace ? "yes" : "no");
     fprintf(out, "threads     %d per block\n", p->threads);
     fprintf(out, "alignment   %u bytes\n", p->alignment);
-    fprintf(out, "sizes       %" PRIu64 " .. %" PRIu64 " bytes\n", p->min_size, p->max_size);
+    if (p->max_size == UINT64_MAX)
+        fprintf(out, "sizes       %" PRIu64 " .. unbounded\n", p->min_size);
+    else
+        fprintf(out, "sizes       %" PRIu64 " .. %" PRIu64 " bytes\n", p->min_size, p->max_size);
+    if (p->target != PLAN_TARGET_NONE) fprintf(out, "target      %s\n", plan_target_name(p->target));
     bool same = true;
     for (int r = 1; r < p->ngpus; r++)
         same = same && p->gpus[r].scratch_chunks == p->gpus[0].scratch_chunks;
@@ -221,7 +252,6 @@ void plan_dump_table(const Plan *p, FILE *out) {
         }
         fputc('\n', out);
     }
-    for (int r = 0; r < p->ngpus; r++) dump_gpu(p, r, out);
 }
 
 /* ---- dot ------------------------------------------------------------------------------------ */

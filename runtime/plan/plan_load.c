@@ -55,6 +55,8 @@ typedef struct {
     BigNum *big;               /* owned; sorted by node */
     size_t nbig;
     long total_ops;
+    long max_tb_ops;           /* ops per thread block (flattened): MSCCL++'s 64 for plans that
+                                  target it, else only the plan-wide LOAD_MAX_TOTAL_OPS */
 } Ld;
 
 /* ---- messages -------------------------------------------------------------------------------- */
@@ -470,9 +472,10 @@ static bool parse_pipeline(Ld *L, const cJSON *o, const char *path, PlanOp *op) 
     int n;
     const cJSON *arr = get_arr(L, o, path, "ops", true, kp, &n);
     if (!arr) return false;
-    if (n > PLAN_MAX_OPS_PER_TB - 1)
-        return lfail(L, kp, "%d ops, more than a thread block can hold (%d including the "
-                            "pipeline itself)", n, PLAN_MAX_OPS_PER_TB);
+    if (n > L->max_tb_ops - 1)
+        return lfail(L, kp, "%d ops, more than a thread block of MSCCL++'s executor can hold (%d "
+                            "including the pipeline itself; the plan's \"target\" is \"mscclpp\")",
+                     n, PLAN_MAX_OPS_PER_TB);
     if (n > 0) {
         op->inner = calloc((size_t)n, sizeof *op->inner);
         if (!op->inner) return lfail(L, kp, "out of memory");
@@ -637,12 +640,12 @@ static bool parse_tb(Ld *L, const cJSON *t, const char *path, int pos, PlanTb *t
         flat++;
         const cJSON *inner = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "ops") : NULL;
         if (cJSON_IsArray(inner)) flat += cJSON_GetArraySize(inner);
-        if (flat > PLAN_MAX_OPS_PER_TB) {
+        if (flat > L->max_tb_ops) {
             char op_path[PATH_MAX_LEN];
             pidx(op_path, kp, i);
             return lfail(L, kp, "more than %d ops after flattening pipelines (reached at %s): "
-                                "exceeds the executor's device plan", PLAN_MAX_OPS_PER_TB,
-                         op_path);
+                                "exceeds MSCCL++'s executor's device plan (the plan's \"target\" "
+                                "is \"mscclpp\")", PLAN_MAX_OPS_PER_TB, op_path);
         }
     }
     L->total_ops += flat;
@@ -909,6 +912,14 @@ static Plan *parse_root(Ld *L, const cJSON *root) {
         }
     }
     if (!get_str(L, root, "", "producer", false) && L->failed) goto fail;
+    /* "target" (our extension): absent in MSCCL++'s own plans */
+    const char *target = get_str(L, root, "", "target", false);
+    if (L->failed) goto fail;
+    if (target && !plan_target_from_name(target, &p->target)) {
+        lfail(L, "target", "unknown target \"%.64s\" (mscclrt or mscclpp)", target);
+        goto fail;
+    }
+    L->max_tb_ops = p->target == PLAN_TARGET_MSCCLPP ? PLAN_MAX_OPS_PER_TB : LOAD_MAX_TOTAL_OPS;
 
     int r = 0;
     for (const cJSON *gj = gpus->child; gj; gj = gj->next, r++) {
@@ -939,7 +950,7 @@ Plan *plan_parse(const char *text, size_t len, const char *what, PlanErr *err) {
     if (!err) err = &dummy;
     err->msg[0] = '\0';
     if (!what) what = "<memory>";
-    Ld L = {.what = what, .err = err};
+    Ld L = {.what = what, .err = err, .max_tb_ops = LOAD_MAX_TOTAL_OPS};
     if (!text) {
         lfail(&L, "", "no plan text");
         return NULL;
@@ -1630,6 +1641,7 @@ bool plan_validate(const Plan *p, const char *what, PlanErr *err) {
     if (!p) return vf(&V, "", "no plan");
     if (!p->name || !*p->name) return vf(&V, "name", "must not be empty");
     if ((unsigned)p->collective >= PLAN_COLL_COUNT) return vf(&V, "collective", "invalid value");
+    if ((unsigned)p->target >= PLAN_TARGET_COUNT) return vf(&V, "target", "invalid value");
     if (p->threads < 1 || p->threads > PLAN_MAX_THREADS)
         return vf(&V, "num_threads_per_block", "%d is outside 1..%d", p->threads,
                   PLAN_MAX_THREADS);
@@ -1735,9 +1747,9 @@ bool plan_validate(const Plan *p, const char *what, PlanErr *err) {
             }
             if (tb->nops < 0 || (tb->nops > 0 && !tb->ops)) return vf(&V, tp, "invalid ops");
             int flat = plan_tb_flat_ops(tb);
-            if (flat > PLAN_MAX_OPS_PER_TB)
-                return vf(&V, tp, "%d ops after flattening pipelines, more than the executor's "
-                          "limit of %d", flat, PLAN_MAX_OPS_PER_TB);
+            if (p->target == PLAN_TARGET_MSCCLPP && flat > PLAN_MAX_OPS_PER_TB)
+                return vf(&V, tp, "%d ops after flattening pipelines, more than MSCCL++'s "
+                          "executor's limit of %d", flat, PLAN_MAX_OPS_PER_TB);
             pkey(kp, tp, "ops");
             for (int i = 0; i < tb->nops; i++) {
                 pidx(ip, kp, i);

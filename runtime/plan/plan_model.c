@@ -51,6 +51,19 @@ static const char *coll_names[PLAN_COLL_COUNT] = {
     "reduce", "gather", "scatter",
 };
 
+const char *plan_target_name(PlanTarget t) {
+    return t == PLAN_TARGET_MSCCLRT ? "mscclrt" : t == PLAN_TARGET_MSCCLPP ? "mscclpp" : NULL;
+}
+
+bool plan_target_from_name(const char *s, PlanTarget *out) {
+    for (int t = PLAN_TARGET_MSCCLRT; t < PLAN_TARGET_COUNT; t++)
+        if (strcmp(s, plan_target_name((PlanTarget)t)) == 0) {
+            *out = (PlanTarget)t;
+            return true;
+        }
+    return false;
+}
+
 const char *plan_coll_name(PlanCollective c) {
     return (unsigned)c < PLAN_COLL_COUNT ? coll_names[c] : "?";
 }
@@ -332,6 +345,7 @@ Plan *plan_clone(const Plan *p) {
     c->alignment = p->alignment;
     c->min_size = p->min_size;
     c->max_size = p->max_size;
+    c->target = p->target;
     if (p->ntags > 0) {
         c->tags = calloc((size_t)p->ntags, sizeof *c->tags);
         if (!c->tags) goto fail;

@@ -374,6 +374,7 @@ static void write_plan(Out *o, const Plan *p, const char *producer) {
         for (int i = 0; i < p->ntags; i++) val_str(o, p->tags[i]);
         out_close(o, ']');
     }
+    if (p->target != PLAN_TARGET_NONE) kv_str(o, "target", plan_target_name(p->target));
     if (producer) kv_str(o, "producer", producer);
     out_close(o, '}');
 }

@@ -40,7 +40,7 @@ t run_size_overflow 2 "--size '99999999999999999999': too large" "$RUN" "$plan" 
     --size 99999999999999999999
 t run_size_suffix_overflow 2 "--size '17179869184G': too large" "$RUN" "$plan" --size 17179869184G
 t run_size_suffix 2 "--size '64X': unknown suffix 'X' (K, M or G)" "$RUN" "$plan" --size 64X
-t run_size_zero 2 "--size '0': expected a positive byte count" "$RUN" "$plan" --size 0
+t run_size_zero 0 "0 bytes, float32, in-place, Simple, backend cpu: an empty call, nothing to run, check passed" "$RUN" "$plan" --size 0 --check
 t run_size_decimal 0 "65536 bytes" "$RUN" "$plan" --size 065536 --check   # not octal
 t run_size_k 0 "65536 bytes" "$RUN" "$plan" --size 64k --check
 t run_ranks 2 "--ranks '1e3': not a decimal number; expected a rank count in [1, 4096]" \
@@ -69,4 +69,17 @@ t perf_c_range 2 "-c '2': expected a check flag in [0, 1]" "$PERF" -c 2
 t perf_e_below_b 2 "-e 1024 is smaller than -b 2048" "$PERF" -b 2K -e 1K
 # good values get past option parsing to the next check (no --plan given)
 t perf_ok 2 "give at least one --plan" "$PERF" -b 010 -e 1M -f 1.5 -g 2 -t 2 -w 0 -n 5 -G 0 -c 0
+
+# ---- the first hour: unknown options, --version, --help with descriptions, the command's name
+t run_unknown 2 "mscclrt-run: unknown option --foo" "$RUN" "$plan" --foo
+t run_unknown_last 2 "unknown option --foo" "$RUN" "$plan" --check --foo
+t run_needs_value 2 "option --size needs a value" "$RUN" "$plan" --size
+t run_version 0 "mscclrt-run 0.1.0" "$RUN" --version
+t run_help 0 "--check                    check every rank's output" "$RUN" --help
+t perf_version 0 "mscclrt-perf 0.1.0" "$PERF" --version
+t perf_help 0 "--plan FILE                    an algorithm" "$PERF" --help
+t perf_name 2 "mscclrt-perf: invalid option -- 'x'" "$PERF" -x
+"$PERF" -x 2>&1 | grep -q "bin/mscclrt-perf"
+if [ $? = 0 ]; then echo "testing cmd_args/perf_basename ... failed"; fail=1
+else echo "testing cmd_args/perf_basename ... passed"; fi
 exit $fail

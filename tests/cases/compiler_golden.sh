@@ -86,6 +86,21 @@ result "mscclc/stdout-equals-file" $?
 result "mscclc/compact" $?
 "$MSCCLC" --dump "$tmp/a.json" --format=dot >"$tmp/d.dot" && grep -q digraph "$tmp/d.dot"
 result "mscclc/dump-dot" $?
+# --dump is a mode: its options may come before or after the plan; --format takes its value
+# after = or a space; --format or --summary without --dump is a usage error, not ignored
+"$MSCCLC" --dump --format=dot "$tmp/a.json" >"$tmp/d1.dot" && cmp -s "$tmp/d.dot" "$tmp/d1.dot"
+result "mscclc/dump-format-first" $?
+"$MSCCLC" --format dot --dump "$tmp/a.json" >"$tmp/d2.dot" && cmp -s "$tmp/d.dot" "$tmp/d2.dot"
+result "mscclc/dump-format-space" $?
+"$MSCCLC" "$ok" --format=dot >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- "--format applies to --dump only" "$tmp/err"; result "mscclc/format-without-dump" $?
+"$MSCCLC" --dump "$tmp/a.json" --summary >"$tmp/sum" && grep -q '^rank 0: ' "$tmp/sum" &&
+    [ "$(wc -l <"$tmp/sum")" -lt "$("$MSCCLC" --dump "$tmp/a.json" | wc -l)" ]
+result "mscclc/dump-summary" $?
+"$MSCCLC" --dump "$tmp/a.json" | grep -q '^sizes       0 \.\. unbounded$'; result "mscclc/dump-unbounded" $?
+"$MSCCLC" "$ok" --target=cuda >/dev/null 2>&1; [ $? = 2 ]; result "mscclc/unknown-target" $?
+grep -q '"target": "mscclrt"' "$tmp/a.json"; result "mscclc/target-default" $?
+"$MSCCLC" --help | grep -q -- "--summary                  with --dump"; result "mscclc/help-describes" $?
 # a failed compile leaves an existing output untouched
 cp "$tmp/a.json" "$tmp/keep.json"
 "$MSCCLC" tests/golden/err/chunk_range.coll -o "$tmp/keep.json" 2>/dev/null

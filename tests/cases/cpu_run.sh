@@ -32,6 +32,10 @@ t() {
 }
 
 t ok 0 "check passed" "$plan" --ranks 2 --size 4096 --dtype bfloat16 --op max --check --iters 3
+# the protocol the plan uses (Simple here), and no operator where the collective has none
+t ok_simple 0 "bfloat16 max, in-place, Simple, backend cpu" "$plan" --size 4096 --dtype bfloat16 --op max
+"$BUILD/bin/mscclc" stdlib/broadcast/direct.coll -D N=2 -o "$tmp/bc.json"
+t broadcast_no_op 0 "float32, out-of-place, Simple, backend cpu" "$tmp/bc.json" --check
 if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
     # a CUDA driver is here: the GPU tests cover it
     echo "testing cpu_run/gpu_unavailable ... skipped (needs a host without a CUDA driver)"
@@ -103,6 +107,19 @@ json.dump(p, open(sys.argv[2], "w"))
 EOF
     t check_fails 1 "check failed (plan 'reduce'" "$tmp/norre.json" --size 4096 --check
     t check_names_element 1 "rank 0 element 512 (float32): got" "$tmp/norre.json" --size 4096 --check
+    # the ops that write the wrong element's chunk (here through the in-place input)
+    t check_names_writer 1 "input chunk 2 of rank 0 is written by rank 1 tb 0 op 9 (put)" \
+        "$tmp/norre.json" --size 4096 --check
+    # an output nobody writes keeps the fill pattern, and the message says so
+    "$BUILD/bin/mscclc" examples/allreduce_quickstart.coll -D N=4 -o "$tmp/qs.json"
+    python3 - "$tmp/qs.json" "$tmp/qs_bad.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["gpus"][1]["threadblocks"][0]["ops"].pop()
+json.dump(p, open(sys.argv[2], "w"))
+EOF
+    t check_names_fill 1 "the value is the fill pattern written into every output before the call (0xa5 bytes: -2.87e-16 as float32), so nothing wrote this element; no op of the plan writes output chunk 0 of rank 1" \
+        "$tmp/qs_bad.json" --check
     # drop rank 0's last signal (op 11): rank 1's last wait never returns
     python3 - "$plan" "$tmp/nosig.json" 11 <<'EOF'
 import json, sys

@@ -12,7 +12,7 @@ r() { if [ "$2" = 0 ]; then echo "testing install/$1 ... passed"; else echo "tes
 make --no-print-directory BUILD="$BUILD" install PREFIX=$prefix DESTDIR="$tmp" >"$tmp/log" 2>&1
 r make-install $?
 root=$tmp$prefix
-for f in bin/mscclc bin/mscclrt-run bin/mscclrt-perf lib/libmscclrt.so.0 lib/libmscclrt.so \
+for f in bin/mscclc bin/mscclrt-run bin/mscclrt-perf bin/mscclrt-tune lib/libmscclrt.so.0 lib/libmscclrt.so \
          lib/libmscclc.a include/mscclrt.h include/mscclc/mscclc.h include/mscclc/plan.h \
          include/mscclc/ops.def lib/pkgconfig/mscclrt.pc share/man/man1/mscclc.1 \
          share/man/man3/libmscclrt.3 share/man/man3/libmscclc.3 share/man/man5/coll.5 \
@@ -43,4 +43,22 @@ r build-example $?
 r installed-mscclc $?
 LD_LIBRARY_PATH="$root/lib" "$tmp/run_plan" "$tmp/ar4.json"
 r run-example $?
+# mscclrt.pc carries an rpath: in an install without DESTDIR the example runs as built, with no
+# LD_LIBRARY_PATH; and the installed mscclrt-tune finds its package and the libraries
+p2=$tmp/p2
+make --no-print-directory BUILD="$BUILD" install PREFIX="$p2" >"$tmp/log2" 2>&1 || cat "$tmp/log2"
+flags=$(PKG_CONFIG_LIBDIR="$p2/lib/pkgconfig" pkg-config --cflags --libs mscclrt)
+${CC:-cc} -std=c11 -Wall -Wextra -Werror examples/run_plan.c $flags -o "$tmp/run_plan2" &&
+    env -u LD_LIBRARY_PATH "$tmp/run_plan2" "$tmp/ar4.json"
+r run-example-rpath $?
+env -u PYTHONPATH -u MSCCLRT_LIB_DIR "$p2/bin/mscclrt-tune" --help 2>&1 | grep -q -- "--min-bytes"
+r installed-mscclrt-tune $?
+(cd "$tmp" && env -u PYTHONPATH -u MSCCLRT_LIB_DIR MSCCLRT_CACHE_DIR="$tmp/cache" python3 -c "
+import sys; sys.path.insert(0, '$p2/lib/mscclrt/python')
+import os; os.environ['MSCCLRT_LIB_DIR'] = '$p2/lib'
+import mscclrt
+assert str(mscclrt.stdlib_dir()).startswith('$p2/share/mscclc/stdlib'), mscclrt.stdlib_dir()
+mscclrt.check_cpu(mscclrt.compile(mscclrt.stdlib_program('allreduce/allpair_packet'), {'N': 2}), size=256)
+")
+r installed-python-package $?
 exit $st

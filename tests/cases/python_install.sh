@@ -3,7 +3,8 @@
 # package finds the libraries bundled beside it (not the checkout's), compiles a bundled stdlib
 # program, runs it on the CPU backend, and its mscclrt-tune command answers --help; then
 # `pip install -e ./python` finds the checkout's build/lib; and with no library anywhere the
-# import error names what is missing and where it looked.
+# import error names what is missing and where it looked. `pip wheel` makes a platform wheel
+# (py3-none-linux_*: it carries the libraries' machine code), and check_cpu runs installed.
 cd "$(dirname "$0")/../.." || exit 2
 BUILD=${BUILD:-build}
 [ -f "$BUILD/lib/libmscclrt.so.0" ] && [ -f "$BUILD/lib/libmscclc.so.0" ] \
@@ -22,6 +23,14 @@ iso=--no-build-isolation
 "$py" -m pip install -q --disable-pip-version-check $iso ./python >"$tmp/pip.log" 2>&1
 if [ $? = 0 ]; then pass pip_install; else fail pip_install; tail -20 "$tmp/pip.log"; fi
 rm -rf python/build python/mscclrt.egg-info
+# the wheel bundles machine code: it is tagged for the platform, not py3-none-any
+"$py" -m pip wheel -q --no-deps --disable-pip-version-check $iso -w "$tmp/wheel" ./python \
+    >"$tmp/wheel.log" 2>&1
+rm -rf python/build python/mscclrt.egg-info
+case "$(ls "$tmp/wheel" 2>/dev/null)" in
+    *-py3-none-linux_*.whl) pass platform_wheel ;;
+    *) fail platform_wheel; ls "$tmp/wheel"; tail -5 "$tmp/wheel.log" ;;
+esac
 
 check='
 import sys, struct, mscclrt, mscclrt._lib as L
@@ -36,6 +45,7 @@ o = [bytearray(ob) for r in range(2)]
 with cpu.CpuComm(2) as c:
     c.execute(plan, s, o, ib, ob, "float32", "sum")
 assert struct.unpack("<64f", bytes(o[1])) == (3.0,) * 64
+assert mscclrt.check_cpu(plan, size=256, dtype="bfloat16", op="max") >= 0
 print("installed ok", p)
 '
 (cd "$tmp" && env -u MSCCLRT_LIB_DIR -u PYTHONPATH MSCCLRT_CACHE_DIR="$tmp/cache" "$py" -c "$check") \

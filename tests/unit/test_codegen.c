@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct { char *s; size_t len, cap; } Buf;
@@ -149,6 +150,51 @@ static int warm(int argc, char **argv) {
     return 0;
 }
 
+/* `test_codegen --time PLAN...`: rank 0's kernel (float32 sum, LL16) of each plan: its source
+ * size and its NVRTC compile to a cubin for sm_90, cache off. How long blocks cost: a plan for
+ * libmscclrt may put any number of ops in one thread block, and each op is unrolled into the
+ * kernel's source. */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int time_plans(int argc, char **argv) {
+    int rc = 0;
+    for (int i = 2; i < argc; i++) {
+        PlanErr err;
+        Plan *p = plan_load_file(argv[i], &err);
+        if (!p) { fprintf(stderr, "%s\n", err.msg); rc = 1; continue; }
+        int ops = 0;
+        for (int t = 0; t < p->gpus[0].ntbs; t++) ops += plan_tb_flat_ops(&p->gpus[0].tbs[t]);
+        char *src = NULL;
+        double t0 = now_s();
+        if (cg_generate(p, 0, MSCCLRT_FLOAT32, MSCCLRT_SUM, MSCCLRT_LL16, &src) != MSCCLRT_SUCCESS) {
+            fprintf(stderr, "%s: %s\n", argv[i], mscclrt_last_error());
+            plan_free(p);
+            rc = 1;
+            continue;
+        }
+        double t1 = now_s();
+        size_t lines = 0;
+        for (const char *c = src; *c; c++) lines += *c == '\n';
+        void *cubin = NULL;
+        size_t len = 0;
+        mscclrt_result r = cg_compile(src, 90, argv[i], &cubin, &len, NULL);
+        double t2 = now_s();
+        printf("%s: rank 0: %d thread block%s, %d ops; source %zu bytes, %zu lines (generated in "
+               "%.1f ms); NVRTC sm_90 cubin %zu bytes in %.2f s%s\n", argv[i], p->gpus[0].ntbs,
+               p->gpus[0].ntbs == 1 ? "" : "s", ops, strlen(src), lines, (t1 - t0) * 1e3, len,
+               t2 - t1, r == MSCCLRT_SUCCESS ? "" : " (failed)");
+        if (r != MSCCLRT_SUCCESS) { fprintf(stderr, "%s\n", mscclrt_last_error()); rc = 1; }
+        free(cubin);
+        free(src);
+        plan_free(p);
+    }
+    return rc;
+}
+
 /* Pairs of a fused put/ppkt that read one source are emitted as one loop, and only those. */
 static void t_fanout_groups(void) {
     static const struct { const char *plan, *want, *unwanted; } cases[] = {
@@ -233,6 +279,8 @@ static void t_kernel_cache(const char *self) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "--warm")) return nvrtc_load() == MSCCLRT_SUCCESS ? warm(argc, argv) : 77;
+    if (argc > 1 && !strcmp(argv[1], "--time") && !setenv("MSCCLRT_CACHE_DIR", "none", 1))
+        return nvrtc_load() == MSCCLRT_SUCCESS ? time_plans(argc, argv) : 77;
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
     self[sl > 0 ? sl : 0] = 0;

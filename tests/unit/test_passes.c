@@ -793,11 +793,18 @@ static void t_limits_fine_plan(void) {
 static void t_limits_64_ops(void) {
     Plan *p = mkplan(1, 1);
     for (int i = 0; i < 65; i++) add(p, 0, 0, mk(PLAN_OP_NOP));
+    /* libmscclrt's kernels have no op table: only a plan for MSCCL++ has the limit */
+    Diag *d = mkdiag();
+    CHECK(pass_check_limits(p, d));
+    CHECK_STR("", diag_text(d));
+    diag_free(d);
+    p->target = PLAN_TARGET_MSCCLPP;
     expect_limit(p, "brings the thread block to 65 operations", 65);
 }
 
 static void t_limits_64_ops_with_pipeline(void) {
     Plan *p = mkplan(1, 1);
+    p->target = PLAN_TARGET_MSCCLPP;
     PlanOp in[10];
     for (int i = 0; i < 10; i++) in[i] = mk(PLAN_OP_NOP);
     for (int i = 0; i < 6; i++) {   /* a pipeline and its inner ops count 11 each */

@@ -303,10 +303,19 @@ static void t_too_many_ops(void) {
     char ops[65 * 20 + 8] = "[";
     for (int i = 0; i < 65; i++) strcat(ops, i ? ",{\"name\":\"nop\"}" : "{\"name\":\"nop\"}");
     strcat(ops, "]");
-    Edit ed[] = {{TB1 "ops", ops}};
+    /* MSCCL++'s limit binds only plans that say they are for it */
+    Edit ed[] = {{TB1 "ops", ops}, {"target", "\"mscclpp\""}};
     CHECK_STR(P1 "ops: more than 64 ops after flattening pipelines (reached at "
-                 "gpus[0].threadblocks[1].ops[64]): exceeds the executor's device plan",
-              load_edited(ed, 1));
+                 "gpus[0].threadblocks[1].ops[64]): exceeds MSCCL++'s executor's device plan "
+                 "(the plan's \"target\" is \"mscclpp\")",
+              load_edited(ed, 2));
+    /* ours and MSCCL++'s own plans (no "target") run long thread blocks: what fails is the
+     * barrier those nops replaced, not the length */
+    Edit ours[] = {{TB1 "ops", ops}, {"target", "\"mscclrt\""}};
+    CHECK_CONTAINS(load_edited(ours, 2), "barrier 0 has num_threadblocks 2");
+    CHECK_CONTAINS(load_edited(ed, 1), "barrier 0 has num_threadblocks 2");
+    Edit bad[] = {{"target", "\"cuda\""}};
+    CHECK_STR("plan.json: target: unknown target \"cuda\" (mscclrt or mscclpp)", load_edited(bad, 1));
 }
 
 static void t_syntax(void) {
