@@ -3,6 +3,7 @@
  *   mscclc PROGRAM.coll|- [-o PLAN.json] [-D NAME=VALUE]... [--no-fusion] [-ferror-limit=N]
  *          [--compact] [--time]
  *   mscclc --dump PLAN.json [--format=table|dot]
+ *   mscclc --check PLAN.json   (the signal, limit, deadlock, race and handshake checks)
  * Exit status: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error.
  */
 #include <errno.h>
@@ -19,6 +20,7 @@ static void usage(FILE *f) {
     fputs("usage: mscclc PROGRAM.coll [-o PLAN.json] [-D NAME=VALUE]... [--no-fusion]\n"
           "              [-ferror-limit=N] [--compact] [--time]\n"
           "       mscclc --dump PLAN.json [--format=table|dot]\n"
+          "       mscclc --check PLAN.json\n"
           "       mscclc --version | --help\n",
           f);
 }
@@ -119,8 +121,35 @@ static int dump(const char *path, const char *format) {
     return 0;
 }
 
+/* --check: the compiler's final checks on a plan from any producer. */
+static int check(const char *path, int error_limit) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "mscclc: cannot open '%s': %s\n", path, strerror(errno));
+        return 2;
+    }
+    PlanErr err;
+    Plan *p = plan_load_file(path, &err);
+    if (!p) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int errors = 0;
+    int rc = mscclc_check_plan(p, path, stderr, error_limit, &errors);
+    plan_free(p);
+    if (rc < 0) {
+        fputs("mscclc: out of memory\n", stderr);
+        return 3;
+    }
+    if (errors > 0) {
+        fprintf(stderr, "%d error%s generated.\n", errors, errors == 1 ? "" : "s");
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    const char *input = NULL, *output = NULL, *dump_path = NULL, *format = "table";
+    const char *input = NULL, *output = NULL, *dump_path = NULL, *check_path = NULL, *format = "table";
     bool compact = false, timing = false;
     MscclcOptions opt = {0};
     MscclcDefine *defs = calloc((size_t)argc, sizeof *defs);
@@ -160,6 +189,9 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--dump") == 0) {
             if (++i == argc) return usage_error("%s needs a plan file", a);
             dump_path = argv[i];
+        } else if (strcmp(a, "--check") == 0) {
+            if (++i == argc) return usage_error("%s needs a plan file", a);
+            check_path = argv[i];
         } else if (strncmp(a, "--format=", 9) == 0) {
             format = a + 9;
             if (strcmp(format, "table") != 0 && strcmp(format, "dot") != 0)
@@ -177,6 +209,11 @@ int main(int argc, char **argv) {
         } else {
             return usage_error("more than one input file ('%s')", a);
         }
+    }
+    if (check_path) {
+        if (input || output || dump_path) return usage_error("%s", "--check takes only a plan file");
+        rc = check(check_path, opt.error_limit);
+        goto out;
     }
     if (dump_path) {
         if (input || output) return usage_error("%s", "--dump takes only a plan file and --format");
