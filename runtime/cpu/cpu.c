@@ -74,6 +74,8 @@ struct mscclrt_cpu_comm {
     CpuBarrier (*barriers)[PLAN_MAX_BARRIERS];  /* [nranks][16], persistent (§6.7) */
     CpuCtx *ctxs;
     int nctx;
+    unsigned long long seed;            /* 0: a thread per rank; else the serial scheduler's seed */
+    unsigned long long calls;           /* calls so far: call k is scheduled from (seed, k) */
 };
 
 /* ---- one call ------------------------------------------------------------------------------ */
@@ -856,6 +858,95 @@ out:
     return NULL;
 }
 
+/* ---- the serial scheduler (MSCCLRT_CPU_SEED, mscclrt_cpu_comm_set_seed) -------------------
+ * Every thread block of every rank runs in the calling thread, one op per step, in an order
+ * drawn from the seed: the same seed gives the same interleaving, so a failure replays exactly.
+ * The order is PCT's (probabilistic concurrency testing): each block gets a random priority, the
+ * highest-priority block that can move runs one op, and at a few random steps the block that
+ * just moved drops to the lowest priority. A plan whose result depends on which of two blocks
+ * goes first fails in about half the seeds; one that waits correctly never does. */
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#define PCT_CHANGES 3                   /* priority change points per call */
+
+/* Runs the call; returns true when it finished, false when a block failed (its res is set) or
+ * every unfinished block is blocked (then each records what it waits for: *stuck). */
+static bool exec_serial(Exec *ex, TbRun *runs, int nruns, uint64_t seed, bool *stuck) {
+    *stuck = false;
+    int *order = malloc((size_t)(nruns > 0 ? nruns : 1) * sizeof *order);
+    uint64_t *prio = malloc((size_t)(nruns > 0 ? nruns : 1) * sizeof *prio);
+    if (!order || !prio) {
+        free(order);
+        free(prio);
+        rt_fail(MSCCLRT_ERR_SYSTEM, "cpu: out of memory (schedule of %d thread blocks)", nruns);
+        return false;
+    }
+    uint64_t x = seed;
+    long long est = 1;
+    for (int k = 0; k < nruns; k++) {
+        const PlanTb *tb = &ex->plan->gpus[runs[k].rank].tbs[runs[k].tb];
+        runs[k].done = tb->nops == 0;
+        est += plan_tb_flat_ops(tb);
+        order[k] = k;
+        prio[k] = splitmix(&x);
+    }
+    /* highest priority first (insertion sort: nruns is at most a few thousand) */
+    for (int i = 1; i < nruns; i++) {
+        int v = order[i], j = i;
+        while (j > 0 && prio[order[j - 1]] < prio[v]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    long long change[PCT_CHANGES];
+    for (int c = 0; c < PCT_CHANGES; c++) change[c] = 1 + (long long)(splitmix(&x) % (uint64_t)est);
+    long long steps = 0;
+    bool ok = true;
+    for (;;) {
+        bool any = false, moved = false;
+        for (int k = 0; k < nruns && !moved; k++) {
+            TbRun *t = &runs[order[k]];
+            if (t->done) continue;
+            any = true;
+            int st = tb_step(t);
+            if (st == ST_FAILED) {
+                ok = false;
+                goto out;
+            }
+            if (st != ST_DONE) continue;
+            moved = true;
+            steps++;
+            for (int c = 0; c < PCT_CHANGES; c++)
+                if (change[c] == steps) {
+                    int v = order[k];
+                    memmove(&order[k], &order[k + 1], (size_t)(nruns - 1 - k) * sizeof *order);
+                    order[nruns - 1] = v;
+                }
+        }
+        if (!any) break;
+        if (!moved) {
+            for (int k = 0; k < nruns; k++)
+                if (!runs[k].done) {
+                    runs[k].describe = true;
+                    tb_step(&runs[k]);
+                }
+            *stuck = true;
+            ok = false;
+            break;
+        }
+    }
+out:
+    free(order);
+    free(prio);
+    return ok;
+}
+
 /* ---- contexts ---------------------------------------------------------------------------------- */
 static uint64_t fnv(uint64_t h, uint64_t v) {
     for (int i = 0; i < 8; i++) {
@@ -1047,8 +1138,9 @@ mscclrt_result cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
     if (nranks < 1 || nranks > CPU_MAX_RANKS)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_cpu_comm_create: nranks %d out of range "
                        "[1, %d]", nranks, CPU_MAX_RANKS);
-    long long timeout_ms;
+    long long timeout_ms, seed;
     TRY(param_int(PARAM_CPU_TIMEOUT_MS, &timeout_ms));
+    TRY(param_int(PARAM_CPU_SEED, &seed));
     mscclrt_cpu_comm *c = calloc(1, sizeof *c);
     if (c) c->barriers = calloc((size_t)nranks, sizeof *c->barriers);
     if (!c || !c->barriers) {
@@ -1063,6 +1155,7 @@ mscclrt_result cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
     c->magic = CPU_MAGIC;
     c->nranks = nranks;
     c->timeout_ms = timeout_ms;
+    c->seed = (unsigned long long)seed;
     *out = c;
     return MSCCLRT_SUCCESS;
 }
@@ -1085,6 +1178,11 @@ int cpu_comm_nranks(const mscclrt_cpu_comm *comm) {
 
 int cpu_comm_contexts(const mscclrt_cpu_comm *comm) {
     return comm->nctx;
+}
+
+void cpu_comm_set_seed(mscclrt_cpu_comm *comm, unsigned long long seed) {
+    comm->seed = seed;
+    comm->calls = 0;
 }
 
 /* ---- one call ------------------------------------------------------------------------------------ */
@@ -1184,30 +1282,44 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
             runs[k].inner_idx = -1;
         }
     }
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1 << 20);
-    for (int r = 0; r < n; r++) {
-        pthread_mutex_lock(&ex.mu);
-        ex.running++;
-        pthread_mutex_unlock(&ex.mu);
-        int e = pthread_create(&rr[r].th, &attr, rank_main, &rr[r]);
-        if (e) {
-            pthread_mutex_lock(&ex.mu);
-            ex.running--;
-            pthread_mutex_unlock(&ex.mu);
-            atomic_store(&ex.abort, 1);
-            errno = e;
-            res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "cpu: cannot start the thread of rank %d of %d",
-                                r, n);
-            break;
+    bool timed_out = false, serial = comm->seed != 0;
+    uint64_t sched = 0;
+    if (serial) {
+        /* call k of the comm: its own seed, so a replay of the same calls is exact */
+        uint64_t mix = comm->seed ^ (comm->calls * 0xd1b54a32d192ed03ull);
+        sched = splitmix(&mix);
+        if (!exec_serial(&ex, runs, nruns, sched, &timed_out) && !timed_out) {
+            bool recorded = false;
+            for (k = 0; k < nruns; k++) recorded |= runs[k].res != MSCCLRT_SUCCESS;
+            if (!recorded) res = MSCCLRT_ERR_SYSTEM;
         }
-        rr[r].started = true;
+    } else {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        for (int r = 0; r < n; r++) {
+            pthread_mutex_lock(&ex.mu);
+            ex.running++;
+            pthread_mutex_unlock(&ex.mu);
+            int e = pthread_create(&rr[r].th, &attr, rank_main, &rr[r]);
+            if (e) {
+                pthread_mutex_lock(&ex.mu);
+                ex.running--;
+                pthread_mutex_unlock(&ex.mu);
+                atomic_store(&ex.abort, 1);
+                errno = e;
+                res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "cpu: cannot start the thread of rank %d of %d",
+                                    r, n);
+                break;
+            }
+            rr[r].started = true;
+        }
+        pthread_attr_destroy(&attr);
+        timed_out = exec_watch(&ex, rr, n, comm->timeout_ms);
+        for (int r = 0; r < n; r++)
+            if (rr[r].started) pthread_join(rr[r].th, NULL);
     }
-    pthread_attr_destroy(&attr);
-    bool timed_out = exec_watch(&ex, rr, n, comm->timeout_ms);
-    for (int r = 0; r < n; r++)
-        if (rr[r].started) pthread_join(rr[r].th, NULL);
+    comm->calls++;
     if (res == MSCCLRT_SUCCESS) {
         /* a plan error first; else the first blocked thread block of a timeout */
         int first = -1, blocked = 0;
@@ -1216,8 +1328,22 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
                 first = k;
                 break;
             }
+        char under[96] = "";
+        if (serial)
+            snprintf(under, sizeof under, " (serial schedule, seed %llu, call %llu)", comm->seed,
+                     comm->calls - 1);
         if (first >= 0) {
-            res = rt_fail(runs[first].res, "plan '%s': %s", PLAN_ESC(p->name), runs[first].why);
+            res = rt_fail(runs[first].res, "plan '%s': %s%s", PLAN_ESC(p->name), runs[first].why,
+                          under);
+        } else if (timed_out && serial) {
+            for (k = 0; k < nruns; k++)
+                if (runs[k].blocked) {
+                    if (first < 0) first = k;
+                    blocked++;
+                }
+            res = rt_fail(MSCCLRT_ERR_TIMEOUT, "plan '%s': deadlock: every unfinished thread block "
+                          "waits%s: %s (%d thread block%s blocked)", PLAN_ESC(p->name), under,
+                          first >= 0 ? runs[first].why : "?", blocked, blocked == 1 ? "" : "s");
         } else if (timed_out) {
             for (k = 0; k < nruns; k++)
                 if (runs[k].blocked) {
