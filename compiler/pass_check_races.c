@@ -777,12 +777,13 @@ static void check_handshakes(Sim *s) {
         uint64_t l = w->lo > a->lo ? w->lo : a->lo, h = w->hi < a->hi ? w->hi : a->hi;
         place(w, l, h, where, sizeof where);
         diag_error(s->d, lw,
-                   "no entry handshake: %s writes %s before anything shows that rank %d has "
-                   "entered this launch, and rank %d uses those chunks after rank %d could have "
-                   "finished its previous launch, so the write can overwrite data they still "
-                   "hold (have rank %d signal rank %d first, relaxed is enough, and wait for it "
-                   "before the write)", pw, where, w->owner, w->owner, w->r, w->owner, w->r);
-        diag_note(s->d, loc_of(s, a), "%s %s them here", pa, a->write ? "writes" : "reads");
+                   "no entry handshake: %s writes %s with no sign that rank %d has entered "
+                   "this launch, and rank %d uses that data itself: rank %d's next launch can "
+                   "overwrite it while rank %d's previous one still uses it (fix: rank %d "
+                   "signals rank %d when it starts, relaxed is enough, and the writer waits for "
+                   "that before writing)", pw, where, w->owner, w->owner, w->r, w->owner,
+                   w->owner, w->r);
+        diag_note(s->d, loc_of(s, a), "%s %s it here", pa, a->write ? "writes" : "reads");
     }
     free(own);
     free(end);
