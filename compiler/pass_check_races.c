@@ -80,9 +80,14 @@ typedef struct {
 } PktWrite;
 
 typedef struct {
-    int **q;            /* pending signals' cumulative clocks */
+    int **q;            /* signals' cumulative clocks, in arrival order (consumed ones freed
+                           unless `multi`) */
     int n, cap, head;
     int *last;          /* cumulative clock of the last signal, or NULL */
+    int waiter;         /* the TB that waits on this channel (-1: none yet) */
+    bool multi;         /* several TBs wait on it: which signal a wait takes is not fixed */
+    int *wgtb, *wepoch; /* multi: the waits so far (global TB, epoch) */
+    int nw, capw;
 } Queue;
 
 typedef struct {
@@ -543,13 +548,35 @@ static bool step_sync(Sim *s, int r, int t) {
         }
         for (int i = 0; i < n; i++) {
             Queue *q = queue_of(s, r, ct, ch[i]);
-            int *c = q->q[q->head];
-            q->q[q->head++] = NULL;
             /* a relaxed wait acquires nothing (a port wait is strict either way, §5.2); the
              * signal side stored only its execution clock if it was relaxed */
             bool strict = op->kind == PLAN_OP_WAIT || ct == PLAN_CHAN_PORT;
-            clk_join(s, pr->clk, c, strict, true);
-            free(c);
+            int take = q->head;
+            if (q->multi) {
+                /* waits of several TBs take their counts in any order: this one is sure only
+                 * of the signals up to one past the waits ordered before it */
+                int before = 0;
+                for (int w = 0; w < q->nw; w++)
+                    if (pr->clk[s->T + q->wgtb[w]] >= q->wepoch[w]) before++;
+                take = before < take ? before : take;
+                int *gw = grow(s, q->wgtb, &q->capw, q->nw + 1, sizeof *q->wgtb);
+                if (!gw) return false;
+                q->wgtb = gw;
+                int cap = q->capw, *e = realloc(q->wepoch, (size_t)cap * sizeof *e);
+                if (!e) {
+                    s->oom = true;
+                    return false;
+                }
+                q->wepoch = e;
+                q->wgtb[q->nw] = s->base[r] + t;
+                q->wepoch[q->nw++] = pr->pc + 1;
+            }
+            clk_join(s, pr->clk, q->q[take], strict, true);
+            if (!q->multi) {
+                free(q->q[q->head]);
+                q->q[q->head] = NULL;
+            }
+            q->head++;
         }
         break;
     case PLAN_OP_BARRIER: {
@@ -806,9 +833,11 @@ static void free_sim(Sim *s) {
                 if (rk->queue[k])
                     for (int c = 0; c < p->gpus[r].npeers[k]; c++) {
                         Queue *q = &rk->queue[k][c];
-                        for (int i = q->head; i < q->n; i++) free(q->q[i]);
+                        for (int i = 0; i < q->n; i++) free(q->q[i]);
                         free(q->q);
                         free(q->last);
+                        free(q->wgtb);
+                        free(q->wepoch);
                     }
                 free(rk->queue[k]);
             }
@@ -854,6 +883,24 @@ static bool init_sim(Sim *s) {
         rk->sem_clk = calloc((size_t)(g->nsems > 0 ? g->nsems : 1), sizeof(int *));
         if (!rk->sem || !rk->sem_clk) return false;
         for (int i = 0; i < g->nsems; i++) rk->sem[i] = g->sem_init[i];
+        for (int k = 0; k < 2; k++)
+            for (int c = 0; c < g->npeers[k]; c++) rk->queue[k][c].waiter = -1;
+        for (int t = 0; t < g->ntbs; t++)
+            for (int i = 0; i < g->tbs[t].nops; i++) {
+                const PlanOp *op = &g->tbs[t].ops[i];
+                int nin = op->kind == PLAN_OP_PIPELINE ? op->ninner : 1;
+                for (int j = 0; j < nin; j++) {
+                    const PlanOp *o = op->kind == PLAN_OP_PIPELINE ? &op->inner[j] : op;
+                    int ch[PLAN_MAX_OP_CHANNELS];
+                    PlanChanType ct;
+                    int n = pass_sync_channels(g, &g->tbs[t], o, false, ch, &ct);
+                    for (int m = 0; m < n; m++) {
+                        Queue *q = &rk->queue[ct][ch[m]];
+                        if (q->waiter >= 0 && q->waiter != t) q->multi = true;
+                        q->waiter = t;
+                    }
+                }
+            }
         for (int t = 0; t < g->ntbs; t++) {
             if (!build_steps(s, r, &g->tbs[t], &rk->procs[t])) return false;
             if (!(rk->procs[t].clk = clk_new(s))) return false;

@@ -1639,7 +1639,37 @@ static void t_race_packets_and_slices(void) {
     plan_free(p);
 }
 
+static void t_race_two_waiters(void) {
+    /* rank 0 puts scratch chunk 0, signals, puts chunk 1, signals; rank 1's block 0 waits and
+     * reads chunk 0, its block 1 waits and reads chunk 1: either wait may take the first
+     * signal, so block 1 is not ordered after the second put */
+    Plan *p = pair_plan();
+    plan_gpu_ensure_tbs(&p->gpus[1], 2);
+    plan_tb_use_channel(&p->gpus[1].tbs[1], PLAN_CHAN_MEMORY, 0);
+    add(p, 1, 0, sync_op(PLAN_OP_RLXSIGNAL, PLAN_CHAN_MEMORY, 0, 0));
+    add(p, 0, 0, sync_op(PLAN_OP_RLXWAIT, PLAN_CHAN_MEMORY, 0, 0));
+    int rb = remote(p, 0, 0, 1, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY);
+    for (uint32_t k = 0; k < 2; k++) {
+        add(p, 0, 0, put(PLAN_CHAN_MEMORY, L(PLAN_BUF_INPUT, 0, 1), R(rb, k, 1)));
+        add(p, 0, 0, sync_op(PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, 0, 0));
+    }
+    for (int t = 0; t < 2; t++) {
+        add(p, 1, t, sync_op(PLAN_OP_WAIT, PLAN_CHAN_MEMORY, 0, 0));
+        add(p, 1, t, data_op(PLAN_OP_COPY, L(PLAN_BUF_SCRATCH, (uint32_t)t, 1),
+                             L(PLAN_BUF_OUTPUT, (uint32_t)t, 1)));
+    }
+    Diag *d = mkdiag();
+    CHECK(pass_check_deadlock(p, d));
+    CHECK(!pass_check_races(p, d));
+    CHECK_CONTAINS(diag_text(d), "data race: rank 1 tb 1 op 1 (copy) reads rank 1's scratch chunk "
+                                 "1, which rank 0 tb 0 op 3 (put) writes");
+    CHECK(strstr(diag_text(d), "scratch chunk 0") == NULL);
+    diag_free(d);
+    plan_free(p);
+}
+
 static void test_races(void) {
+    TEST("passes/race_two_waiters", t_race_two_waiters());
     TEST("passes/race_signal_orders", t_race_signal_orders());
     TEST("passes/race_unordered", t_race_unordered());
     TEST("passes/race_relaxed", t_race_relaxed());
