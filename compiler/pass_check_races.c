@@ -25,7 +25,7 @@
  * else two); iteration j of two covers the j-th half of each entry's pipelined range (packet ops
  * always cover their whole entry, §5.0). Port puts complete at issue, as on the CPU backend.
  * Plans of more than RACE_MAX_TBS thread blocks in all are not analysed (clocks grow with their
- * square).
+ * square): a warning says so.
  */
 #include "passes.h"
 
@@ -918,6 +918,8 @@ bool pass_check_races(Plan *p, Diag *d) {
         return false;
     }
     if (s.T > RACE_MAX_TBS) {
+        diag_warning(d, (PlanLoc){0, 0}, "the plan has %d thread blocks in all, more than %d: it "
+                     "was not checked for data races", s.T, RACE_MAX_TBS);
         free_sim(&s);
         return true;
     }

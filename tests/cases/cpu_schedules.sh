@@ -38,6 +38,10 @@ done
 [ $? = 1 ] && grep -q "^$racy: error: data race: rank 1 tb 0 op 12 (put) reads rank 1's output chunk 1, which rank 0 tb 0 op 8 (put) writes" "$tmp/out" &&
     grep -q "^$racy: note: rank 0 tb 0 op 8 (put) writes it here" "$tmp/out" || cat "$tmp/out"
 result mscclc-check/racy $?
+printf '{"name": 1}' >"$tmp/bad.json"
+"$MSCCLC" --check "$tmp/bad.json" >/dev/null 2>&1; [ $? = 1 ]; result mscclc-check/invalid-plan $?
+"$MSCCLC" --check "$tmp/none.json" >/dev/null 2>&1; [ $? = 2 ]; result mscclc-check/missing-plan $?
+"$MSCCLC" --check "$racy" "$racy" >/dev/null 2>&1; [ $? = 2 ]; result mscclc-check/usage $?
 
 # ---- run time: the racy plan under serial schedules ------------------------------------------
 "$RUN" "$racy" --check --schedules 16 >"$tmp/out" 2>&1
