@@ -120,7 +120,9 @@ MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm);
  * drawn from the seed and the call's number on this comm (counted from 0 again by this call),
  * so the same seed replays the same interleaving exactly. Different seeds try different orders:
  * a plan whose result depends on timing fails under many of them (mscclrt-run --schedules). A
- * call whose blocks all wait fails at once with MSCCLRT_ERR_TIMEOUT naming what they wait for. */
+ * call whose blocks all wait fails at once with MSCCLRT_ERR_TIMEOUT naming what they wait for.
+ * MSCCLRT_CPU_SCHEDULES=K > 1 runs every call K times from the same start under seeds
+ * seed..seed+K-1 (seed 0 counts as 1) and fails with MSCCLRT_ERR_PLAN when the results differ. */
 MSCCLRT_API mscclrt_result mscclrt_cpu_comm_set_seed(mscclrt_cpu_comm *comm, unsigned long long seed);
 /* [serialised per comm] Runs one call of `plan` on every rank and returns when all ranks finished (or failed).
  * send[r]/recv[r] are rank r's buffers of in_bytes/out_bytes (recv[r] may equal send[r] or

@@ -6,8 +6,10 @@
 #     chain broadcast with one signal/wait pair removed): the race, located by op index;
 #   - mscclrt-run --schedules: that racy plan fails under 16 serial schedules, names the seed,
 #     and the printed replay command fails again with the same seed, every time;
+#   - MSCCLRT_CPU_SCHEDULES=8 (each call run under 8 schedules, results compared) fails the racy
+#     plan without any postcondition;
 #   - every stdlib program (N = 4, hierarchical ones G = 2) and the other compat plans pass
-#     --check under 20 serial schedules.
+#     --check under 20 serial schedules, and under MSCCLRT_CPU_SCHEDULES=8.
 BUILD=${BUILD:-build}
 RUN=$BUILD/bin/mscclrt-run
 MSCCLC=$BUILD/bin/mscclc
@@ -75,12 +77,18 @@ result racy-env-seed $?
 [ $? = 2 ] || cat "$tmp/out"
 result seed-zero-refused $?
 
+MSCCLRT_CPU_SCHEDULES=8 "$RUN" "$racy" >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "the result depends on the order of its thread blocks: byte .* differs between seed 1 and seed" "$tmp/out" || cat "$tmp/out"
+result racy-env-schedules $?
+
 # ---- correct plans pass every schedule ---------------------------------------------------------
 for f in tests/plans/compat/*.json; do
     name=$(basename "$f" .json)
     [ "$name" = reduce_tbg ] && continue
     "$RUN" "$f" --check --schedules 20 --iters 2 >"$tmp/out" 2>&1 || cat "$tmp/out"
     result "compat/$name" $?
+    MSCCLRT_CPU_SCHEDULES=8 "$RUN" "$f" --check --iters 3 >"$tmp/out" 2>&1 || cat "$tmp/out"
+    result "compat-env/$name" $?
 done
 for prog in stdlib/*/*.coll; do
     coll=$(basename "$(dirname "$prog")")
@@ -93,5 +101,7 @@ for prog in stdlib/*/*.coll; do
     fi
     "$RUN" "$tmp/p.json" --check --schedules 20 --iters 2 >"$tmp/out" 2>&1 || cat "$tmp/out"
     result "stdlib/$coll/$name" $?
+    MSCCLRT_CPU_SCHEDULES=8 "$RUN" "$tmp/p.json" --check --iters 3 >"$tmp/out" 2>&1 || cat "$tmp/out"
+    result "stdlib-env/$coll/$name" $?
 done
 exit $fail
