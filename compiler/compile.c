@@ -60,6 +60,7 @@ static bool run_passes(Sema *s, Diag *d) {
     if (!pass_replicate(p, s->instances, d)) return false;
     if (!pass_check_limits(p, d)) return false;
     if (!pass_check_deadlock(p, d)) return false;
+    if (!pass_check_races(p, d)) return false;
     return diag_errors(d) == 0;
 }
 
@@ -187,6 +188,19 @@ MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *op
     arena_free(arena);
     free(s);
     return res->status;
+}
+
+int mscclc_check_plan(Plan *p, const char *filename, FILE *diag_out, int error_limit, int *errors) {
+    int limit = error_limit == 0 ? 20 : error_limit < 0 ? 0 : error_limit;
+    Diag *d = diag_new(filename, NULL, 0, diag_out, limit);
+    if (!d) return -1;
+    /* the order of run_passes: each check assumes the ones before it passed */
+    (void)(pass_check_signals(p, d) && pass_check_limits(p, d) && pass_check_deadlock(p, d) &&
+           pass_check_races(p, d));
+    int n = diag_errors(d);
+    if (errors) *errors = n;
+    diag_free(d);
+    return n;
 }
 
 void mscclc_result_free(MscclcResult *res) {

@@ -3,6 +3,7 @@
  *   mscclc PROGRAM.coll|- [-o PLAN.json] [-D NAME=VALUE]... [--target=mscclrt|mscclpp]
  *          [--no-fusion] [-ferror-limit=N] [--compact] [--time]
  *   mscclc --dump PLAN.json [--format=table|dot] [--summary]   (options in any order)
+ *   mscclc --check PLAN.json   (the signal, limit, deadlock, race and handshake checks)
  * Exit status: 0 ok, 1 errors in the input, 2 usage or I/O error, 3 internal error.
  */
 #include <errno.h>
@@ -19,6 +20,7 @@ static void usage(FILE *f) {
     fputs("usage: mscclc PROGRAM.coll [-o PLAN.json] [-D NAME=VALUE]... [--target=mscclrt|mscclpp]\n"
           "              [--no-fusion] [-ferror-limit=N] [--compact] [--time]\n"
           "       mscclc --dump PLAN.json [--format=table|dot] [--summary]\n"
+          "       mscclc --check PLAN.json [-ferror-limit=N]\n"
           "       mscclc --version | --help\n",
           f);
 }
@@ -38,6 +40,7 @@ static void help(void) {
         {"--dump PLAN.json", "print a plan (any plan) instead of compiling"},
         {"--format=table|dot", "with --dump: a table (default) or a Graphviz digraph"},
         {"--summary", "with --dump: the header and one line per rank"},
+        {"--check PLAN.json", "run the signal, limit, deadlock, race and handshake checks on a plan"},
         {"--version", "print the version"},
         {"--help", "print this help"},
     };
@@ -144,9 +147,36 @@ static int dump(const char *path, const char *format, bool summary) {
     return 0;
 }
 
+/* --check: the compiler's final checks on a plan from any producer. */
+static int check(const char *path, int error_limit) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "mscclc: cannot open '%s': %s\n", path, strerror(errno));
+        return 2;
+    }
+    PlanErr err;
+    Plan *p = plan_load_file(path, &err);
+    if (!p) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+    }
+    int errors = 0;
+    int rc = mscclc_check_plan(p, path, stderr, error_limit, &errors);
+    plan_free(p);
+    if (rc < 0) {
+        fputs("mscclc: out of memory\n", stderr);
+        return 3;
+    }
+    if (errors > 0) {
+        fprintf(stderr, "%d error%s generated.\n", errors, errors == 1 ? "" : "s");
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *input = NULL, *output = NULL, *format = NULL;
-    bool compact = false, timing = false, dumping = false, summary = false;
+    bool compact = false, timing = false, dumping = false, summary = false, checking = false;
     MscclcOptions opt = {0};
     MscclcDefine *defs = calloc((size_t)argc, sizeof *defs);
     char **names = calloc((size_t)argc, sizeof *names);
@@ -185,6 +215,8 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--dump") == 0) {
             /* a mode: the plan is the file operand, so options may come before or after it */
             dumping = true;
+        } else if (strcmp(a, "--check") == 0) {
+            checking = true;   /* a mode too */
         } else if (strcmp(a, "--summary") == 0) {
             summary = true;
         } else if (strncmp(a, "--format=", 9) == 0 || strcmp(a, "--format") == 0) {
@@ -212,6 +244,13 @@ int main(int argc, char **argv) {
         } else {
             return usage_error("more than one input file ('%s')", a);
         }
+    }
+    if (checking) {
+        if (!input) return usage_error("%s", "--check needs a plan file");
+        if (dumping || output || opt.ndefines || opt.target || format || summary)
+            return usage_error("%s", "--check takes only a plan file and -ferror-limit");
+        rc = check(input, opt.error_limit);
+        goto out;
     }
     if (dumping) {
         if (!input) return usage_error("%s", "--dump needs a plan file");

@@ -32,7 +32,7 @@ static const char *usage_text =
     "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check] [--save DIR]\n"
     "                   [--inplace|--outofplace] [--packet ll16|ll8]\n"
     "                   [--launch single|procs|env] [--timeout SECONDS] [--alloc device|cumem]\n"
-    "                   [--gpus K]\n"
+    "                   [--gpus K] [--schedules K]\n"
     "       mscclrt-run --version | --help\n";
 
 /* Every option, with what --help says of it (mscclrt-run(1) OPTIONS has the same list; the
@@ -57,6 +57,8 @@ static const struct { const char *name, *arg, *help; } options[] = {
     {"--timeout", "SECONDS", "gpu, --launch procs: deadline (default 600)"},
     {"--alloc", "device|cumem", "gpu: buffers from cuMemAlloc (default) or cuMem"},
     {"--gpus", "K", "gpu: put rank r on device r mod K"},
+    {"--schedules", "K", "cpu: K fresh groups on the serial scheduler, seeds S..S+K-1 (S: "
+                         "--seed); a failing one is named with the command that replays it"},
     {"--version", NULL, "print the version"},
     {"--help", NULL, "print this help"},
 };
@@ -128,6 +130,7 @@ typedef struct {
     bool size_set;
     long iters;
     unsigned long long seed;
+    long schedules;                     /* --schedules: serial CPU schedules to run; 0: threads */
     bool check;
     int inplace;                        /* -1: the plan's "inplace" */
 } Opts;
@@ -193,6 +196,9 @@ static int parse_opts(int argc, char **argv, Opts *o) {
             } else if (strcmp(a, "--seed") == 0) {
                 if (!num_opt(a, v, "a non-negative integer", 0, ULLONG_MAX, false, &o->seed, &rc))
                     return rc;
+            } else if (strcmp(a, "--schedules") == 0) {
+                if (!num_opt(a, v, "a count", 1, 1000000, false, &x, &rc)) return rc;
+                o->schedules = (long)x;
             } else if (strcmp(a, "--dtype") == 0) {
                 o->dtype = v;
             } else if (strcmp(a, "--op") == 0) {
@@ -303,6 +309,35 @@ static void describe_call(char *buf, size_t len, PlanCollective coll, mscclrt_dt
     snprintf(buf, len, "%s%s%s, %s, %s", mscclrt_dtype_name(dt), reduces ? " " : "",
              reduces ? mscclrt_redop_name(op) : "", inplace ? "in-place" : "out-of-place",
              !ll ? "Simple" : pk == MSCCLRT_LL8 ? "LL8" : "LL16");
+}
+
+/* Prints the command line that reruns schedule `seed` alone: argv with --schedules and --seed
+ * replaced, each word shell-quoted where needed. */
+static void print_replay(int argc, char **argv, unsigned long long seed) {
+    fputs("mscclrt-run: replay it with:", stderr);
+    for (int i = 0; i < argc; i++) {
+        const char *a = i == 0 ? "mscclrt-run" : argv[i];
+        if (i > 0 && (strcmp(a, "--schedules") == 0 || strcmp(a, "--seed") == 0)) {
+            i++;
+            continue;
+        }
+        bool plain = *a != 0;
+        for (const char *c = a; *c; c++)
+            if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%",
+                        *c))
+                plain = false;
+        fputc(' ', stderr);
+        if (plain) {
+            fputs(a, stderr);
+            continue;
+        }
+        fputc('\'', stderr);
+        for (const char *c = a; *c; c++)
+            if (*c == '\'') fputs("'\\''", stderr);
+            else fputc(*c, stderr);
+        fputc('\'', stderr);
+    }
+    fprintf(stderr, " --schedules 1 --seed %llu\n", seed);
 }
 
 /* ---- --backend gpu -------------------------------------------------------------------------- */
@@ -724,6 +759,11 @@ int main(int argc, char **argv) {
     else return usage_error("--packet '%s': expected ll16 or ll8", o.packet);
     const Backend *be = backend_find(o.backend);
     if (!be) return usage_error("--backend '%s': expected cpu or gpu", o.backend);
+    if (o.schedules && strcmp(be->name, "cpu") != 0)
+        return usage_error("%s: only with --backend cpu", "--schedules");
+    if (o.schedules && o.seed == 0)
+        return usage_error("%s: the seeds of schedules start at --seed, which must be at least 1",
+                           "--schedules");
     if ((o.launch || o.timeout || o.alloc || o.gpus) && strcmp(be->name, "gpu") != 0)
         return usage_error("%s: only with --backend gpu", o.launch ? "--launch" :
                            o.timeout ? "--timeout" : o.alloc ? "--alloc" : "--gpus");
@@ -826,38 +866,63 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (be->open(&state, n) != MSCCLRT_SUCCESS) {
-        fail_api("backend");
-        goto out;
-    }
     double t0 = now_s(), busy = 0;
-    for (long it = 0; it < o.iters; it++) {
-        for (int r = 0; r < n; r++) {
-            memset(recv[r], CHECK_FILL_BYTE, out);   /* outputs the plan forgets to write show up */
-            check_fill(dt, op, send[r], in / es, o.seed + (unsigned long long)it, r);
-            memcpy(inputs[r], send[r], in);
+    long nsched = o.schedules ? o.schedules : 1;
+    for (long k = 0; k < nsched; k++) {
+        /* --schedules: schedule k is a fresh group on the serial scheduler with seed S+k, its
+         * inputs made from that seed too, so `--schedules 1 --seed S+k` replays it exactly */
+        unsigned long long seed = o.seed + (unsigned long long)k;
+        if (state && o.schedules) {
+            be->close(state);
+            state = NULL;
         }
-        double t1 = now_s();
-        if (be->exec(state, plan, send, recv, in, out, dt, op, pk) != MSCCLRT_SUCCESS) {
-            fprintf(stderr, "mscclrt-run: iteration %ld: %s\n", it, mscclrt_last_error());
-            goto out;
-        }
-        busy += now_s() - t1;
-        if (o.check) {
-            CheckMismatch mm;
-            if (!check_collective(coll, n, dt, op, (const void *const *)inputs, in,
-                                  (const void *const *)recv, out, &mm)) {
-                char call[160], why[1024] = "";
-                describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
-                if (mm.rank >= 0)
-                    check_explain(api_plan_model(plan), inplace, mm.rank, mm.elem, es,
-                                  (const unsigned char *)recv[mm.rank] + mm.elem * es,
-                                  CHECK_FILL_BYTE, in, out, why, sizeof why);
-                fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s, "
-                        "iteration %ld): %s%s\n", name, coll_name, bytes, call, it, mm.msg, why);
+        if (!state) {
+            if (be->open(&state, n) != MSCCLRT_SUCCESS) {
+                fail_api("backend");
+                goto out;
+            }
+            if (o.schedules && mscclrt_cpu_comm_set_seed(state, seed) != MSCCLRT_SUCCESS) {
+                fail_api("backend");
                 goto out;
             }
         }
+        for (long it = 0; it < o.iters; it++) {
+            for (int r = 0; r < n; r++) {
+                memset(recv[r], CHECK_FILL_BYTE, out);   /* outputs the plan forgets to write show up */
+                check_fill(dt, op, send[r], in / es, seed + (unsigned long long)it, r);
+                memcpy(inputs[r], send[r], in);
+            }
+            double t1 = now_s();
+            if (be->exec(state, plan, send, recv, in, out, dt, op, pk) != MSCCLRT_SUCCESS) {
+                fprintf(stderr, "mscclrt-run: iteration %ld: %s\n", it, mscclrt_last_error());
+                goto sched_failed;
+            }
+            busy += now_s() - t1;
+            if (o.check) {
+                CheckMismatch mm;
+                if (!check_collective(coll, n, dt, op, (const void *const *)inputs, in,
+                                      (const void *const *)recv, out, &mm)) {
+                    char call[160], why[1024] = "";
+                    describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
+                    if (mm.rank >= 0)
+                        check_explain(api_plan_model(plan), inplace, mm.rank, mm.elem, es,
+                                      (const unsigned char *)recv[mm.rank] + mm.elem * es,
+                                      CHECK_FILL_BYTE, in, out, why, sizeof why);
+                    fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s, "
+                            "iteration %ld): %s%s\n", name, coll_name, bytes, call, it, mm.msg, why);
+                    goto sched_failed;
+                }
+            }
+        }
+        continue;
+    sched_failed:
+        if (o.schedules) {
+            fprintf(stderr, "mscclrt-run: schedule %ld of %ld (seed %llu) failed: the plan's "
+                    "result depends on the order its thread blocks run in\n", k + 1, nsched,
+                    seed);
+            print_replay(argc, argv, seed);
+        }
+        goto out;
     }
     (void)t0;
     if (o.save) {
@@ -873,12 +938,16 @@ int main(int argc, char **argv) {
                 !save_file(o.save, r, "out", recv[r], out, save_mode))
                 goto out;
     }
-    char call[160];
+    char call[160], scheds[64] = "";
     describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
+    if (o.schedules)
+        snprintf(scheds, sizeof scheds, " under %ld serial schedule%s (seeds %llu..%llu)",
+                 o.schedules, o.schedules == 1 ? "" : "s", o.seed,
+                 o.seed + (unsigned long long)o.schedules - 1);
     printf("%s: %s, %d ranks, %zu bytes (%zu in, %zu out per rank), %s, backend %s: "
-           "%ld iteration%s, %.3f ms per call%s\n", name, coll_name, n, bytes, in, out, call,
-           be->name, o.iters, o.iters == 1 ? "" : "s", busy * 1e3 / (double)o.iters,
-           o.check ? ", check passed" : "");
+           "%ld iteration%s%s, %.3f ms per call%s\n", name, coll_name, n, bytes, in, out, call,
+           be->name, o.iters, o.iters == 1 ? "" : "s", scheds,
+           busy * 1e3 / (double)(o.iters * nsched), o.check ? ", check passed" : "");
     result = 0;
     goto out;
 oom:

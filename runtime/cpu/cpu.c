@@ -74,6 +74,9 @@ struct mscclrt_cpu_comm {
     CpuBarrier (*barriers)[PLAN_MAX_BARRIERS];  /* [nranks][16], persistent (§6.7) */
     CpuCtx *ctxs;
     int nctx;
+    unsigned long long seed;            /* 0: a thread per rank; else the serial scheduler's seed */
+    long long schedules;                /* MSCCLRT_CPU_SCHEDULES: runs of each call to compare */
+    unsigned long long calls;           /* calls so far: call k is scheduled from (seed, k) */
 };
 
 /* ---- one call ------------------------------------------------------------------------------ */
@@ -856,6 +859,95 @@ out:
     return NULL;
 }
 
+/* ---- the serial scheduler (MSCCLRT_CPU_SEED, mscclrt_cpu_comm_set_seed) -------------------
+ * Every thread block of every rank runs in the calling thread, one op per step, in an order
+ * drawn from the seed: the same seed gives the same interleaving, so a failure replays exactly.
+ * The order is PCT's (probabilistic concurrency testing): each block gets a random priority, the
+ * highest-priority block that can move runs one op, and at a few random steps the block that
+ * just moved drops to the lowest priority. A plan whose result depends on which of two blocks
+ * goes first fails in about half the seeds; one that waits correctly never does. */
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+#define PCT_CHANGES 3                   /* priority change points per call */
+
+/* Runs the call; returns true when it finished, false when a block failed (its res is set) or
+ * every unfinished block is blocked (then each records what it waits for: *stuck). */
+static bool exec_serial(Exec *ex, TbRun *runs, int nruns, uint64_t seed, bool *stuck) {
+    *stuck = false;
+    int *order = malloc((size_t)(nruns > 0 ? nruns : 1) * sizeof *order);
+    uint64_t *prio = malloc((size_t)(nruns > 0 ? nruns : 1) * sizeof *prio);
+    if (!order || !prio) {
+        free(order);
+        free(prio);
+        rt_fail(MSCCLRT_ERR_SYSTEM, "cpu: out of memory (schedule of %d thread blocks)", nruns);
+        return false;
+    }
+    uint64_t x = seed;
+    long long est = 1;
+    for (int k = 0; k < nruns; k++) {
+        const PlanTb *tb = &ex->plan->gpus[runs[k].rank].tbs[runs[k].tb];
+        runs[k].done = tb->nops == 0;
+        est += plan_tb_flat_ops(tb);
+        order[k] = k;
+        prio[k] = splitmix(&x);
+    }
+    /* highest priority first (insertion sort: nruns is at most a few thousand) */
+    for (int i = 1; i < nruns; i++) {
+        int v = order[i], j = i;
+        while (j > 0 && prio[order[j - 1]] < prio[v]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    long long change[PCT_CHANGES];
+    for (int c = 0; c < PCT_CHANGES; c++) change[c] = 1 + (long long)(splitmix(&x) % (uint64_t)est);
+    long long steps = 0;
+    bool ok = true;
+    for (;;) {
+        bool any = false, moved = false;
+        for (int k = 0; k < nruns && !moved; k++) {
+            TbRun *t = &runs[order[k]];
+            if (t->done) continue;
+            any = true;
+            int st = tb_step(t);
+            if (st == ST_FAILED) {
+                ok = false;
+                goto out;
+            }
+            if (st != ST_DONE) continue;
+            moved = true;
+            steps++;
+            for (int c = 0; c < PCT_CHANGES; c++)
+                if (change[c] == steps) {
+                    int v = order[k];
+                    memmove(&order[k], &order[k + 1], (size_t)(nruns - 1 - k) * sizeof *order);
+                    order[nruns - 1] = v;
+                }
+        }
+        if (!any) break;
+        if (!moved) {
+            for (int k = 0; k < nruns; k++)
+                if (!runs[k].done) {
+                    runs[k].describe = true;
+                    tb_step(&runs[k]);
+                }
+            *stuck = true;
+            ok = false;
+            break;
+        }
+    }
+out:
+    free(order);
+    free(prio);
+    return ok;
+}
+
 /* ---- contexts ---------------------------------------------------------------------------------- */
 static uint64_t fnv(uint64_t h, uint64_t v) {
     for (int i = 0; i < 8; i++) {
@@ -1047,8 +1139,11 @@ mscclrt_result cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
     if (nranks < 1 || nranks > CPU_MAX_RANKS)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_cpu_comm_create: nranks %d out of range "
                        "[1, %d]", nranks, CPU_MAX_RANKS);
-    long long timeout_ms;
+    long long timeout_ms, seed;
     TRY(param_int(PARAM_CPU_TIMEOUT_MS, &timeout_ms));
+    long long schedules;
+    TRY(param_int(PARAM_CPU_SEED, &seed));
+    TRY(param_int(PARAM_CPU_SCHEDULES, &schedules));
     mscclrt_cpu_comm *c = calloc(1, sizeof *c);
     if (c) c->barriers = calloc((size_t)nranks, sizeof *c->barriers);
     if (!c || !c->barriers) {
@@ -1063,6 +1158,8 @@ mscclrt_result cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
     c->magic = CPU_MAGIC;
     c->nranks = nranks;
     c->timeout_ms = timeout_ms;
+    c->seed = (unsigned long long)seed;
+    c->schedules = schedules;
     *out = c;
     return MSCCLRT_SUCCESS;
 }
@@ -1085,6 +1182,11 @@ int cpu_comm_nranks(const mscclrt_cpu_comm *comm) {
 
 int cpu_comm_contexts(const mscclrt_cpu_comm *comm) {
     return comm->nctx;
+}
+
+void cpu_comm_set_seed(mscclrt_cpu_comm *comm, unsigned long long seed) {
+    comm->seed = seed;
+    comm->calls = 0;
 }
 
 /* ---- one call ------------------------------------------------------------------------------------ */
@@ -1122,16 +1224,15 @@ static bool exec_watch(Exec *ex, RankRun *rr, int n, long long timeout_ms) {
     return timed_out;
 }
 
-mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *send,
-                           void *const *recv, size_t in_bytes, size_t out_bytes,
-                           mscclrt_dtype dtype, mscclrt_redop op, mscclrt_packet packet) {
+/* One run of a call with LL flag `flag`: on threads, or (serial) on the serial scheduler with
+ * seed `sched`; `under` (may be "") is added to failure messages. Leaves the comm as it is. */
+static mscclrt_result exec_once(mscclrt_cpu_comm *comm, const Plan *p, CpuCtx *ctx,
+                                void *const *send, void *const *recv, size_t in_bytes,
+                                size_t out_bytes, mscclrt_dtype dtype, mscclrt_redop op,
+                                mscclrt_packet packet, uint32_t flag, bool serial, uint64_t sched,
+                                const char *under) {
     int n = comm->nranks;
     mscclrt_result res = MSCCLRT_SUCCESS;
-    if (p->ngpus != n)
-        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks, the communicator has %d",
-                       PLAN_ESC(p->name), p->ngpus, n);
-    CpuCtx *ctx = NULL;
-    TRY(ctx_get(comm, p, send, recv, in_bytes, out_bytes, &ctx));
     Exec ex;
     memset(&ex, 0, sizeof ex);
     ex.comm = comm;
@@ -1142,8 +1243,7 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
     ex.op = op;
     ex.ll8 = packet == MSCCLRT_LL8;
     ex.payload = ex.ll8 ? 4 : 8;
-    ex.flag = ++comm->flag;
-    if (ex.flag == 0) ex.flag = ++comm->flag;   /* 0 is the flag of zeroed scratch */
+    ex.flag = flag;
     atomic_init(&ex.abort, 0);
     int nruns = 0;
     for (int r = 0; r < n; r++) nruns += p->gpus[r].ntbs;
@@ -1184,30 +1284,39 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
             runs[k].inner_idx = -1;
         }
     }
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 1 << 20);
-    for (int r = 0; r < n; r++) {
-        pthread_mutex_lock(&ex.mu);
-        ex.running++;
-        pthread_mutex_unlock(&ex.mu);
-        int e = pthread_create(&rr[r].th, &attr, rank_main, &rr[r]);
-        if (e) {
-            pthread_mutex_lock(&ex.mu);
-            ex.running--;
-            pthread_mutex_unlock(&ex.mu);
-            atomic_store(&ex.abort, 1);
-            errno = e;
-            res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "cpu: cannot start the thread of rank %d of %d",
-                                r, n);
-            break;
+    bool timed_out = false;
+    if (serial) {
+        if (!exec_serial(&ex, runs, nruns, sched, &timed_out) && !timed_out) {
+            bool recorded = false;
+            for (k = 0; k < nruns; k++) recorded |= runs[k].res != MSCCLRT_SUCCESS;
+            if (!recorded) res = MSCCLRT_ERR_SYSTEM;
         }
-        rr[r].started = true;
+    } else {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 1 << 20);
+        for (int r = 0; r < n; r++) {
+            pthread_mutex_lock(&ex.mu);
+            ex.running++;
+            pthread_mutex_unlock(&ex.mu);
+            int e = pthread_create(&rr[r].th, &attr, rank_main, &rr[r]);
+            if (e) {
+                pthread_mutex_lock(&ex.mu);
+                ex.running--;
+                pthread_mutex_unlock(&ex.mu);
+                atomic_store(&ex.abort, 1);
+                errno = e;
+                res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "cpu: cannot start the thread of rank %d of %d",
+                                    r, n);
+                break;
+            }
+            rr[r].started = true;
+        }
+        pthread_attr_destroy(&attr);
+        timed_out = exec_watch(&ex, rr, n, comm->timeout_ms);
+        for (int r = 0; r < n; r++)
+            if (rr[r].started) pthread_join(rr[r].th, NULL);
     }
-    pthread_attr_destroy(&attr);
-    bool timed_out = exec_watch(&ex, rr, n, comm->timeout_ms);
-    for (int r = 0; r < n; r++)
-        if (rr[r].started) pthread_join(rr[r].th, NULL);
     if (res == MSCCLRT_SUCCESS) {
         /* a plan error first; else the first blocked thread block of a timeout */
         int first = -1, blocked = 0;
@@ -1217,7 +1326,17 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
                 break;
             }
         if (first >= 0) {
-            res = rt_fail(runs[first].res, "plan '%s': %s", PLAN_ESC(p->name), runs[first].why);
+            res = rt_fail(runs[first].res, "plan '%s': %s%s", PLAN_ESC(p->name), runs[first].why,
+                          under);
+        } else if (timed_out && serial) {
+            for (k = 0; k < nruns; k++)
+                if (runs[k].blocked) {
+                    if (first < 0) first = k;
+                    blocked++;
+                }
+            res = rt_fail(MSCCLRT_ERR_TIMEOUT, "plan '%s': deadlock: every unfinished thread block "
+                          "waits%s: %s (%d thread block%s blocked)", PLAN_ESC(p->name), under,
+                          first >= 0 ? runs[first].why : "?", blocked, blocked == 1 ? "" : "s");
         } else if (timed_out) {
             for (k = 0; k < nruns; k++)
                 if (runs[k].blocked) {
@@ -1239,11 +1358,198 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
     pthread_cond_destroy(&ex.cv);
     free(runs);
     free(ex.bufs);
+    return res;
+}
+
+/* The schedule of call `calls` under seed `seed`: its own stream, so a replay of the same calls
+ * with the same seed is exact. */
+static uint64_t sched_seed(unsigned long long seed, unsigned long long calls) {
+    uint64_t mix = seed ^ (calls * 0xd1b54a32d192ed03ull);
+    return splitmix(&mix);
+}
+
+/* Everything a call reads and writes besides the plan: every rank's buffers and context (scratch,
+ * semaphores, connection counters) and the comm's barriers, so that MSCCLRT_CPU_SCHEDULES can run
+ * one call several times from the same start. */
+typedef struct {
+    uint8_t **send, **recv, **scratch;
+    int **sems;
+    CpuConn **conns[2];
+    CpuBarrier (*barriers)[PLAN_MAX_BARRIERS];
+} Snap;
+
+static void snap_free(Snap *sn, int n) {
+    for (int r = 0; r < n; r++) {
+        if (sn->send) free(sn->send[r]);
+        if (sn->recv) free(sn->recv[r]);
+        if (sn->scratch) free(sn->scratch[r]);
+        if (sn->sems) free(sn->sems[r]);
+        for (int ty = 0; ty < 2; ty++)
+            if (sn->conns[ty]) free(sn->conns[ty][r]);
+    }
+    free(sn->send);
+    free(sn->recv);
+    free(sn->scratch);
+    free(sn->sems);
+    free(sn->conns[0]);
+    free(sn->conns[1]);
+    free(sn->barriers);
+    memset(sn, 0, sizeof *sn);
+}
+
+static void *dup_bytes(const void *src, size_t n, bool *ok) {
+    void *d = malloc(n ? n : 1);
+    if (!d) *ok = false;
+    else if (n) memcpy(d, src, n);
+    return d;
+}
+
+/* full: buffers and context state; else only the buffers (the results to compare). */
+static bool snap_take(Snap *sn, mscclrt_cpu_comm *comm, const CpuCtx *ctx, void *const *send,
+                      void *const *recv, size_t in, size_t out, bool full) {
+    int n = comm->nranks;
+    bool ok = true;
+    memset(sn, 0, sizeof *sn);
+    sn->send = calloc((size_t)n, sizeof *sn->send);
+    sn->recv = calloc((size_t)n, sizeof *sn->recv);
+    if (!sn->send || !sn->recv) return false;
+    for (int r = 0; r < n && ok; r++) {
+        sn->send[r] = dup_bytes(send[r], in, &ok);
+        sn->recv[r] = dup_bytes(recv[r], out, &ok);
+    }
+    if (!full || !ok) return ok;
+    sn->scratch = calloc((size_t)n, sizeof *sn->scratch);
+    sn->sems = calloc((size_t)n, sizeof *sn->sems);
+    sn->conns[0] = calloc((size_t)n, sizeof *sn->conns[0]);
+    sn->conns[1] = calloc((size_t)n, sizeof *sn->conns[1]);
+    sn->barriers = malloc((size_t)n * sizeof *sn->barriers);
+    if (!sn->scratch || !sn->sems || !sn->conns[0] || !sn->conns[1] || !sn->barriers) return false;
+    memcpy(sn->barriers, comm->barriers, (size_t)n * sizeof *sn->barriers);
+    for (int r = 0; r < n && ok; r++) {
+        const CpuRankCtx *rc = &ctx->ranks[r];
+        sn->scratch[r] = dup_bytes(rc->scratch, (size_t)rc->scratch_bytes, &ok);
+        sn->sems[r] = malloc((size_t)(rc->nsems + 1) * sizeof(int));
+        if (!sn->sems[r]) ok = false;
+        for (int k = 0; ok && k < rc->nsems; k++) sn->sems[r][k] = atomic_load(&rc->sems[k]);
+        for (int ty = 0; ok && ty < 2; ty++) {
+            sn->conns[ty][r] = malloc((size_t)(rc->nconn[ty] + 1) * sizeof(CpuConn));
+            if (!sn->conns[ty][r]) ok = false;
+            for (int k = 0; ok && k < rc->nconn[ty]; k++) {
+                atomic_init(&sn->conns[ty][r][k].inbound, atomic_load(&rc->conns[ty][k].inbound));
+                atomic_init(&sn->conns[ty][r][k].expected, atomic_load(&rc->conns[ty][k].expected));
+            }
+        }
+    }
+    return ok;
+}
+
+static void snap_restore(const Snap *sn, mscclrt_cpu_comm *comm, CpuCtx *ctx, void *const *send,
+                         void *const *recv, size_t in, size_t out) {
+    int n = comm->nranks;
+    for (int r = 0; r < n; r++) {
+        /* send first: an in-place output that contains the input gets the same bytes again */
+        if (in) memcpy(send[r], sn->send[r], in);
+        if (out) memcpy(recv[r], sn->recv[r], out);
+        CpuRankCtx *rc = &ctx->ranks[r];
+        if (rc->scratch_bytes) memcpy(rc->scratch, sn->scratch[r], (size_t)rc->scratch_bytes);
+        for (int k = 0; k < rc->nsems; k++) atomic_store(&rc->sems[k], sn->sems[r][k]);
+        for (int ty = 0; ty < 2; ty++)
+            for (int k = 0; k < rc->nconn[ty]; k++) {
+                atomic_store(&rc->conns[ty][k].inbound, atomic_load(&sn->conns[ty][r][k].inbound));
+                atomic_store(&rc->conns[ty][k].expected, atomic_load(&sn->conns[ty][r][k].expected));
+            }
+        for (int b = 0; b < PLAN_MAX_BARRIERS; b++) {
+            atomic_store(&comm->barriers[r][b].count, atomic_load(&sn->barriers[r][b].count));
+            atomic_store(&comm->barriers[r][b].gen, atomic_load(&sn->barriers[r][b].gen));
+        }
+    }
+}
+
+/* MSCCLRT_CPU_SCHEDULES = K > 1: the call runs K times from the same start, on the serial
+ * scheduler with seeds S..S+K-1 (S = the comm's seed, or 1), and every run must leave the same
+ * bytes in every rank's buffers; the last run's result stays. */
+static mscclrt_result exec_schedules(mscclrt_cpu_comm *comm, const Plan *p, CpuCtx *ctx,
+                                     void *const *send, void *const *recv, size_t in, size_t out,
+                                     mscclrt_dtype dtype, mscclrt_redop op, mscclrt_packet packet,
+                                     uint32_t flag) {
+    int n = comm->nranks;
+    unsigned long long base = comm->seed ? comm->seed : 1;
+    Snap start, first;
+    memset(&first, 0, sizeof first);
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    if (!snap_take(&start, comm, ctx, send, recv, in, out, true)) {
+        res = rt_fail(MSCCLRT_ERR_SYSTEM, "cpu: out of memory (MSCCLRT_CPU_SCHEDULES copies)");
+        goto out;
+    }
+    for (long long j = 0; j < comm->schedules; j++) {
+        unsigned long long seed = base + (unsigned long long)j;
+        char under[160];
+        snprintf(under, sizeof under, " (schedule %lld of %lld, serial, seed %llu, call %llu; "
+                 "MSCCLRT_CPU_SCHEDULES=1 MSCCLRT_CPU_SEED=%llu replays it)", j + 1,
+                 comm->schedules, seed, comm->calls, seed);
+        if (j > 0) snap_restore(&start, comm, ctx, send, recv, in, out);
+        res = exec_once(comm, p, ctx, send, recv, in, out, dtype, op, packet, flag, true,
+                        sched_seed(seed, comm->calls), under);
+        if (res != MSCCLRT_SUCCESS) goto out;
+        if (j == 0) {
+            if (!snap_take(&first, comm, ctx, send, recv, in, out, false)) {
+                res = rt_fail(MSCCLRT_ERR_SYSTEM, "cpu: out of memory (MSCCLRT_CPU_SCHEDULES copies)");
+                goto out;
+            }
+            continue;
+        }
+        for (int r = 0; r < n; r++)
+            for (int side = 0; side < 2; side++) {
+                const uint8_t *a = side ? first.recv[r] : first.send[r];
+                const uint8_t *b = side ? recv[r] : send[r];
+                size_t len = side ? out : in;
+                for (size_t i = 0; i < len; i++)
+                    if (a[i] != b[i]) {
+                        res = rt_fail(MSCCLRT_ERR_PLAN, "plan '%s': the result depends on the "
+                                      "order of its thread blocks: byte %zu of rank %d's %s "
+                                      "buffer differs between seed %llu and seed %llu "
+                                      "(MSCCLRT_CPU_SCHEDULES=%lld, call %llu; "
+                                      "MSCCLRT_CPU_SCHEDULES=1 MSCCLRT_CPU_SEED=N replays seed N)",
+                                      PLAN_ESC(p->name), i, r, side ? "receive" : "send", base,
+                                      seed, comm->schedules, comm->calls);
+                        goto out;
+                    }
+            }
+    }
+out:
+    snap_free(&start, n);
+    snap_free(&first, n);
+    return res;
+}
+
+mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *send,
+                           void *const *recv, size_t in_bytes, size_t out_bytes,
+                           mscclrt_dtype dtype, mscclrt_redop op, mscclrt_packet packet) {
+    int n = comm->nranks;
+    if (p->ngpus != n)
+        return rt_fail(MSCCLRT_ERR_PLAN, "plan '%s' is for %d ranks, the communicator has %d",
+                       PLAN_ESC(p->name), p->ngpus, n);
+    CpuCtx *ctx = NULL;
+    TRY(ctx_get(comm, p, send, recv, in_bytes, out_bytes, &ctx));
+    uint32_t flag = ++comm->flag;
+    if (flag == 0) flag = ++comm->flag;   /* 0 is the flag of zeroed scratch */
+    mscclrt_result res;
+    if (comm->schedules > 1) {
+        res = exec_schedules(comm, p, ctx, send, recv, in_bytes, out_bytes, dtype, op, packet, flag);
+    } else {
+        char under[96] = "";
+        if (comm->seed)
+            snprintf(under, sizeof under, " (serial schedule, seed %llu, call %llu)", comm->seed,
+                     comm->calls);
+        res = exec_once(comm, p, ctx, send, recv, in_bytes, out_bytes, dtype, op, packet, flag,
+                        comm->seed != 0, sched_seed(comm->seed, comm->calls), under);
+    }
+    comm->calls++;
     if (res != MSCCLRT_SUCCESS) {
         comm_reset(comm);
         return res;
     }
     if (op == MSCCLRT_AVG && check_collective_reduces(p->collective))
-        for (int r = 0; r < n; r++) check_avg_finish(dtype, recv[r], out_bytes / ex.esz, n);
+        for (int r = 0; r < n; r++) check_avg_finish(dtype, recv[r], out_bytes / check_dtype_size(dtype), n);
     return MSCCLRT_SUCCESS;
 }

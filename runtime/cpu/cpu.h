@@ -19,6 +19,9 @@ bool cpu_comm_valid(const mscclrt_cpu_comm *comm);
 int cpu_comm_nranks(const mscclrt_cpu_comm *comm);
 /* Number of cached execution contexts (tests: contexts are reused across calls). */
 int cpu_comm_contexts(const mscclrt_cpu_comm *comm);
+/* 0: a thread per rank (the default unless MSCCLRT_CPU_SEED is set); else the serial scheduler
+ * with this seed, counting calls from 0 again (see mscclrt_cpu_comm_set_seed). */
+void cpu_comm_set_seed(mscclrt_cpu_comm *comm, unsigned long long seed);
 
 /* One call of plan p on every rank (see mscclrt_cpu_execute). send/recv have nranks entries.
  * After a failure the comm's contexts and barriers are reset (their state is unknown). */

@@ -15,6 +15,15 @@ MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm) {
     cpu_comm_destroy(comm);
 }
 
+MSCCLRT_API mscclrt_result mscclrt_cpu_comm_set_seed(mscclrt_cpu_comm *comm,
+                                                     unsigned long long seed) {
+    if (!cpu_comm_valid(comm))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_cpu_comm_set_seed: comm is NULL or not "
+                       "a CPU communicator");
+    cpu_comm_set_seed(comm, seed);
+    return MSCCLRT_SUCCESS;
+}
+
 MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const mscclrt_plan *plan,
                                                void *const *send, void *const *recv,
                                                size_t in_bytes, size_t out_bytes,

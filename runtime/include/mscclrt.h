@@ -141,6 +141,16 @@ typedef struct mscclrt_cpu_comm mscclrt_cpu_comm;
 MSCCLRT_API mscclrt_result mscclrt_cpu_comm_create(mscclrt_cpu_comm **out, int nranks);
 /* [serialised per comm] NULL is a no-op. */
 MSCCLRT_API void mscclrt_cpu_comm_destroy(mscclrt_cpu_comm *comm);
+/* [serialised per comm] How the comm's next calls are scheduled. seed 0: one host thread per rank,
+ * thread blocks round-robin (fast; the default unless MSCCLRT_CPU_SEED is set). Any other seed:
+ * every thread block of every rank runs in the calling thread, one op at a time, in an order
+ * drawn from the seed and the call's number on this comm (counted from 0 again by this call),
+ * so the same seed replays the same interleaving exactly. Different seeds try different orders:
+ * a plan whose result depends on timing fails under many of them (mscclrt-run --schedules). A
+ * call whose blocks all wait fails at once with MSCCLRT_ERR_TIMEOUT naming what they wait for.
+ * MSCCLRT_CPU_SCHEDULES=K > 1 runs every call K times from the same start under seeds
+ * seed..seed+K-1 (seed 0 counts as 1) and fails with MSCCLRT_ERR_PLAN when the results differ. */
+MSCCLRT_API mscclrt_result mscclrt_cpu_comm_set_seed(mscclrt_cpu_comm *comm, unsigned long long seed);
 /* [serialised per comm] Runs one call of `plan` on every rank and returns when all ranks finished (or failed).
  * send[r]/recv[r] are rank r's buffers of in_bytes/out_bytes (recv[r] may equal send[r] or
  * contain it, for in-place calls). Contexts (scratch, semaphores, LL flags) persist in the comm

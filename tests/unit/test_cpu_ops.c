@@ -2,7 +2,8 @@
  * test_cpu_ops.c - the semantics of every op on the CPU backend, on tiny plans built in memory
  * with the plan_model.c constructors: local copies and reductions, memory and port channel data
  * ops, LL16/LL8 packets with double scratch over repeated calls, pipelines, thread-block
- * groups, semaphores, barriers, switch emulation, contexts, plan errors and the timeout message.
+ * groups, semaphores, barriers, switch emulation, contexts, plan errors, the timeout message
+ * and the serial scheduler (replayable seeds, immediate deadlock reports).
  */
 #include "check/check.h"
 #include "core/err.h"
@@ -694,6 +695,57 @@ static void t_timeout(void) {
     plan_free(p);
 }
 
+/* the serial scheduler: a racy plan (rank 0 puts into rank 1's output[0] with no signal while
+ * rank 1 copies output[0] to output[1]) gives both results over some seeds, the same result
+ * for the same seed every time; a deadlock fails at once, naming the seed */
+static void t_serial(void) {
+    Plan *p = mk(2, PLAN_COLL_CUSTOM, 2, 0);
+    chan(p, 0, 0, PLAN_CHAN_MEMORY, 1);
+    chan(p, 1, 0, PLAN_CHAN_MEMORY, 0);
+    add2(p, 0, 0, PLAN_OP_PUT, L(PLAN_BUF_INPUT, 0, 1),
+         R(p, 0, 0, PLAN_CHAN_MEMORY, 1, PLAN_BUF_OUTPUT, 0, 1));
+    tb_of(p, 0, 0)->ops[0].chan_type = PLAN_CHAN_MEMORY;
+    add2(p, 1, 0, PLAN_OP_COPY, L(PLAN_BUF_OUTPUT, 0, 1), L(PLAN_BUF_OUTPUT, 1, 1));
+    mscclrt_cpu_comm *c;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, cpu_comm_create(&c, 2));
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_cpu_comm_set_seed(NULL, 1));
+    int early = 0, late = 0;
+    for (unsigned long long seed = 1; seed <= 32; seed++) {
+        bool first[2];
+        for (int k = 0; k < 2; k++) {
+            CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_set_seed(c, seed));
+            Bufs b;
+            bufs_init(&b, 2, false, 0);
+            CHECK_EQ_INT(MSCCLRT_SUCCESS, run(c, p, &b, 2 * CH, 2 * CH, MSCCLRT_SUM, MSCCLRT_LL16));
+            first[k] = chunk_eq(b.out[1] + NF, b.in[0]);   /* the put came first */
+        }
+        CHECK(first[0] == first[1]);
+        if (first[0]) early++;
+        else late++;
+    }
+    CHECK(early > 0 && late > 0);
+    /* a wait nobody signals: every block waits, reported at once */
+    Plan *q = mk(2, PLAN_COLL_CUSTOM, 1, 0);
+    chan(q, 0, 0, PLAN_CHAN_MEMORY, 1);
+    int c1 = chan(q, 1, 0, PLAN_CHAN_MEMORY, 0);
+    sig(q, 1, 0, PLAN_OP_WAIT, PLAN_CHAN_MEMORY, c1);
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_set_seed(c, 5));
+    Bufs b;
+    bufs_init(&b, 2, false, 0);
+    CHECK_EQ_INT(MSCCLRT_ERR_TIMEOUT, cpu_execute(c, q, b.send, b.recv, CH, CH, MSCCLRT_FLOAT32,
+                                                  MSCCLRT_SUM, MSCCLRT_LL16));
+    CHECK_CONTAINS(mscclrt_last_error(), "deadlock: every unfinished thread block waits (serial "
+                                         "schedule, seed 5, call 0): rank 1 tb 0 op 0 (wait): "
+                                         "waiting for a signal");
+    /* seed 0: back to a thread per rank */
+    sig(q, 0, 0, PLAN_OP_SIGNAL, PLAN_CHAN_MEMORY, 0);
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_cpu_comm_set_seed(c, 0));
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, run(c, q, &b, CH, CH, MSCCLRT_SUM, MSCCLRT_LL16));
+    cpu_comm_destroy(c);
+    plan_free(q);
+    plan_free(p);
+}
+
 int main(void) {
     setenv("MSCCLRT_CPU_TIMEOUT_MS", "1500", 1);  /* read once, at the first comm */
     if (cpu_comm_create(&comm2, 2) != MSCCLRT_SUCCESS || cpu_comm_create(&comm3, 3) != MSCCLRT_SUCCESS)
@@ -717,6 +769,7 @@ int main(void) {
     TEST("cpu_ops/avg", t_avg());
     TEST("cpu_ops/public_api", t_public_api());
     TEST("cpu_ops/timeout", t_timeout());
+    TEST("cpu_ops/serial_schedules", t_serial());
     cpu_comm_destroy(comm2);
     cpu_comm_destroy(comm3);
     return harness_report();
