@@ -9,7 +9,7 @@
  * Costs are O(n log n) in the file's size (the duplicate-key check sorts).
  */
 #include "algo/algo.h"
-#include "check/check.h"
+#include "dtype/dtype.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -170,7 +170,7 @@ static mscclrt_result parse_entry(const cJSON *o, TuneEntry *e, const char *what
         } else if (!strcmp(k, "dtype")) {
             TRY(get_string(x, &s, what, idx));
             mscclrt_dtype t;
-            if (strcmp(s, "any") != 0 && !check_dtype_parse(s, &t))
+            if (strcmp(s, "any") != 0 && !dtype_parse(s, &t))
                 return efail(what, idx, k, "unknown data type '%s' (expected any, float16, "
                              "bfloat16, float32, float64, int8, uint8, int32, uint32, int64, "
                              "uint64, fp8_e4m3 or fp8_e5m2)", s);
@@ -178,7 +178,7 @@ static mscclrt_result parse_entry(const cJSON *o, TuneEntry *e, const char *what
         } else if (!strcmp(k, "op")) {
             TRY(get_string(x, &s, what, idx));
             mscclrt_redop op;
-            if (strcmp(s, "any") != 0 && !check_redop_parse(s, &op))
+            if (strcmp(s, "any") != 0 && !dtype_redop_parse(s, &op))
                 return efail(what, idx, k, "unknown operator '%s' (expected any, sum, prod, max, "
                              "min or avg)", s);
             e->op = strcmp(s, "any") ? (int)op : -1;

@@ -1,50 +1,18 @@
 /*
- * check.h - host-side arithmetic of every data type (fp16/bf16/fp8 conversions, the pairwise
- * reduction operators the way a GPU computes them), deterministic test inputs, and the
- * postcondition checker of every collective against a float64 (or exact integer) reference.
- * Shared by the CPU backend, mscclrt-run and the GPU runtime's tests.
+ * check.h - verification: deterministic test inputs, and the postcondition checker of every
+ * collective against a float64 (or exact integer) reference, for the CPU backend, mscclrt-run,
+ * the GPU checks (check_gpu.c) and the tests. The data types' arithmetic is runtime/dtype.
  */
 #ifndef MSCCLRT_CHECK_H
 #define MSCCLRT_CHECK_H
 
+#include "dtype/dtype.h"
 #include "mscclrt.h"
 #include "plan.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* ---- names and sizes (internal twins of the public helpers) ----------------------------- */
-const char *check_dtype_name(mscclrt_dtype t);          /* "float16", ...; "?" if invalid */
-size_t check_dtype_size(mscclrt_dtype t);               /* 0 if invalid */
-bool check_dtype_parse(const char *name, mscclrt_dtype *out);
-const char *check_redop_name(mscclrt_redop op);          /* "sum", ...; "?" if invalid */
-bool check_redop_parse(const char *name, mscclrt_redop *out);
-bool check_dtype_is_float(mscclrt_dtype t);
-
-/* ---- conversions: round to nearest even. fp16, bf16 and e5m2 overflow to +-inf (IEEE);
- * e4m3 (the "fn" variant: no inf) saturates to +-448; NaN stays NaN. -------------------- */
-uint16_t check_f64_to_f16(double v);
-double check_f16_to_f64(uint16_t h);
-uint16_t check_f64_to_bf16(double v);
-double check_bf16_to_f64(uint16_t h);
-uint8_t check_f64_to_e4m3(double v);
-double check_e4m3_to_f64(uint8_t b);
-uint8_t check_f64_to_e5m2(double v);
-double check_e5m2_to_f64(uint8_t b);
-
-/* Element `i` of a buffer of type t as a double (integers exactly up to 2^53), and the store
- * of a double rounded to t (integers: truncated toward zero, wrapped modulo 2^bits). */
-double check_load(mscclrt_dtype t, const void *buf, size_t i);
-void check_store(mscclrt_dtype t, void *buf, size_t i, double v);
-
-/* acc[k] = acc[k] (op) src[k] for k < n elements, one pairwise operation in the precision of t
- * as a GPU does it: fp16/bf16/fp8 are widened, combined and rounded back once per operation;
- * float32 in float, float64 in double; integers wrap. MSCCLRT_AVG combines as a sum (the
- * division by the rank count is check_avg_finish). */
-void check_reduce(mscclrt_dtype t, mscclrt_redop op, void *acc, const void *src, size_t n);
-/* The final step of avg: buf[k] /= nranks (floats: rounded to t; integers: truncated). */
-void check_avg_finish(mscclrt_dtype t, void *buf, size_t n, int nranks);
 
 /* Deterministic input of rank `rank` for `seed`: never all zeros, values chosen so that the
  * collective of `op` over at most 64 ranks stays finite in every type. Fails (filling nothing)
@@ -89,8 +57,6 @@ bool check_collective(PlanCollective coll, int nranks, mscclrt_dtype t, mscclrt_
                       size_t out_bytes, CheckMismatch *mm);
 /* Whether check_collective knows the postcondition of coll (false for test/custom). */
 bool check_collective_known(PlanCollective coll);
-/* Whether coll combines values (allreduce, reducescatter, reduce) and so takes an operator. */
-bool check_collective_reduces(PlanCollective coll);
 
 /* ---- one rank at a time, inputs read block by block ----------------------------------------
  * check_collective is rank by rank check_rank_from over inputs held in memory; check_rank_from

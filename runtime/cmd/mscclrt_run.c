@@ -305,7 +305,7 @@ static int fail_api(const char *what);
  * its postcondition is unknown), the placement, and the protocol the plan uses. */
 static void describe_call(char *buf, size_t len, PlanCollective coll, mscclrt_dtype dt,
                           mscclrt_redop op, bool inplace, bool ll, mscclrt_packet pk) {
-    bool reduces = check_collective_reduces(coll) || !check_collective_known(coll);
+    bool reduces = plan_coll_reduces(coll) || !check_collective_known(coll);
     snprintf(buf, len, "%s%s%s, %s, %s", mscclrt_dtype_name(dt), reduces ? " " : "",
              reduces ? mscclrt_redop_name(op) : "", inplace ? "in-place" : "out-of-place",
              !ll ? "Simple" : pk == MSCCLRT_LL8 ? "LL8" : "LL16");

@@ -4,7 +4,7 @@
  * geometry, and its messages become this thread's error text (MSCCLRT_ERR_PLAN).
  */
 #include "core/api_plan.h"
-#include "check/check.h"
+#include "dtype/dtype.h"
 #include "core/err.h"
 #include "core/intmath.h"
 #include "core/log.h"
@@ -144,7 +144,7 @@ MSCCLRT_API mscclrt_result mscclrt_plan_min_bytes(const mscclrt_plan *plan, size
 
 /* ---- names of data types and operators (values are NCCL's) ------------------------------------ */
 
-/* The names and sizes themselves live in one table, runtime/check (check_dtype_*). */
+/* The names and sizes themselves live in one table, runtime/dtype (dtype_*). */
 /* Common spellings accepted by the parse functions besides the canonical names. */
 static const struct { const char *alias; mscclrt_dtype t; } dtype_aliases[] = {
     {"half", MSCCLRT_FLOAT16},  {"fp16", MSCCLRT_FLOAT16}, {"f16", MSCCLRT_FLOAT16},
@@ -154,18 +154,18 @@ static const struct { const char *alias; mscclrt_dtype t; } dtype_aliases[] = {
 };
 
 MSCCLRT_API const char *mscclrt_dtype_name(mscclrt_dtype t) {
-    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? check_dtype_name(t) : "invalid";
+    return (unsigned)t < MSCCLRT_DTYPE_COUNT ? dtype_name(t) : "invalid";
 }
 
 MSCCLRT_API size_t mscclrt_dtype_size(mscclrt_dtype t) {
-    return check_dtype_size(t);
+    return dtype_size(t);
 }
 
 MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *out) {
     if (!name || !out)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_dtype_parse: %s argument is NULL",
                        name ? "out" : "name");
-    if (check_dtype_parse(name, out)) return MSCCLRT_SUCCESS;
+    if (dtype_parse(name, out)) return MSCCLRT_SUCCESS;
     for (size_t i = 0; i < sizeof dtype_aliases / sizeof dtype_aliases[0]; i++)
         if (strcmp(name, dtype_aliases[i].alias) == 0) {
             *out = dtype_aliases[i].t;
@@ -177,14 +177,14 @@ MSCCLRT_API mscclrt_result mscclrt_dtype_parse(const char *name, mscclrt_dtype *
 }
 
 MSCCLRT_API const char *mscclrt_redop_name(mscclrt_redop op) {
-    return (unsigned)op < MSCCLRT_REDOP_COUNT ? check_redop_name(op) : "invalid";
+    return (unsigned)op < MSCCLRT_REDOP_COUNT ? dtype_redop_name(op) : "invalid";
 }
 
 MSCCLRT_API mscclrt_result mscclrt_redop_parse(const char *name, mscclrt_redop *out) {
     if (!name || !out)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_redop_parse: %s argument is NULL",
                        name ? "out" : "name");
-    if (check_redop_parse(name, out)) return MSCCLRT_SUCCESS;
+    if (dtype_redop_parse(name, out)) return MSCCLRT_SUCCESS;
     return rt_fail(MSCCLRT_ERR_INVALID_ARG, "unknown reduction operator '%s' (expected sum, prod, "
                    "max, min or avg)", name);
 }

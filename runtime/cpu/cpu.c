@@ -8,7 +8,7 @@
  * MSCCLRT_ERR_TIMEOUT naming the blocked rank, thread block, op and what it waits for.
  */
 #include "cpu/cpu.h"
-#include "check/check.h"
+#include "dtype/dtype.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -478,7 +478,7 @@ static int op_reduce(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit)
     if (!nb) return true;
     if (nb % ex->esz)
         return tb_fail(t, "reduces %llu bytes, not a multiple of the %zu-byte %s element",
-                       (unsigned long long)nb, ex->esz, check_dtype_name(ex->dt));
+                       (unsigned long long)nb, ex->esz, dtype_name(ex->dt));
     for (int m = 0; m < op->nsrc; m++)
         if (src[m].sw || !(sp[m] = span(t, src[m].owner, src[m].buf,
                                         src[m].off + ent_pipe_off(t, &src[m], offset), nb, "src", m)))
@@ -491,7 +491,7 @@ static int op_reduce(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit)
     for (uint64_t pos = 0; pos < nb; pos += CPU_BLOCK) {
         uint64_t b = nb - pos < CPU_BLOCK ? nb - pos : CPU_BLOCK;
         memcpy(acc, sp[0] + pos, b);
-        for (int m = 1; m < op->nsrc; m++) check_reduce(ex->dt, ex->op, acc, sp[m] + pos, b / ex->esz);
+        for (int m = 1; m < op->nsrc; m++) dtype_reduce(ex->dt, ex->op, acc, sp[m] + pos, b / ex->esz);
         for (int m = 0; m < op->ndst; m++) memcpy(dp[m] + pos, acc, b);
     }
     return true;
@@ -623,9 +623,9 @@ static int op_reduce_packets(TbRun *t, const PlanOp *op) {
             pk_take(sp[1] + 2 * pos, acc, b);
             for (int m = 2; m < op->nsrc; m++) {
                 pk_take(sp[m] + 2 * pos, tmp, b);
-                check_reduce(ex->dt, ex->op, acc, tmp, b / ex->esz);
+                dtype_reduce(ex->dt, ex->op, acc, tmp, b / ex->esz);
             }
-            check_reduce(ex->dt, ex->op, acc, sp[0] + pos, b / ex->esz);
+            dtype_reduce(ex->dt, ex->op, acc, sp[0] + pos, b / ex->esz);
         } else {
             memcpy(acc, sp[0] + pos, b);
         }
@@ -682,7 +682,7 @@ static int op_switch(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit)
     if (!s.sw) return tb_fail(t, "src_buff[0] must be a switch_channel_id entry");
     if (nb % ex->esz)
         return tb_fail(t, "reduces %llu bytes, not a multiple of the %zu-byte %s element",
-                       (unsigned long long)nb, ex->esz, check_dtype_name(ex->dt));
+                       (unsigned long long)nb, ex->esz, dtype_name(ex->dt));
     const PlanSwitch *sg = ent_switch(t, &s);
     uint8_t *sp[64];
     if (sg->nranks > 64 || sg->nranks < 1)
@@ -692,7 +692,7 @@ static int op_switch(TbRun *t, const PlanOp *op, uint64_t offset, uint64_t unit)
     for (uint64_t pos = 0; pos < nb; pos += CPU_BLOCK) {
         uint64_t b = nb - pos < CPU_BLOCK ? nb - pos : CPU_BLOCK;
         memcpy(acc, sp[0] + pos, b);
-        for (int m = 1; m < sg->nranks; m++) check_reduce(ex->dt, ex->op, acc, sp[m] + pos, b / ex->esz);
+        for (int m = 1; m < sg->nranks; m++) dtype_reduce(ex->dt, ex->op, acc, sp[m] + pos, b / ex->esz);
         for (int m = 0; m < dg->nranks; m++) memcpy(dp[m] + pos, acc, b);
     }
     return true;
@@ -1239,7 +1239,7 @@ static mscclrt_result exec_once(mscclrt_cpu_comm *comm, const Plan *p, CpuCtx *c
     ex.plan = p;
     ex.ctx = ctx;
     ex.dt = dtype;
-    ex.esz = check_dtype_size(dtype);
+    ex.esz = dtype_size(dtype);
     ex.op = op;
     ex.ll8 = packet == MSCCLRT_LL8;
     ex.payload = ex.ll8 ? 4 : 8;
@@ -1549,7 +1549,7 @@ mscclrt_result cpu_execute(mscclrt_cpu_comm *comm, const Plan *p, void *const *s
         comm_reset(comm);
         return res;
     }
-    if (op == MSCCLRT_AVG && check_collective_reduces(p->collective))
-        for (int r = 0; r < n; r++) check_avg_finish(dtype, recv[r], out_bytes / check_dtype_size(dtype), n);
+    if (op == MSCCLRT_AVG && plan_coll_reduces(p->collective))
+        for (int r = 0; r < n; r++) dtype_avg_finish(dtype, recv[r], out_bytes / dtype_size(dtype), n);
     return MSCCLRT_SUCCESS;
 }

@@ -188,6 +188,8 @@ const char *plan_buf_name(PlanBuf b);              /* "i", "o", "s" */
 const char *plan_buf_long_name(PlanBuf b);         /* "input", "output", "scratch" */
 const char *plan_chan_name(PlanChanType t);        /* "memory", "port", "switch", "none" */
 const char *plan_coll_name(PlanCollective c);
+/* Whether c combines values (allreduce, reducescatter, reduce) and so takes an operator. */
+bool plan_coll_reduces(PlanCollective c);
 bool plan_coll_from_name(const char *s, PlanCollective *out);
 const char *plan_target_name(PlanTarget t);         /* "mscclrt", "mscclpp"; NULL for NONE */
 bool plan_target_from_name(const char *s, PlanTarget *out);

@@ -64,6 +64,10 @@ bool plan_target_from_name(const char *s, PlanTarget *out) {
     return false;
 }
 
+bool plan_coll_reduces(PlanCollective c) {
+    return c == PLAN_COLL_ALLREDUCE || c == PLAN_COLL_REDUCESCATTER || c == PLAN_COLL_REDUCE;
+}
+
 const char *plan_coll_name(PlanCollective c) {
     return (unsigned)c < PLAN_COLL_COUNT ? coll_names[c] : "?";
 }

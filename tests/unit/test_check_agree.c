@@ -1,5 +1,5 @@
 /*
- * test_check_agree.c - the verdict exchange of mscclrt_gpu_check_rank (exec_check_agree) over
+ * test_check_agree.c - the verdict exchange of mscclrt_gpu_check_rank (check_gpu_agree) over
  * the real bootstrap on 127.0.0.1, with forked ranks and no GPU: every rank returns the same
  * result (success with the largest time; else the lowest failing rank's code and message and the
  * list of failing ranks), a peer slower than the bootstrap timeout is still waited for, and a
@@ -10,7 +10,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/err.h"
-#include "exec/exec_check.h"
+#include "check/check_gpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +53,7 @@ static int rank_main(const Case *k, const BootId *id, int r) {
         mine = rt_fail(codes[r % 4], "local failure %d of %s", r, r % 2 ? "odd" : "even");
     double usec = -1;
     double t0 = (double)time(NULL);
-    mscclrt_result res = exec_check_agree(b, mine, 10.0 * (r + 1), &usec);
+    mscclrt_result res = check_gpu_agree(b, mine, 10.0 * (r + 1), &usec);
     int bad = 0;
     if ((int)k->want >= 0 ? res != k->want : res == MSCCLRT_SUCCESS) bad = 1;
     if ((int)k->want < 0 && mine != MSCCLRT_SUCCESS && res != mine) bad = 1;  /* keeps its own */

@@ -37,7 +37,7 @@ typedef struct {
 static void group_make(Group *g, PlanCollective coll, int n, mscclrt_dtype t, mscclrt_redop op,
                        size_t c) {
     g->coll = coll, g->n = n, g->t = t, g->op = op;
-    g->es = check_dtype_size(t);
+    g->es = dtype_size(t);
     size_t nin = c, nout = c;
     if (coll == PLAN_COLL_REDUCESCATTER || coll == PLAN_COLL_SCATTER) nin = (size_t)n * c;
     if (coll == PLAN_COLL_ALLGATHER || coll == PLAN_COLL_GATHER) nout = (size_t)n * c;
@@ -63,8 +63,8 @@ static void group_make(Group *g, PlanCollective coll, int n, mscclrt_dtype t, ms
         case PLAN_COLL_REDUCESCATTER: {
             size_t base = coll == PLAN_COLL_ALLREDUCE ? 0 : (size_t)r * c * es;
             memcpy(o, g->in[0] + base, c * es);
-            for (int q = 1; q < n; q++) check_reduce(t, op, o, g->in[q] + base, c);
-            if (op == MSCCLRT_AVG) check_avg_finish(t, o, c, n);
+            for (int q = 1; q < n; q++) dtype_reduce(t, op, o, g->in[q] + base, c);
+            if (op == MSCCLRT_AVG) dtype_avg_finish(t, o, c, n);
             break;
         }
         case PLAN_COLL_ALLGATHER:
@@ -137,7 +137,7 @@ static void one_case(PlanCollective coll, int n, mscclrt_dtype t, mscclrt_redop 
     for (int r = 0; r < n; r++) ok = ok && rank_check(&g, r, &mr) && small_check(&g, r, &ms);
     if (!ok)
         fprintf(stderr, "%s n=%d %s %s c=%zu: correct output refused: %s | %s | %s\n",
-                plan_coll_name(coll), n, check_dtype_name(t), check_redop_name(op), c, mm.msg,
+                plan_coll_name(coll), n, dtype_name(t), dtype_redop_name(op), c, mm.msg,
                 mr.msg, ms.msg);
     CHECK(ok);
     size_t nout = g.out_bytes / g.es;
@@ -145,10 +145,10 @@ static void one_case(PlanCollective coll, int n, mscclrt_dtype t, mscclrt_redop 
     bool root_only = coll == PLAN_COLL_REDUCE || coll == PLAN_COLL_GATHER;
     int r = root_only ? 0 : n > 2 ? n - 2 : 1;
     size_t e = nout / 2 + 1 < nout ? nout / 2 + 1 : nout - 1;
-    double v = check_load(t, g.out[r], e);
-    check_store(t, g.out[r], e, v + 100);
-    if (t == MSCCLRT_FP8_E4M3 && check_load(t, g.out[r], e) == v)
-        check_store(t, g.out[r], e, -v - 1);   /* saturated: flip instead */
+    double v = dtype_load(t, g.out[r], e);
+    dtype_store(t, g.out[r], e, v + 100);
+    if (t == MSCCLRT_FP8_E4M3 && dtype_load(t, g.out[r], e) == v)
+        dtype_store(t, g.out[r], e, -v - 1);   /* saturated: flip instead */
     bool a = all_check(&g, &mm), b = rank_check(&g, r, &mr), s = small_check(&g, r, &ms);
     CHECK(!a && !b && !s);
     CHECK_EQ_INT(r, mm.rank);
@@ -169,7 +169,7 @@ static void t_fill_range(void) {
     for (int t = 0; t < MSCCLRT_DTYPE_COUNT; t++)
         for (int op = 0; op < MSCCLRT_REDOP_COUNT; op++)
             for (int rank = 0; rank < 5; rank++) {
-                size_t es = check_dtype_size((mscclrt_dtype)t);
+                size_t es = dtype_size((mscclrt_dtype)t);
                 check_fill((mscclrt_dtype)t, (mscclrt_redop)op, whole, 300, 77, rank);
                 static const size_t cuts[][2] = {{0, 300}, {0, 1}, {1, 299}, {17, 64}, {299, 1},
                                                  {150, 0}};
@@ -188,7 +188,7 @@ static void t_matrix(void) {
     for (size_t ci = 0; ci < sizeof colls / sizeof *colls; ci++)
         for (size_t ni = 0; ni < 3; ni++) {
             PlanCollective coll = colls[ci];
-            if (check_collective_reduces(coll)) {
+            if (plan_coll_reduces(coll)) {
                 for (size_t ti = 0; ti < sizeof red_types / sizeof *red_types; ti++)
                     for (int op = 0; op < MSCCLRT_REDOP_COUNT; op++)
                         one_case(coll, ns[ni], red_types[ti], (mscclrt_redop)op, 37);
@@ -233,10 +233,10 @@ static void t_threads(void) {
         /* reduce and gather check only the root's output */
         int w = colls[ci] == PLAN_COLL_REDUCE || colls[ci] == PLAN_COLL_GATHER ? 0 : 1;
         size_t nout = g.out_bytes / g.es, late = nout - 2, early = nout / 3;
-        check_store(g.t, g.out[w], late, check_load(g.t, g.out[w], late) + 100);
+        dtype_store(g.t, g.out[w], late, dtype_load(g.t, g.out[w], late) + 100);
         CHECK(!small_check(&g, w, &m1));
         CHECK_EQ_INT(late, m1.elem);
-        check_store(g.t, g.out[w], early, check_load(g.t, g.out[w], early) + 100);
+        dtype_store(g.t, g.out[w], early, dtype_load(g.t, g.out[w], early) + 100);
         CHECK(!small_check(&g, w, &m1));
         CHECK_EQ_INT(early, m1.elem);
         for (int nt = 2; nt <= 8; nt++) {

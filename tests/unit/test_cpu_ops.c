@@ -253,17 +253,17 @@ static void t_reduce_family(void) {
         float want[NF];
         for (int r = 0; r < 2; r++) {
             memcpy(want, b.in[r], CH);
-            check_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[r] + NF, NF);
+            dtype_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[r] + NF, NF);
             CHECK(chunk_eq(b.out[r], want));
             memcpy(want, b.in[r] + 2 * NF, CH);
-            check_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[1 - r] + 2 * NF, NF);
+            dtype_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[1 - r] + 2 * NF, NF);
             CHECK(chunk_eq(b.out[r] + NF, want));
         }
         memcpy(want, b.in[0] + 3 * NF, CH);
-        check_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[0], NF);
+        dtype_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[0], NF);
         CHECK(chunk_eq(b.out[0] + 2 * NF, want) && chunk_eq(b.out[1] + 2 * NF, want));
         memcpy(want, b.in[0] + 3 * NF, CH);
-        check_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[1] + 3 * NF, NF);
+        dtype_reduce(MSCCLRT_FLOAT32, ops[k], want, b.in[1] + 3 * NF, NF);
         CHECK(chunk_eq(b.out[0] + 3 * NF, want) && chunk_eq(b.out[1] + 3 * NF, want));
     }
     plan_free(p);

@@ -125,7 +125,7 @@ static void check_plan(const mscclrt_plan *plan, int n, const char *name) {
         mscclrt_cpu_comm_create(&comm, n) == MSCCLRT_SUCCESS) {
         PlanCollective coll = PLAN_COLL_CUSTOM;
         plan_coll_from_name(info.collective, &coll);
-        int nops = check_collective_reduces(coll) ? MSCCLRT_REDOP_COUNT : 1;
+        int nops = plan_coll_reduces(coll) ? MSCCLRT_REDOP_COUNT : 1;
         const size_t sizes[2] = {min, 3 * min};
         int k = 0;
         for (int si = 0; si < 2; si++) {

@@ -105,8 +105,8 @@ static bool same(mscclrt_dtype dt, const void *got, const void *want, const doub
                  size_t elems, const char *what, int rank) {
     const double u = 2 * unit_roundoff(dt) * (n + 1);
     for (size_t i = 0; i < elems; i++) {
-        const double g = check_load(dt, got, i), w = check_load(dt, want, i);
-        const double tol = mag && check_dtype_is_float(dt) ? u * mag[i] : 0;
+        const double g = dtype_load(dt, got, i), w = dtype_load(dt, want, i);
+        const double tol = mag && dtype_is_float(dt) ? u * mag[i] : 0;
         const bool ok = g == w || (g - w <= tol && w - g <= tol);
         if (!ok) {
             fprintf(stderr, "%s: rank %d: element %zu of %zu: got %g, want %g (tolerance %g)\n",
@@ -129,17 +129,17 @@ static void ref_reduce(mscclrt_dtype dt, mscclrt_redop op, void *acc, void *cons
     for (int q = 0; q < n; q++) {
         void *dst = q == 0 ? acc : tmp;
         memcpy(dst, (char *)in[q] + off, elems * es);
-        if (scale) check_reduce(dt, MSCCLRT_PROD, dst, sv, elems);
+        if (scale) dtype_reduce(dt, MSCCLRT_PROD, dst, sv, elems);
         for (size_t i = 0; mag && i < elems; i++) {
-            const double v = check_load(dt, dst, i);
+            const double v = dtype_load(dt, dst, i);
             mag[i] += v < 0 ? -v : v;
         }
-        if (q > 0) check_reduce(dt, op == MSCCLRT_AVG || scale ? MSCCLRT_SUM : op, acc, tmp, elems);
+        if (q > 0) dtype_reduce(dt, op == MSCCLRT_AVG || scale ? MSCCLRT_SUM : op, acc, tmp, elems);
     }
-    if (op == MSCCLRT_AVG) check_avg_finish(dt, acc, elems, n);
+    if (op == MSCCLRT_AVG) dtype_avg_finish(dt, acc, elems, n);
     for (size_t i = 0; mag && op == MSCCLRT_AVG && i < elems; i++) mag[i] /= n;
     for (size_t i = 0; mag && op == MSCCLRT_PROD && !scale && i < elems; i++) {
-        const double v = check_load(dt, acc, i);   /* prod: relative to the result */
+        const double v = dtype_load(dt, acc, i);   /* prod: relative to the result */
         mag[i] = v < 0 ? -v : v;
     }
     if (mag && (op == MSCCLRT_MAX || op == MSCCLRT_MIN)) memset(mag, 0, elems * sizeof *mag);
@@ -175,7 +175,7 @@ static void run_case(int k, size_t count, mscclrt_dtype dt, int opi, int root, b
     }
     /* the scalar: 0.5 for floats, 3 for integers */
     unsigned char scal[16] = {0};
-    check_store(dt, scal, 0, check_dtype_is_float(dt) ? 0.5 : 3);
+    dtype_store(dt, scal, 0, dtype_is_float(dt) ? 0.5 : 3);
     int ops[MAXR];
     CuDevPtr dscal[MAXR] = {0};
     for (int r = 0; r < n; r++) {

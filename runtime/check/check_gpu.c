@@ -1,12 +1,12 @@
 /*
- * exec_check.c - mscclrt_gpu_check_plan: runs a plan on a single-process GPU group with
+ * check_gpu.c - mscclrt_gpu_check_plan: runs a plan on a single-process GPU group with
  * deterministic inputs (runtime/check), back to back and under CUDA-graph replay, and checks
  * every rank's output against the host reference. Used by the GPU tests and offered to
  * mscclrt-run --backend gpu. Waits for the GPU with a deadline so a hung plan is reported
- * as MSCCLRT_ERR_TIMEOUT instead of blocking forever. The per-rank pieces (exec_check.h) are
+ * as MSCCLRT_ERR_TIMEOUT instead of blocking forever. The per-rank pieces (check_gpu.h) are
  * shared with mscclrt_gpu_check_rank.
  */
-#include "exec/exec_check.h"
+#include "check/check_gpu.h"
 #include "check/check.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-mscclrt_result exec_check_sync(CuStream s, double secs, const char *what, int rank) {
+mscclrt_result check_gpu_sync(CuStream s, double secs, const char *what, int rank) {
     double t0 = rt_now_s();
     for (;;) {
         CuResult r = cu.cuStreamQuery(s);
@@ -53,9 +53,9 @@ static void check_buf_free(CuDevPtr p, size_t size, bool cumem) {
     else if (p) cu.cuMemFree(p);
 }
 
-mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r, int device,
+mscclrt_result check_gpu_alloc(CheckGpuBufs *b, const Plan *p, int r, int device,
                                 const mscclrt_gpu_check *chk, size_t in, size_t out) {
-    size_t esz = check_dtype_size(chk->dtype);
+    size_t esz = dtype_size(chk->dtype);
     b->cumem = chk->cumem != 0;
     TRY(cu_check(cu.cuStreamCreate(&b->stream, CU_STREAM_FLAG_NON_BLOCKING), "cuStreamCreate"));
     b->host_in = malloc(in ? in : 1);
@@ -85,7 +85,7 @@ mscclrt_result exec_check_alloc(ExecCheckBufs *b, const Plan *p, int r, int devi
     return cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
-mscclrt_result exec_check_restore(mscclrt_comm *c, ExecCheckBufs *b, size_t in) {
+mscclrt_result check_gpu_restore(mscclrt_comm *c, CheckGpuBufs *b, size_t in) {
     CuContext prev;
     cu.cuCtxGetCurrent(&prev);
     cu.cuCtxSetCurrent(c->ctx);
@@ -95,7 +95,7 @@ mscclrt_result exec_check_restore(mscclrt_comm *c, ExecCheckBufs *b, size_t in) 
     return res;
 }
 
-mscclrt_result exec_check_capture_begin(ExecCheckBufs *b, size_t in, size_t out) {
+mscclrt_result check_gpu_capture_begin(CheckGpuBufs *b, size_t in, size_t out) {
     TRY(cu_check(cu.cuMemsetD8Async(b->rbuf ? b->rbuf : b->sbuf, EXEC_CHECK_FILL,
                                     b->rbuf ? out : (in > out ? in : out), b->stream),
                  "cuMemsetD8Async"));
@@ -103,19 +103,19 @@ mscclrt_result exec_check_capture_begin(ExecCheckBufs *b, size_t in, size_t out)
                     "cuStreamBeginCapture");
 }
 
-mscclrt_result exec_check_capture_end(ExecCheckBufs *b, mscclrt_result so_far) {
+mscclrt_result check_gpu_capture_end(CheckGpuBufs *b, mscclrt_result so_far) {
     mscclrt_result e = cu_check(cu.cuStreamEndCapture(b->stream, &b->graph), "cuStreamEndCapture");
     TRY(so_far);
     TRY(e);
     return cu_check(cu.cuGraphInstantiate(&b->gexec, b->graph, 0), "cuGraphInstantiate");
 }
 
-mscclrt_result exec_check_fetch(ExecCheckBufs *b, size_t out) {
+mscclrt_result check_gpu_fetch(CheckGpuBufs *b, size_t out) {
     return cu_check(cu.cuMemcpyDtoH(b->host_out, (CuDevPtr)(uintptr_t)b->recv, out),
                     "cuMemcpyDtoH(output)");
 }
 
-mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk,
+mscclrt_result check_gpu_wrong(const Plan *p, const mscclrt_gpu_check *chk,
                                 const CheckMismatch *mm, const void *host_out, size_t in,
                                 size_t out) {
     /* which ops write the wrong element's chunk, and whether it still holds the fill */
@@ -126,12 +126,12 @@ mscclrt_result exec_check_wrong(const Plan *p, const mscclrt_gpu_check *chk,
                       (const unsigned char *)host_out + mm->elem * es, EXEC_CHECK_FILL, in, out,
                       why, sizeof why);
     return rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s' on GPUs, %zu bytes, %s %s, %s%s: wrong "
-                   "result: %s%s", PLAN_ESC(p->name), chk->bytes, check_dtype_name(chk->dtype),
-                   check_redop_name(chk->op), chk->inplace ? "in place" : "out of place",
+                   "result: %s%s", PLAN_ESC(p->name), chk->bytes, dtype_name(chk->dtype),
+                   dtype_redop_name(chk->op), chk->inplace ? "in place" : "out of place",
                    chk->graph_iters > 0 ? ", after graph replay" : "", mm->msg, why);
 }
 
-void exec_check_release(mscclrt_comm *c, ExecCheckBufs *b, bool timed_out) {
+void check_gpu_release(mscclrt_comm *c, CheckGpuBufs *b, bool timed_out) {
     if (!timed_out && b->send) {
         exec_drop_contexts(c, b->send);
         exec_drop_contexts(c, b->recv);
@@ -152,11 +152,11 @@ void exec_check_release(mscclrt_comm *c, ExecCheckBufs *b, bool timed_out) {
 }
 
 static mscclrt_result run_once(mscclrt_comm *const *comms, int n, const mscclrt_plan *plan,
-                               ExecCheckBufs *rb, size_t in, size_t out,
+                               CheckGpuBufs *rb, size_t in, size_t out,
                                const mscclrt_gpu_check *chk, bool restore) {
     mscclrt_result res = MSCCLRT_SUCCESS;
     if (restore)
-        for (int r = 0; r < n; r++) TRY(exec_check_restore(comms[r], &rb[r], in));
+        for (int r = 0; r < n; r++) TRY(check_gpu_restore(comms[r], &rb[r], in));
     TRY(mscclrt_group_start());
     for (int r = 0; r < n; r++) {
         mscclrt_result e = mscclrt_execute_ex(comms[r], plan, rb[r].send, rb[r].recv, in, out,
@@ -179,12 +179,12 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
         if (!comms[r] || comms[r]->magic != EXEC_COMM_MAGIC || comms[r]->rank != r)
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_plan: comms[%d] is not "
                            "rank %d of a live group", r, r);
-    size_t esz = check_dtype_size(chk->dtype);
+    size_t esz = dtype_size(chk->dtype);
     if (!esz) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_plan: bad dtype %d", (int)chk->dtype);
     uint64_t in64 = 0, out64 = 0;
     plan_call_sizes(p, chk->bytes, &in64, &out64);
     size_t in = (size_t)in64, out = (size_t)out64;
-    ExecCheckBufs *rb = calloc((size_t)n, sizeof *rb);
+    CheckGpuBufs *rb = calloc((size_t)n, sizeof *rb);
     if (!rb) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
     mscclrt_result res = MSCCLRT_SUCCESS;
     CuContext prev = NULL;
@@ -192,7 +192,7 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     const bool restore = chk->inplace != 0;
     for (int r = 0; r < n; r++) {
         TRY_GOTO(cu_check(cu.cuCtxSetCurrent(comms[r]->ctx), "cuCtxSetCurrent"), res, out);
-        TRY_GOTO(exec_check_alloc(&rb[r], p, r, comms[r]->device, chk, in, out), res, out);
+        TRY_GOTO(check_gpu_alloc(&rb[r], p, r, comms[r]->device, chk, in, out), res, out);
     }
     /* back-to-back calls (the first one sets up) */
     int iters = chk->iters > 0 ? chk->iters : 1;
@@ -200,21 +200,21 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
     for (int it = 0; it < iters; it++)
         TRY_GOTO(run_once(comms, n, plan, rb, in, out, chk, restore), res, out);
     for (int r = 0; r < n; r++)
-        TRY_GOTO(exec_check_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r),
+        TRY_GOTO(check_gpu_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r),
                  res, out);
     if (usec) *usec = (rt_now_s() - t0) * 1e6 / iters;
     /* CUDA graph: capture graph_iters calls per rank, replay it */
     if (chk->graph_iters > 0) {
         for (int r = 0; r < n; r++) {
             cu.cuCtxSetCurrent(comms[r]->ctx);
-            TRY_GOTO(exec_check_capture_begin(&rb[r], in, out), res, out);
+            TRY_GOTO(check_gpu_capture_begin(&rb[r], in, out), res, out);
         }
         mscclrt_result cap = MSCCLRT_SUCCESS;
         for (int it = 0; it < chk->graph_iters && cap == MSCCLRT_SUCCESS; it++)
             cap = run_once(comms, n, plan, rb, in, out, chk, restore);
         for (int r = 0; r < n; r++) {
             cu.cuCtxSetCurrent(comms[r]->ctx);
-            mscclrt_result e = exec_check_capture_end(&rb[r], cap);
+            mscclrt_result e = check_gpu_capture_end(&rb[r], cap);
             if (res == MSCCLRT_SUCCESS) res = e;
         }
         TRY_GOTO(res, res, out);
@@ -225,13 +225,13 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
                          res, out);
             }
         for (int r = 0; r < n; r++)
-            TRY_GOTO(exec_check_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the graph replay", r),
+            TRY_GOTO(check_gpu_sync(rb[r].stream, EXEC_CHECK_DEADLINE_S, "the graph replay", r),
                      res, out);
     }
     /* check */
     for (int r = 0; r < n; r++) {
         cu.cuCtxSetCurrent(comms[r]->ctx);
-        TRY_GOTO(exec_check_fetch(&rb[r], out), res, out);
+        TRY_GOTO(check_gpu_fetch(&rb[r], out), res, out);
     }
     if (check_collective_known(p->collective)) {
         const void **ins = calloc((size_t)n, sizeof *ins), **outs = calloc((size_t)n, sizeof *outs);
@@ -249,11 +249,11 @@ mscclrt_result mscclrt_gpu_check_plan(mscclrt_comm *const *comms, int n, const m
         bool ok = check_collective(p->collective, n, chk->dtype, chk->op, ins, in, outs, out, &mm);
         free(ins);
         free(outs);
-        if (!ok) res = exec_check_wrong(p, chk, &mm, mm.rank >= 0 ? rb[mm.rank].host_out : NULL,
+        if (!ok) res = check_gpu_wrong(p, chk, &mm, mm.rank >= 0 ? rb[mm.rank].host_out : NULL,
                                         in, out);
     }
 out:
-    for (int r = 0; r < n; r++) exec_check_release(comms[r], &rb[r], res == MSCCLRT_ERR_TIMEOUT);
+    for (int r = 0; r < n; r++) check_gpu_release(comms[r], &rb[r], res == MSCCLRT_ERR_TIMEOUT);
     cu.cuCtxSetCurrent(prev);
     free(rb);
     return res;

@@ -1,11 +1,11 @@
 /*
- * exec_check_rank.c - mscclrt_gpu_check_rank: the GPU check of a plan run as one rank of a
+ * check_gpu_rank.c - mscclrt_gpu_check_rank: the GPU check of a plan run as one rank of a
  * group of processes (or threads) joined through the bootstrap. Each rank makes its own input,
  * runs the same calls as mscclrt_gpu_check_plan, checks only its own output with the streaming
  * host reference (check_collective_rank), and then every rank exchanges its verdict over the
  * bootstrap, so that all ranks return the same result: the first failing rank's.
  */
-#include "exec/exec_check.h"
+#include "check/check_gpu.h"
 #include "bootstrap/bootstrap.h"
 #include "check/check.h"
 #include "core/clock.h"
@@ -30,50 +30,50 @@ typedef struct {
  * check. *b is left for the caller to release (after the verdicts: peers may still read it). */
 static mscclrt_result check_local(mscclrt_comm *c, const mscclrt_plan *plan, const Plan *p,
                                   const mscclrt_gpu_check *chk, size_t in, size_t out,
-                                  ExecCheckBufs *b, double *usec) {
+                                  CheckGpuBufs *b, double *usec) {
     const int r = c->rank;
     TRY(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"));
-    TRY(exec_check_alloc(b, p, r, c->device, chk, in, out));
+    TRY(check_gpu_alloc(b, p, r, c->device, chk, in, out));
     free(b->host_in);              /* the check regenerates what it needs */
     b->host_in = NULL;
     /* back-to-back calls: the first one is the collective setup, never captured */
     int iters = chk->iters > 0 ? chk->iters : 1;
     double t0 = rt_now_s();
     for (int it = 0; it < iters; it++) {
-        if (chk->inplace) TRY(exec_check_restore(c, b, in));
+        if (chk->inplace) TRY(check_gpu_restore(c, b, in));
         TRY(mscclrt_execute_ex(c, plan, b->send, b->recv, in, out, chk->dtype, chk->op,
                                chk->packet, b->stream));
     }
-    TRY(exec_check_sync(b->stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r));
+    TRY(check_gpu_sync(b->stream, EXEC_CHECK_DEADLINE_S, "the plan's kernels", r));
     *usec = (rt_now_s() - t0) * 1e6 / iters;
     if (chk->graph_iters > 0) {
         cu.cuCtxSetCurrent(c->ctx);
-        TRY(exec_check_capture_begin(b, in, out));
+        TRY(check_gpu_capture_begin(b, in, out));
         mscclrt_result cap = MSCCLRT_SUCCESS;
         for (int it = 0; it < chk->graph_iters && cap == MSCCLRT_SUCCESS; it++) {
-            if (chk->inplace) cap = exec_check_restore(c, b, in);
+            if (chk->inplace) cap = check_gpu_restore(c, b, in);
             if (cap == MSCCLRT_SUCCESS)
                 cap = mscclrt_execute_ex(c, plan, b->send, b->recv, in, out, chk->dtype, chk->op,
                                          chk->packet, b->stream);
         }
         cu.cuCtxSetCurrent(c->ctx);
-        TRY(exec_check_capture_end(b, cap));
+        TRY(check_gpu_capture_end(b, cap));
         for (int rep = 0; rep < EXEC_CHECK_REPLAYS; rep++)
             TRY(cu_check(cu.cuGraphLaunch(b->gexec, b->stream), "cuGraphLaunch"));
-        TRY(exec_check_sync(b->stream, EXEC_CHECK_DEADLINE_S, "the graph replay", r));
+        TRY(check_gpu_sync(b->stream, EXEC_CHECK_DEADLINE_S, "the graph replay", r));
     }
     cu.cuCtxSetCurrent(c->ctx);
-    TRY(exec_check_fetch(b, out));
+    TRY(check_gpu_fetch(b, out));
     if (!check_collective_known(p->collective)) return MSCCLRT_SUCCESS;
     CheckMismatch mm;
     if (check_collective_rank(p->collective, c->nranks, r, chk->dtype, chk->op, chk->seed, in,
                               b->host_out, out, &mm))
         return MSCCLRT_SUCCESS;
     if (mm.rank < 0) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s", mm.msg);
-    return exec_check_wrong(p, chk, &mm, b->host_out, in, out);
+    return check_gpu_wrong(p, chk, &mm, b->host_out, in, out);
 }
 
-mscclrt_result exec_check_agree(Boot *boot, mscclrt_result mine, double my_usec, double *usec) {
+mscclrt_result check_gpu_agree(Boot *boot, mscclrt_result mine, double my_usec, double *usec) {
     const int n = boot_nranks(boot), r = boot_rank(boot);
     CheckVerdict *v = calloc((size_t)n, sizeof *v);
     if (!v) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the verdicts", r);
@@ -152,12 +152,12 @@ mscclrt_result mscclrt_gpu_check_rank(mscclrt_comm *c, const mscclrt_plan *plan,
     else if (p->ngpus != c->nranks)
         res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_rank: plan '%s' has %d ranks, "
                       "the group %d", PLAN_ESC(p->name), p->ngpus, c->nranks);
-    else if (!check_dtype_size(chk->dtype) || (unsigned)chk->op >= MSCCLRT_REDOP_COUNT)
+    else if (!dtype_size(chk->dtype) || (unsigned)chk->op >= MSCCLRT_REDOP_COUNT)
         res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_gpu_check_rank: bad dtype %d or "
                       "operator %d", (int)chk->dtype, (int)chk->op);
     else
         res = mscclrt_plan_call_sizes(plan, chk->bytes, &in, &out);
-    ExecCheckBufs b;
+    CheckGpuBufs b;
     memset(&b, 0, sizeof b);
     double mine = 0;
     CuContext prev = NULL;
@@ -165,8 +165,8 @@ mscclrt_result mscclrt_gpu_check_rank(mscclrt_comm *c, const mscclrt_plan *plan,
     if (res == MSCCLRT_SUCCESS)
         res = check_local(c, plan, p, chk, in, out, &b, &mine);
     /* the verdicts are also the barrier after which no peer reads our buffers any more */
-    mscclrt_result all = exec_check_agree(c->boot, res, mine, usec);
-    exec_check_release(c, &b, res == MSCCLRT_ERR_TIMEOUT);
+    mscclrt_result all = check_gpu_agree(c->boot, res, mine, usec);
+    check_gpu_release(c, &b, res == MSCCLRT_ERR_TIMEOUT);
     cu.cuCtxSetCurrent(prev);
     return all;
 }
