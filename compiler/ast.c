@@ -172,13 +172,6 @@ Stmt *ast_new_stmt(Arena *a, StmtKind k, SrcLoc loc) {
     return s;
 }
 
-SrcLoc ast_span(SrcLoc first, SrcLoc last) {
-    SrcLoc s = first;
-    if (last.at.line == first.at.line && last.at.col + last.width > first.at.col)
-        s.width = last.at.col + last.width - first.at.col;
-    return s;
-}
-
 void ast_lex_error(ParseState *ps, PlanLoc at) {
     AstProgram *p = ps->prog;
     if (p->nlex_errors == ps->cap_lex_errors) {

@@ -131,8 +131,6 @@ Expr *ast_new_node(Arena *a, SrcLoc loc, ExprKind k, Expr *x, Expr *y, Expr *z);
 Iter *ast_new_iter(Arena *a, SrcLoc loc, const char *name, Expr *range);
 HeaderItem *ast_new_header(Arena *a, SrcLoc loc, const char *key);
 Stmt *ast_new_stmt(Arena *a, StmtKind k, SrcLoc loc);
-/* The location spanning from `first` to `last` (width clipped to `first`'s line). */
-SrcLoc ast_span(SrcLoc first, SrcLoc last);
 
 /* ---- parser (grammar/coll.y + coll.l) -------------------------------------------------------- */
 typedef struct Diag Diag;

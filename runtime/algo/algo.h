@@ -3,7 +3,7 @@
  * is inside libmscclrt (a plan or native CUDA source plus its description), the process-wide
  * collection and the one selector (algo_registry.c), the default collection built for a
  * communicator's real layout from the embedded stdlib and the default selector with its
- * tuning table (algo_default.c, algo_tuning.c), native algorithms' contexts and launches
+ * tuning table (algo_default.c, algo_plan_cache.c, algo_select_default.c, algo_tuning.c), native algorithms' contexts and launches
  * (algo_native.c), and the collective calls themselves, point-to-point, PreMulSum operators and
  * windows (algo_coll.c).
  *
@@ -144,7 +144,8 @@ uint64_t algo_registry_epoch(void);
 /* Invalidates every communicator's cached selections (the tuning table changed). */
 void algo_registry_bump_epoch(void);
 
-/* ---- algo_default.c: the default collection and the default selector ---------------------- */
+/* ---- algo_default.c, algo_plan_cache.c, algo_select_default.c: the default collection, its plan
+ * cache and the default selector ------------------------------------------------------------ */
 /* The communicator's default collection (built on first use for its world size, ranks per
  * node and architecture: stdlib plans compiled in process through libmscclc, cached on disk,
  * plus the built-in native algorithms); borrowed, lives as long as the comm. */
@@ -192,16 +193,13 @@ bool algo_stdlib_has(const char *coll_slash_name);
 /* Nothing across nodes (ranks_per_node != world): the native context maps every peer's scratch
  * through CUDA IPC, which reaches only this host. */
 mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node);
-/* The default selector: the tuning table (MSCCLRT_TUNING_FILE) if it has a row for req, else
- * the first registered candidate (plan-based before native), else the size heuristics, else
- * native/<collective> (only on one node: req->ranks_per_node == req->world_size), else the
- * first candidate. Deterministic in (req's collective,
+typedef struct AlgoTuning AlgoTuning;
+/* The default selector (algo_select_default.c), with the tuning table t (NULL: none): t's row for
+ * req, else the first registered candidate (plan-based before native), else the size
+ * heuristics, else native/<collective> (only on one node: req->ranks_per_node ==
+ * req->world_size), else the first candidate. Deterministic in (req's collective,
  * message_bytes, dtype, op, world_size, ranks_per_node, arch, root, inplace, symmetric) and the
  * collection: the same on every rank. false only when n is 0. */
-bool algo_default_select(const mscclrt_request *req, const mscclrt_algo *const *cand, int n,
-                         mscclrt_choice *choice);
-typedef struct AlgoTuning AlgoTuning;
-/* The same with an explicit tuning table (NULL: none). */
 bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
                               const mscclrt_algo *const *cand, int n, mscclrt_choice *choice);
 

@@ -1,23 +1,16 @@
 /*
- * algo_default.c - the default collection and the default selector. A communicator's default
- * collection is built once, for its real layout (world size, ranks per node): every program of
- * the stdlib, embedded in the library at build time, that accepts N = world is compiled in
- * process through libmscclc and wrapped as a plan-based algorithm "stdlib/<collective>/<name>";
- * on one node the built-in native algorithms (algo_native.c) follow. Across nodes only the
- * multi-node programs (a `param G`, compiled with G = ranks per node) are compiled, a plan that
- * would reach another node over a memory or switch channel is refused (only port channels
- * cross), and there are no native algorithms (their context reaches one host only). Compiled
- * plans are cached in memory (per process) and on disk ($MSCCLRT_CACHE_DIR/plans/<key>.json,
- * through core/disk_cache.c: trusted directories and entries only, written atomically,
- * validated on every read), keyed by the program's text, the defines and the compiler's
- * identity (a hash of its sources taken at build time), so a changed compiler never reads an
- * older plan.
- *
- * The default selector: the tuning table first, then the first registered candidate, then size
- * heuristics from BENCHMARKS.md, then native/<collective> (on one node), then the first
- * candidate.
+ * algo_default.c - the default collection. A communicator's default collection is built once,
+ * for its real layout (world size, ranks per node): every program of the stdlib, embedded in the
+ * library at build time, that accepts N = world is compiled in process through libmscclc (or
+ * found in the plan cache, algo_plan_cache.c) and wrapped as a plan-based algorithm
+ * "stdlib/<collective>/<name>"; on one node the built-in native algorithms (algo_native.c)
+ * follow. Across nodes only the multi-node programs (a `param G`, compiled with G = ranks per
+ * node) are compiled, a plan that would reach another node over a memory or switch channel is
+ * refused (only port channels cross), and there are no native algorithms (their context reaches
+ * one host only). The default selector is algo_select_default.c.
  */
 #include "algo/algo.h"
+#include "algo/algo_plan_cache.h"
 #include "codegen/codegen.h"
 #include "core/api_plan.h"
 #include "core/clock.h"
@@ -45,8 +38,6 @@ extern const StdlibFile mscclrt_stdlib_files[];  /* "allreduce/allpair_packet.co
 extern const int mscclrt_stdlib_nfiles;
 extern const char mscclrt_stdlib_compiler_id[];  /* hash of the compiler's sources */
 
-#define PLAN_CACHE_FORMAT "mscclrt-plan-cache 1"
-#define PLAN_CACHE_MAX_BYTES ((size_t)256 << 20)
 
 /* ---- sets ------------------------------------------------------------------------------------- */
 
@@ -109,189 +100,6 @@ static bool declares_param(const char *text, const char *p) {
             return true;
     }
     return false;
-}
-
-/* ---- the plan cache --------------------------------------------------------------------------- */
-
-void algo_plan_cache_dir(const char *setting, char *out, size_t n) {
-    dcache_root(setting, out, n);
-}
-
-typedef struct { uint64_t k[2]; } PlanKey;
-
-static PlanKey plan_key(const char *src, const MscclcDefine *defs, int ndefs) {
-    PlanKey key;
-    for (int i = 0; i < 2; i++) {
-        uint64_t h = cg_hash(PLAN_CACHE_FORMAT, strlen(PLAN_CACHE_FORMAT), (uint64_t)i + 1);
-        h = cg_hash(MSCCLC_VERSION, strlen(MSCCLC_VERSION), h);
-        h = cg_hash(mscclrt_stdlib_compiler_id, strlen(mscclrt_stdlib_compiler_id), h);
-        h = cg_hash(src, strlen(src), h ^ (i ? 0x9e3779b97f4a7c15ull : 0));
-        for (int d = 0; d < ndefs; d++) {
-            char kv[96];
-            int l = snprintf(kv, sizeof kv, ";%s=%" PRId64, defs[d].name, defs[d].value);
-            h = cg_hash(kv, (size_t)l, h);
-        }
-        key.k[i] = h;
-    }
-    return key;
-}
-
-/* In memory: the JSON text of every plan this process compiled or read, so that the comms of
- * one process (comm_init_all: one per GPU) compile each program once. */
-typedef struct MemPlan {
-    PlanKey key;
-    char *json;
-    struct MemPlan *next;
-} MemPlan;
-static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
-static MemPlan *mem_plans;
-
-static char *mem_get(PlanKey key) {
-    char *json = NULL;
-    pthread_mutex_lock(&mem_mu);
-    for (MemPlan *m = mem_plans; m; m = m->next)
-        if (m->key.k[0] == key.k[0] && m->key.k[1] == key.k[1]) {
-            size_t n = strlen(m->json) + 1;
-            if ((json = malloc(n))) memcpy(json, m->json, n);
-            break;
-        }
-    pthread_mutex_unlock(&mem_mu);
-    return json;
-}
-
-static void mem_put(PlanKey key, const char *json) {
-    MemPlan *m = malloc(sizeof *m);
-    size_t n = strlen(json) + 1;
-    char *copy = malloc(n);
-    if (!m || !copy) {
-        free(m);
-        free(copy);
-        return;
-    }
-    memcpy(copy, json, n);
-    *m = (MemPlan){key, copy, NULL};
-    pthread_mutex_lock(&mem_mu);
-    for (MemPlan *o = mem_plans; o; o = o->next)
-        if (o->key.k[0] == key.k[0] && o->key.k[1] == key.k[1]) { /* another thread was first */
-            pthread_mutex_unlock(&mem_mu);
-            free(copy);
-            free(m);
-            return;
-        }
-    m->next = mem_plans;
-    mem_plans = m;
-    pthread_mutex_unlock(&mem_mu);
-}
-
-/* Wraps a validated model into a public handle (takes pl). */
-static mscclrt_result wrap_plan(Plan *pl, mscclrt_plan **out) {
-    mscclrt_plan *h = calloc(1, sizeof *h);
-    if (!h) {
-        plan_free(pl);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "default collection: out of memory");
-    }
-    h->magic = API_PLAN_MAGIC;
-    h->plan = pl;
-    *out = h;
-    return MSCCLRT_SUCCESS;
-}
-
-/* A cached plan's text as a handle when it is the plan we expect (valid, the program's
- * collective, world ranks); NULL otherwise, with the reason at INFO. */
-static mscclrt_plan *cached_plan(const char *json, const char *what, const char *coll, int world) {
-    PlanErr e;
-    Plan *pl = plan_parse(json, strlen(json), what, &e);
-    if (!pl) {
-        LOG_INFO(LOG_SUB_PLAN, "plan cache: ignoring %s", e.msg);
-        return NULL;
-    }
-    if (pl->ngpus != world || strcmp(pl->collective_name, coll) != 0) {
-        LOG_INFO(LOG_SUB_PLAN, "plan cache: ignoring %s: a %s plan for %d ranks, expected %s for %d",
-                 what, pl->collective_name, pl->ngpus, coll, world);
-        plan_free(pl);
-        return NULL;
-    }
-    mscclrt_plan *h = NULL;
-    return wrap_plan(pl, &h) == MSCCLRT_SUCCESS ? h : NULL;
-}
-
-typedef struct {
-    const char *file;             /* "allreduce/allpair_packet.coll" */
-    const char *text;
-    const char *coll;             /* "allreduce" */
-    const MscclcDefine *defs;
-    int ndefs;
-    const DiskCache *cache;       /* <cache root>/plans; fd -1: no disk cache */
-} PlanJob;
-
-/* The compiled plan of one program: from memory, from disk, or compiled now (then stored in
- * both). *out NULL with success: the program refuses these defines (logged). */
-static mscclrt_result plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_cache) {
-    *out = NULL;
-    *from_cache = false;
-    int world = (int)j->defs[0].value;
-    PlanKey key = plan_key(j->text, j->defs, j->ndefs);
-    char name[48];
-    snprintf(name, sizeof name, "%016" PRIx64 "%016" PRIx64 ".json", key.k[0], key.k[1]);
-    char *json = mem_get(key);
-    if (json) {
-        *out = cached_plan(json, j->file, j->coll, world);
-        free(json);
-        if (*out) {
-            *from_cache = true;
-            return MSCCLRT_SUCCESS;
-        }
-    }
-    size_t n;
-    if ((json = dcache_read(j->cache, name, PLAN_CACHE_MAX_BYTES, &n))) {
-        char path[sizeof j->cache->path + sizeof name];
-        snprintf(path, sizeof path, "%s/%s", j->cache->path, name);
-        *out = strlen(json) == n ? cached_plan(json, path, j->coll, world) : NULL;
-        if (*out) {
-            mem_put(key, json);
-            free(json);
-            *from_cache = true;
-            LOG_INFO(LOG_SUB_PLAN, "stdlib/%s N=%d: plan from cache %s", j->file, world, path);
-            return MSCCLRT_SUCCESS;
-        }
-        free(json); /* corrupt or foreign: compiled and rewritten below */
-    }
-    char fname[PATH_MAX];
-    snprintf(fname, sizeof fname, "stdlib/%s", j->file);
-    MscclcOptions opt = {.filename = fname, .defines = j->defs, .ndefines = j->ndefs,
-                         .error_limit = 1};
-    MscclcResult r;
-    double t0 = rt_now_s();
-    MscclcStatus st = mscclc_compile(j->text, strlen(j->text), &opt, &r);
-    if (st != MSCCLC_OK) {
-        const char *d = r.diagnostics ? r.diagnostics : "";
-        int l = (int)strcspn(d, "\n");
-        if (st == MSCCLC_ERR_INPUT)
-            LOG_INFO(LOG_SUB_PLAN, "default collection: %s skipped for N=%d: %.*s", fname, world,
-                     l, d);
-        else
-            LOG_WARN("default collection: %s skipped for N=%d: internal compiler error: %.*s",
-                     fname, world, l, d);
-        mscclc_result_free(&r);
-        return MSCCLRT_SUCCESS;
-    }
-    json = plan_to_json(r.plan, true, MSCCLC_PRODUCER);
-    mscclc_result_free(&r);
-    if (!json) return rt_fail(MSCCLRT_ERR_SYSTEM, "default collection: %s: out of memory", fname);
-    /* the handle comes from the text, as on a cache hit: a hit and a miss give the same model */
-    PlanErr e;
-    Plan *pl = plan_parse(json, strlen(json), fname, &e);
-    if (!pl) {
-        free(json);
-        return rt_fail(MSCCLRT_ERR_INTERNAL, "default collection: mscclc's plan does not load: %s",
-                       e.msg);
-    }
-    LOG_INFO(LOG_SUB_PLAN, "default collection: compiled %s for N=%d in %.3f s", fname, world,
-             rt_now_s() - t0);
-    mem_put(key, json);
-    dcache_write(j->cache, name, json, strlen(json));   /* false (logged) when off */
-    free(json);
-    return wrap_plan(pl, out);
 }
 
 /* ---- the default collection ------------------------------------------------------------------- */
@@ -392,7 +200,7 @@ mscclrt_result algo_default_build_plans(int world, int ranks_per_node, int arch,
         PlanJob job = {f->name, f->text, coll, defs, hier ? 2 : 1, &cache};
         mscclrt_plan *plan;
         bool cached;
-        TRY_GOTO(plan_for(&job, &plan, &cached), res, out);
+        TRY_GOTO(algo_plan_for(&job, &plan, &cached), res, out);
         if (!plan) {
             st.skipped++;
             continue;
@@ -444,95 +252,3 @@ mscclrt_result algo_default_set(mscclrt_comm *comm, const AlgoSet **out) {
     return MSCCLRT_SUCCESS;
 }
 
-/* ---- the default selector --------------------------------------------------------------------- */
-
-#define KB (1ull << 10)
-#define MB (1ull << 20)
-
-/* Size heuristics, in order of preference (BENCHMARKS.md: 2 and 4 x H200): the first row whose
- * collective and size band (max 0: unbounded) match and whose algorithm is a candidate wins.
- * Each algorithm's own rules (buffer mode, symmetric buffers, root, plan geometry) have already
- * filtered the candidates. */
-static const struct {
-    mscclrt_coll coll;
-    uint64_t min, max;
-    const char *name;
-} prefer[] = {
-    /* one-shot packets for small messages, two-phase packets up to 1 MB */
-    {MSCCLRT_COLL_ALLREDUCE, 0, 64 * KB, "stdlib/allreduce/allpair_packet"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 256 * KB, "stdlib/allreduce/hier_packet"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet"},
-    /* large: read-reduce-write on peers' buffers (in place, symmetric), the 1 GiB winner */
-    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_simple"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier"},
-    /* across nodes (only the multi-node programs are candidates there): one cross-node packet
-     * hop while small, the two-level Simple plans above, the packet plan up to its 1 MB for
-     * buffers the Simple plans cannot use (not symmetric, out of place) */
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
-    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},
-    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
-    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
-    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier"},
-    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
-    /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
-    {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/fullmesh"},
-    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/fullmesh_read"},
-    {MSCCLRT_COLL_BROADCAST, 0, 64 * KB, "stdlib/broadcast/packet"},
-    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/direct"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/fullmesh"},
-};
-
-static int find_cand(const char *name, const mscclrt_algo *const *cand, int n) {
-    for (int i = 0; i < n; i++)
-        if (strcmp(cand[i]->desc.name, name) == 0) return i;
-    return -1;
-}
-
-bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
-                              const mscclrt_algo *const *cand, int n, mscclrt_choice *choice) {
-    if (n <= 0) return false;
-    if (t && algo_tuning_choose(t, req, cand, n, choice)) return true;
-    *choice = (mscclrt_choice){0};
-    /* the user's own algorithms come first: plan-based, then native */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n; i++)
-            if (cand[i]->kind == (pass ? MSCCLRT_ALGO_NATIVE : MSCCLRT_ALGO_PLAN) &&
-                algo_is_registered(cand[i])) {
-                choice->algo = cand[i];
-                return true;
-            }
-    const uint64_t b = req->message_bytes;
-    for (size_t r = 0; r < sizeof prefer / sizeof *prefer; r++) {
-        if (prefer[r].coll != req->collective || b < prefer[r].min ||
-            (prefer[r].max && b > prefer[r].max))
-            continue;
-        int i = find_cand(prefer[r].name, cand, n);
-        if (i >= 0) {
-            choice->algo = cand[i];
-            return true;
-        }
-    }
-    /* across nodes there are no built-in native algorithms (algo_native_builtins): the first
-     * candidate */
-    int i = -1;
-    if (req->ranks_per_node == req->world_size) {
-        char native[64];
-        snprintf(native, sizeof native, "native/%s", mscclrt_coll_name(req->collective));
-        i = find_cand(native, cand, n);
-    }
-    choice->algo = cand[i >= 0 ? i : 0];
-    return true;
-}
-
-bool algo_default_select(const mscclrt_request *req, const mscclrt_algo *const *cand, int n,
-                         mscclrt_choice *choice) {
-    const AlgoTuning *t = NULL;
-    if (algo_tuning_process(&t) != MSCCLRT_SUCCESS) t = NULL; /* algo_select_from reports it */
-    return algo_default_select_with(t, req, cand, n, choice);
-}

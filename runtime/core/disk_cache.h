@@ -1,7 +1,7 @@
 /*
  * disk_cache.h - the one on-disk cache of libmscclrt and python/mscclrt: where it lives, which
  * directories and entries may be trusted, and how entries are read and written. The kernel
- * cache (codegen/cg_compile.c), the default collection's plans (algo/algo_default.c) and the
+ * cache (codegen/cg_compile.c), the default collection's plans (algo/algo_plan_cache.c) and the
  * Python plan cache (through mscclrt_cache_read/_write) all go through it.
  *
  * Trust, as ssh and ccache decide it: a cache directory or entry is used only when it is owned

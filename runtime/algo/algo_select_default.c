@@ -1,0 +1,95 @@
+/*
+ * algo_select_default.c - the default selector: the tuning table first, then the first
+ * registered candidate (plan-based before native), then size heuristics from BENCHMARKS.md,
+ * then native/<collective> (on one node), then the first candidate.
+ */
+#include "algo/algo.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the default selector --------------------------------------------------------------------- */
+
+#define KB (1ull << 10)
+#define MB (1ull << 20)
+
+/* Size heuristics, in order of preference (BENCHMARKS.md: 2 and 4 x H200): the first row whose
+ * collective and size band (max 0: unbounded) match and whose algorithm is a candidate wins.
+ * Each algorithm's own rules (buffer mode, symmetric buffers, root, plan geometry) have already
+ * filtered the candidates. */
+static const struct {
+    mscclrt_coll coll;
+    uint64_t min, max;
+    const char *name;
+} prefer[] = {
+    /* one-shot packets for small messages, two-phase packets up to 1 MB */
+    {MSCCLRT_COLL_ALLREDUCE, 0, 64 * KB, "stdlib/allreduce/allpair_packet"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 256 * KB, "stdlib/allreduce/hier_packet"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet"},
+    /* large: read-reduce-write on peers' buffers (in place, symmetric), the 1 GiB winner */
+    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_simple"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier"},
+    /* across nodes (only the multi-node programs are candidates there): one cross-node packet
+     * hop while small, the two-level Simple plans above, the packet plan up to its 1 MB for
+     * buffers the Simple plans cannot use (not symmetric, out of place) */
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
+    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
+    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier"},
+    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
+    /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
+    {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/fullmesh"},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/fullmesh_read"},
+    {MSCCLRT_COLL_BROADCAST, 0, 64 * KB, "stdlib/broadcast/packet"},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/direct"},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/fullmesh"},
+};
+
+static int find_cand(const char *name, const mscclrt_algo *const *cand, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(cand[i]->desc.name, name) == 0) return i;
+    return -1;
+}
+
+bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
+                              const mscclrt_algo *const *cand, int n, mscclrt_choice *choice) {
+    if (n <= 0) return false;
+    if (t && algo_tuning_choose(t, req, cand, n, choice)) return true;
+    *choice = (mscclrt_choice){0};
+    /* the user's own algorithms come first: plan-based, then native */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++)
+            if (cand[i]->kind == (pass ? MSCCLRT_ALGO_NATIVE : MSCCLRT_ALGO_PLAN) &&
+                algo_is_registered(cand[i])) {
+                choice->algo = cand[i];
+                return true;
+            }
+    const uint64_t b = req->message_bytes;
+    for (size_t r = 0; r < sizeof prefer / sizeof *prefer; r++) {
+        if (prefer[r].coll != req->collective || b < prefer[r].min ||
+            (prefer[r].max && b > prefer[r].max))
+            continue;
+        int i = find_cand(prefer[r].name, cand, n);
+        if (i >= 0) {
+            choice->algo = cand[i];
+            return true;
+        }
+    }
+    /* across nodes there are no built-in native algorithms (algo_native_builtins): the first
+     * candidate */
+    int i = -1;
+    if (req->ranks_per_node == req->world_size) {
+        char native[64];
+        snprintf(native, sizeof native, "native/%s", mscclrt_coll_name(req->collective));
+        i = find_cand(native, cand, n);
+    }
+    choice->algo = cand[i >= 0 ? i : 0];
+    return true;
+}
