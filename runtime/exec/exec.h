@@ -214,10 +214,21 @@ void exec_comm_close(mscclrt_comm *c, CuContext prev);
 mscclrt_result exec_module_load(mscclrt_comm *c, const char *src, const char *kernel,
                                 const char *what, CuModule *module, CuFunction *fn);
 /* The one launch: fn on blocks x threads with params, on stream, c's context current; errors
- * name the rank and `kind 'name'`. */
-mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks, int threads,
-                                  void **params, void *stream, const char *kind,
-                                  const char *name);
+ * name the rank and `kind 'name'` (exec_launch_failed words them). Inline: every collective's
+ * hot path ends here. */
+mscclrt_result exec_launch_failed(const mscclrt_comm *c, CuResult r, int blocks, int threads,
+                                  const char *kind, const char *name);
+static inline mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks,
+                                                int threads, void **params, void *stream,
+                                                const char *kind, const char *name) {
+    CuContext prev;
+    mscclrt_result res = exec_cuda_current(c, &prev);
+    if (res != MSCCLRT_SUCCESS) return res;
+    CuResult r = cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
+                                   (CuStream)stream, params, NULL);
+    exec_cuda_restore(c, prev);
+    return r == CU_OK ? MSCCLRT_SUCCESS : exec_launch_failed(c, r, blocks, threads, kind, name);
+}
 /* The comm's previous plan launch (its hot entry: kernel, grid, the two parameters, which point
  * into the context), for a bare relaunch; MSCCLRT_ERR_UNAVAILABLE when there is none. */
 mscclrt_result exec_last_launch(const mscclrt_comm *c, CuFunction *fn, int *blocks, int *threads,

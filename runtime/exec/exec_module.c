@@ -3,7 +3,8 @@
  * and native algorithms (runtime/algo) alike: compile a CUDA source for the comm's architecture
  * (runtime/codegen: NVRTC behind the disk cache), load the module, find the kernel, point the
  * module at the comm's abort word, and wait for the ranks sharing the CUDA context to load theirs
- * (exec_share.c); and one launch on the caller's stream with the comm's context current.
+ * (exec_share.c); and the failure of the one launch (exec_launch_kernel, inline in exec.h: the
+ * hot path crosses no extra file for it).
  */
 #include "exec/exec_internal.h"
 #include "core/clock.h"
@@ -45,15 +46,8 @@ mscclrt_result exec_module_load(mscclrt_comm *c, const char *src, const char *ke
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks, int threads,
-                                  void **params, void *stream, const char *kind,
-                                  const char *name) {
-    CuContext prev;
-    TRY(exec_cuda_current(c, &prev));
-    CuResult r = cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
-                                   (CuStream)stream, params, NULL);
-    exec_cuda_restore(c, prev);
-    if (r == CU_OK) return MSCCLRT_SUCCESS;
+mscclrt_result exec_launch_failed(const mscclrt_comm *c, CuResult r, int blocks, int threads,
+                                  const char *kind, const char *name) {
     char msg[300];
     snprintf(msg, sizeof msg, "rank %d: launch of %s '%s' (%d blocks x %d threads)", c->rank, kind,
              PLAN_ESC(name), blocks, threads);
