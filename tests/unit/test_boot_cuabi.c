@@ -32,7 +32,7 @@ int main(void) {
 #ifdef HAVE_CUDA_H
     printf("testing xport/cuda-abi ... passed\n");
 #else
-    printf("testing xport/cuda-abi ... skipped\n");
+    printf("testing xport/cuda-abi ... skipped (needs the CUDA headers)\n");
 #endif
     return 0;
 }

@@ -331,10 +331,10 @@ int main(int argc, char **argv) {
     int ndev = gpu_count();
     if (ndev == 0) {
         TEST("xport/ipc-no-driver", test_nodriver());
-        printf("testing xport/ipc-gpu ... skipped\n");
-        printf("testing xport/ipc-gpu-threads ... skipped\n");
+        TEST_SKIP("xport/ipc-gpu", "a GPU");
+        TEST_SKIP("xport/ipc-gpu-threads", "a GPU");
     } else {
-        printf("testing xport/ipc-no-driver ... skipped\n");
+        TEST_SKIP("xport/ipc-no-driver", "a machine without a CUDA driver");
         TEST("xport/ipc-gpu", test_gpu(ndev));
         TEST("xport/ipc-gpu-threads", test_gpu_threads(ndev));
     }

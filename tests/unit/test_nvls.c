@@ -230,7 +230,7 @@ int main(void) {
     TEST("nvls granularity rounding", rounding());
     TEST("nvls binding range checks", ranges());
     if (getenv("MSCCLRT_ENABLE_NVLS")) /* never enable it here: this runs on shared hosts too */
-        printf("testing nvls refused while MSCCLRT_ENABLE_NVLS is off ... skipped\n");
+        TEST_SKIP("nvls refused while MSCCLRT_ENABLE_NVLS is off", "MSCCLRT_ENABLE_NVLS unset");
     else
         TEST("nvls refused while MSCCLRT_ENABLE_NVLS is off", off());
     return harness_report();

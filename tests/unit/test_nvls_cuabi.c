@@ -39,7 +39,7 @@ int main(void) {
 #ifdef HAVE_CUDA_H
     printf("testing nvls/cuda-abi ... passed\n");
 #else
-    printf("testing nvls/cuda-abi ... skipped\n");
+    printf("testing nvls/cuda-abi ... skipped (needs the CUDA headers)\n");
 #endif
     return 0;
 }
