@@ -122,20 +122,29 @@ static bool valid_name(const char *s, size_t n) {
     return true;
 }
 
-static int dump(const char *path, const char *format, bool summary) {
-    /* a path that does not exist is a usage error (exit 2); anything else the loader judges,
-     * opening without blocking (an fopen here would block forever on a FIFO) */
+/* The plan file of --dump and --check; *rc its exit status when NULL. A path that does not exist
+ * is a usage error (exit 2); anything else the loader judges, opening without blocking (an
+ * fopen here would block forever on a FIFO). */
+static Plan *load_plan(const char *path, int *rc) {
     struct stat st;
     if (stat(path, &st) != 0) {
         fprintf(stderr, "mscclc: cannot open '%s': %s\n", path, strerror(errno));
-        return 2;
+        *rc = 2;
+        return NULL;
     }
     PlanErr err;
     Plan *p = plan_load_file(path, &err);
     if (!p) {
         fprintf(stderr, "%s\n", err.msg);
-        return 1;
+        *rc = 1;
     }
+    return p;
+}
+
+static int dump(const char *path, const char *format, bool summary) {
+    int rc = 0;
+    Plan *p = load_plan(path, &rc);
+    if (!p) return rc;
     if (strcmp(format, "dot") == 0) plan_dump_dot(p, stdout);
     else if (summary) plan_dump_summary(p, stdout);
     else plan_dump_table(p, stdout);
@@ -149,17 +158,9 @@ static int dump(const char *path, const char *format, bool summary) {
 
 /* --check: the compiler's final checks on a plan from any producer. */
 static int check(const char *path, int error_limit) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "mscclc: cannot open '%s': %s\n", path, strerror(errno));
-        return 2;
-    }
-    PlanErr err;
-    Plan *p = plan_load_file(path, &err);
-    if (!p) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
+    int rc0 = 0;
+    Plan *p = load_plan(path, &rc0);
+    if (!p) return rc0;
     int errors = 0;
     int rc = mscclc_check_plan(p, path, stderr, error_limit, &errors);
     plan_free(p);
