@@ -34,7 +34,7 @@ n=0
 while IFS= read -r cmd; do
     n=$((n + 1))
     case $cmd in
-        build/bin/mscclrt-perf*) echo "testing readme_tour/cmd$n ... skipped"; continue ;;
+        build/bin/mscclrt-perf*) echo "testing readme_tour/cmd$n ... skipped (needs GPUs: mscclrt-perf)"; continue ;;
         cc\ *) dir=$tmp/work/examples ;;
         *) dir=$tmp/work ;;
     esac
