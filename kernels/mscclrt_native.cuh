@@ -43,6 +43,15 @@ struct Ctx {
     __device__ char *slot_at(u32 p, u32 b, u32 h) const {
         return (char *)peers[p] + c->off_slots + (((u64)b * n + rank) * 2 + h) * slot;
     }
+    /* packet slots: this rank's for message `flag` from sender s, and peer p's for ours */
+    __device__ const char *pk_in(u32 b, u32 s, u32 flag) const {
+        return scratch + c->off_pk + (((u64)b * n + s) * 2 + (flag & 1)) * c->pk_slot_bytes;
+    }
+    __device__ char *pk_at(u32 p, u32 b, u32 flag) const {
+        return (char *)peers[p] + c->off_pk + (((u64)b * n + rank) * 2 + (flag & 1)) * c->pk_slot_bytes;
+    }
+    /* data bytes one packet message carries (0: this context has no packet slots) */
+    __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }
 };
 
 /* Signals: one thread of the block issues them after a __syncthreads, so the whole block's
@@ -64,6 +73,83 @@ __device__ __forceinline__ void wait_data(const Ctx &x, u32 b, u32 p) {
 __device__ __forceinline__ void wait_ack(const Ctx &x, u32 b, u32 p) {
     if (threadIdx.x == 0) mk::wait(x.ctr(x.c->off_ack_in, b, p), x.ctr(x.c->off_ack_seen, b, p));
     __syncthreads();
+}
+
+/* ---- packet messages ---------------------------------------------------------------------
+ * A message whose block share fits pk_data() bytes travels as LL16 packets: 8 data bytes and
+ * the message's flag twice in one 16-byte store, so the receiver's load sees data and flag
+ * together and no data signal is needed. Message m (1, 2, ...) of (block b, sender s, receiver
+ * p) has flag m and uses half m % 2 of p's packet slot for (b, s); both sides count their
+ * messages of (b, peer) in their own scratch. The receiver adds an acknowledgement after
+ * reading; the sender waits for it only before message m + 2 reuses the half, so a launch
+ * never ends waiting for one (the scratch is idle once every rank's kernels are done, which the
+ * communicator's release waits for). */
+
+/* ++*ctr, once for the block; every thread gets the new value */
+__device__ __forceinline__ u32 pk_count(u64 *ctr) {
+    __shared__ u32 v;
+    __syncthreads();   /* everyone has read v of the previous call */
+    if (threadIdx.x == 0) v = (u32)(++*ctr);
+    __syncthreads();
+    return v;
+}
+/* sender: the flag of the next message to p, once its half is free */
+__device__ __forceinline__ u32 pk_open(const Ctx &x, u32 b, u32 p) {
+    const u32 m = pk_count(x.ctr(x.c->off_pk_sent, b, p));
+    if (m > 2) {
+        if (threadIdx.x == 0) {
+            const u64 *ack = x.ctr(x.c->off_pk_ack, b, p);
+            u32 sp = 0;
+            while (mk::ld_acquire_sys(ack) < (u64)(m - 2) && !mk::give_up(sp)) { }
+        }
+        __syncthreads();
+    }
+    return m;
+}
+/* receiver: the flag of the next message from p */
+__device__ __forceinline__ u32 pk_accept(const Ctx &x, u32 b, u32 p) {
+    return pk_count(x.ctr(x.c->off_pk_recv, b, p));
+}
+/* receiver, after reading the message from p: its half may be written again */
+__device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
+    __syncthreads();
+    if (threadIdx.x == 0)
+        mk::signal((u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
+}
+
+/* the 8 bytes at src of which `avail` are data (the rest zero): one packet's payload */
+__device__ __forceinline__ void ld8(const char *src, u64 avail, u32 (&d)[2]) {
+    if (avail >= 8 && ((u64)src & 3) == 0) {
+        d[0] = ((const u32 *)src)[0];
+        d[1] = ((const u32 *)src)[1];
+        return;
+    }
+    d[0] = d[1] = 0;
+    for (u32 i = 0; i < 8 && i < avail; i++) d[i / 4] |= (u32)(unsigned char)src[i] << (8 * (i % 4));
+}
+__device__ __forceinline__ void st8(char *dst, u64 avail, const u32 (&d)[2]) {
+    if (avail >= 8 && ((u64)dst & 3) == 0) {
+        ((u32 *)dst)[0] = d[0];
+        ((u32 *)dst)[1] = d[1];
+        return;
+    }
+    for (u32 i = 0; i < 8 && i < avail; i++) dst[i] = (char)(d[i / 4] >> (8 * (i % 4)));
+}
+/* n bytes at src as packets of `flag` at slot (block-wide) */
+__device__ __forceinline__ void pk_write(char *slot, const char *src, u64 n, u32 flag) {
+    for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
+        u32 d[2];
+        ld8(src + j * 8, n - j * 8, d);
+        mk::Pkt<16>::write(slot + j * 16, d, flag);
+    }
+}
+/* the n bytes of the packets of `flag` at slot, once they arrived, to dst (block-wide) */
+__device__ __forceinline__ void pk_read(char *dst, const char *slot, u64 n, u32 flag) {
+    for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
+        u32 d[2];
+        mk::Pkt<16>::read(slot + j * 16, d, flag);
+        st8(dst + j * 8, n - j * 8, d);
+    }
 }
 
 /* [lo, hi) of piece i of a block's share: shares and pieces are multiples of 16 bytes, so

@@ -5,9 +5,14 @@
  * a fixed-width integer; sizes are checked with static asserts on both sides.
  *
  * The context is a scratch buffer on every rank, mapped by every peer, laid out as
- *   [0, off_slots)        counters: inbound data and ack counters per (block, sender), which
+ *   [0, off_pk_sent)      counters: inbound data and ack counters per (block, sender), which
  *                         peers increment (release, system scope), then this rank's own
  *                         consumed-so-far counts of both (persistent across launches)
+ *   [off_pk_sent, off_pk) packet counters per (block, peer): messages sent, messages read (this
+ *                         rank's own) and acknowledgements the peer added (persistent)
+ *   [off_pk, off_slots)   packet slots: per (block, sender, half) pk_slot_bytes of LL16
+ *                         packets (8 data bytes and two copies of a 32-bit flag each), for
+ *                         messages small enough to skip the data/ack round trips
  *   [off_slots, end)      slots: per (block b < max_blocks, sender s, half h < 2) slot_bytes
  *                         of data that rank s wrote into this rank's scratch for block b
  * The layout depends only on (nranks, max_blocks, scratch size), the same on every rank and for
@@ -43,8 +48,24 @@ typedef struct MnContext {
     mk_u64 off_slots;
     mk_u64 peer_scratch;          /* device address of u64[nranks]: every rank's scratch base as
                                      this rank maps it (its own entry is its own scratch) */
+    mk_u64 off_pk_sent;           /* u64[max_blocks][nranks]: packet messages sent to (b, peer) */
+    mk_u64 off_pk_recv;           /* u64[max_blocks][nranks]: packet messages read from (b, peer) */
+    mk_u64 off_pk_ack;            /* u64[max_blocks][nranks]: of this rank's packet messages to
+                                     (b, peer), how many the peer has read (the peer adds) */
+    mk_u64 off_pk;                /* packet slots */
+    mk_u64 pk_slot_bytes;         /* bytes of packets in one packet slot (0: none) */
+    mk_u64 pk_max_bytes;          /* messages of at most this many bytes per peer may travel as
+                                     packets (MSCCLRT_NATIVE_PACKET_BYTES, read at setup) */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 88, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 136, "MnContext layout (host and device agree)");
+
+/* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block
+ * fits one slot (MN_PK_DATA_BYTES) travels as packets: the flag in every packet says the data
+ * arrived, so there is no data signal, and the receiver's acknowledgement is waited for only
+ * when the sender reuses the half two messages later (usually long arrived), not at the end of
+ * the kernel. */
+#define MN_PK_SLOT_BYTES 16384
+#define MN_PK_DATA_BYTES (MN_PK_SLOT_BYTES / 2)
 
 /* The collective a built-in native kernel runs (MnArgs.coll): mscclrt_coll's values. */
 enum { MN_ALLREDUCE = 0, MN_ALLGATHER, MN_REDUCESCATTER, MN_BROADCAST, MN_REDUCE, MN_ALLTOALL,

@@ -51,9 +51,14 @@ __device__ __forceinline__ void red_group(char *dst, const char *const (&src)[8]
     char *const d[1] = {dst};
     mk::reduce<T, OP, K, 1>(d, s, n);
 }
-__device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n) {
+/* rank q's contribution: staged in this rank's slot from q, or this rank's own data (`own`
+ * when the caller did not stage it) */
+__device__ __forceinline__ const char *contrib(const Ctx &x, u32 b, u32 q, u32 h, const char *own) {
+    return q == x.rank && own ? own : x.slot_in(b, q, h);
+}
+__device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n, const char *own) {
     if (n == 0) return;
-    if (x.n == 1) { mk::copy(dst, x.slot_in(b, 0, h), n); return; }
+    if (x.n == 1) { mk::copy(dst, contrib(x, b, 0, h, own), n); return; }
     /* groups of 8 sources while there are that many (the running result is the first of every
      * group after the first), pairs for the rest: two instantiations keep NVRTC quick */
     const char *grp[8];
@@ -62,11 +67,11 @@ __device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n) {
         int k = 0;
         if (done > 0) grp[k++] = dst;
         if (x.n - done >= (u32)(8 - k)) {
-            while (k < 8) grp[k++] = x.slot_in(b, done++, h);
+            while (k < 8) grp[k++] = contrib(x, b, done++, h, own);
             red_group<8>(dst, grp, n);
         } else {
-            if (k == 0) grp[k++] = x.slot_in(b, done++, h);
-            grp[k++] = x.slot_in(b, done++, h);
+            if (k == 0) grp[k++] = contrib(x, b, done++, h, own);
+            grp[k++] = contrib(x, b, done++, h, own);
             red_group<2>(dst, grp, n);
         }
         __syncthreads();
@@ -104,17 +109,188 @@ struct Flow {
 
 __device__ __forceinline__ u64 minu(u64 a, u64 b) { return a < b ? a : b; }
 
-/* Contributions of every rank to one piece, staged in slots (this rank's own in its own slot,
- * which no peer writes), reduced in rank order into dst once every peer's has arrived. */
+/* Contributions of every rank to one piece, reduced in rank order into dst once every peer's
+ * has arrived in its slot. This rank's own is read where it is, or, scaled for PreMulSum,
+ * staged first in its own slot (which no peer writes). */
 __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, const char *own, u64 n,
                              bool scale, const T *s) {
     const u32 h = (u32)(k & 1);
-    stage(x.slot_in(f.b, x.rank, h), own, n, scale, s);
+    /* in place (dst is own), own must be read before the running result overwrites it: only
+     * when it is a source of reduce_slots' first group (8 sources from 8 ranks on, else 2) */
+    const bool direct = !scale && (own != dst || x.rank < (x.n >= 8 ? 8u : 2u));
+    if (!direct) stage(x.slot_in(f.b, x.rank, h), own, n, scale, s);
     for (u32 q = 0; q < x.n; q++)
         if (q != x.rank) f.recv(q, k);
     __syncthreads();
-    reduce_slots(dst, x, f.b, h, n);
+    reduce_slots(dst, x, f.b, h, n, direct ? own : nullptr);
     finish_avg(dst, n, x.n);
+}
+
+/* ---- packet paths: one message per (block, peer), no data signals, no final waits --------- */
+#define MN_PK_MAX_RANKS 1024
+
+/* Whether messages of len bytes per peer travel as packets with this grid. Every rank decides
+ * the same: len, the grid and the context's slot size agree on all of them. */
+__device__ __forceinline__ bool pk_mode(const Ctx &x, u64 len) {
+    return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && x.pk_data() &&
+           round16((len + gridDim.x - 1) / gridDim.x) <= x.pk_data();
+}
+
+/* d *= s elementwise (PreMulSum's scaling of a contribution) */
+__device__ __forceinline__ void scale8(u32 (&d)[2], const T *s) {
+    mk::Vec<T, 8> v;
+    v.w[0] = d[0];
+    v.w[1] = d[1];
+    const T k = *s;
+#pragma unroll
+    for (int i = 0; i < (int)(8 / sizeof(T)); i++) v.e[i] = mk::red<mk::OP_PROD>(v.e[i], k);
+    d[0] = v.w[0];
+    d[1] = v.w[1];
+}
+__device__ __forceinline__ void avg8(u32 (&d)[2], u32 nranks) {
+    if (MSCCLRT_OP != mk::OP_AVG) return;
+    mk::Vec<T, 8> v;
+    v.w[0] = d[0];
+    v.w[1] = d[1];
+#pragma unroll
+    for (int i = 0; i < (int)(8 / sizeof(T)); i++) v.e[i] = mk::divn(v.e[i], nranks);
+    d[0] = v.w[0];
+    d[1] = v.w[1];
+}
+
+/* n bytes at src to p as one packet message of block b (scaled for PreMulSum contributions) */
+__device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n, bool scale, const T *s) {
+    const u32 flag = pk_open(x, b, p);
+    char *slot = x.pk_at(p, b, flag);
+    if (!scale) {
+        pk_write(slot, src, n, flag);
+        return;
+    }
+    for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
+        u32 d[2];
+        ld8(src + j * 8, n - j * 8, d);
+        scale8(d, s);
+        mk::Pkt<16>::write(slot + j * 16, d, flag);
+    }
+}
+/* the message of block b from p, copied to dst once it arrived */
+__device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
+    const u32 flag = pk_accept(x, b, p);
+    pk_read(dst, x.pk_in(b, p, flag), n, flag);
+    pk_ack(x, b, p);
+}
+/* dst = the n ranks' contributions in rank order: this rank's own (from `own`), every peer's
+ * from its packet message of block b */
+__device__ void pk_reduce(const Ctx &x, u32 b, char *dst, const char *own, u64 n, bool scale,
+                          const T *s) {
+    __shared__ u32 fl[MN_PK_MAX_RANKS];
+    for (u32 q = 0; q < x.n; q++) {
+        if (q == x.rank) continue;
+        const u32 f = pk_accept(x, b, q);
+        if (threadIdx.x == 0) fl[q] = f;
+    }
+    __syncthreads();
+    for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
+        u32 acc[2] = {0, 0};
+        for (u32 q = 0; q < x.n; q++) {
+            u32 d[2];
+            if (q == x.rank) {
+                ld8(own + j * 8, n - j * 8, d);
+                if (scale) scale8(d, s);
+            } else {
+                mk::Pkt<16>::read(x.pk_in(b, q, fl[q]) + j * 16, d, fl[q]);
+            }
+            if (q == 0) {
+                acc[0] = d[0];
+                acc[1] = d[1];
+            } else {
+                mk::vred<T, OP, 8>(acc, d);
+            }
+        }
+        avg8(acc, x.n);
+        st8(dst + j * 8, n - j * 8, acc);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (u32 q = 0; q < x.n; q++)
+            if (q != x.rank)
+                mk::signal((u64)((const char *)x.peers[q] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
+}
+
+/* allreduce in one hop: everyone sends its share to everyone and reduces all of them */
+__device__ void pk_allreduce(const MnArgs &a, const Ctx &x, u32 b) {
+    const Span sh = share(a.in_bytes, b, gridDim.x);
+    const u64 m = sh.hi - sh.lo;
+    if (m == 0) return;
+    const bool scale = a.op == MN_OP_PREMULSUM;
+    const T *s = (const T *)a.scalar;
+    for (u32 p = 0; p < x.n; p++)
+        if (p != x.rank) pk_send(x, b, p, (const char *)a.in + sh.lo, m, scale, s);
+    pk_reduce(x, b, (char *)a.out + sh.lo, (const char *)a.in + sh.lo, m, scale, s);
+}
+/* allgather (to_all) and gather (to the root) */
+__device__ void pk_gather(const MnArgs &a, const Ctx &x, u32 b, bool to_all) {
+    const u64 blk = a.in_bytes;
+    const Span sh = share(blk, b, gridDim.x);
+    const u64 m = sh.hi - sh.lo;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    if (m == 0) return;
+    const char *in = (const char *)a.in + sh.lo;
+    char *out = (char *)a.out + sh.lo;
+    for (u32 p = 0; p < n; p++)
+        if (p != r && (to_all || p == root)) pk_send(x, b, p, in, m, false, nullptr);
+    if (!to_all && r != root) return;
+    if (out + (u64)r * blk != in) mk::copy(out + (u64)r * blk, in, m);
+    for (u32 p = 0; p < n; p++)
+        if (p != r) pk_recv(x, b, p, out + (u64)p * blk, m);
+}
+/* alltoall (from_all) and scatter (from the root) */
+__device__ void pk_scatter(const MnArgs &a, const Ctx &x, u32 b, bool from_all) {
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    const u64 blk = from_all ? a.out_bytes / n : a.out_bytes;
+    const Span sh = share(blk, b, gridDim.x);
+    const u64 m = sh.hi - sh.lo;
+    if (m == 0) return;
+    const char *in = (const char *)a.in + sh.lo;
+    char *out = (char *)a.out + sh.lo;
+    if (from_all || r == root) {
+        for (u32 p = 0; p < n; p++)
+            if (p != r) pk_send(x, b, p, in + (u64)p * blk, m, false, nullptr);
+        char *mine = out + (from_all ? (u64)r * blk : 0);
+        if (in + (u64)r * blk != mine) mk::copy(mine, in + (u64)r * blk, m);
+    }
+    for (u32 p = 0; p < n; p++)
+        if (p != r && (from_all || p == root)) pk_recv(x, b, p, out + (from_all ? (u64)p * blk : 0), m);
+}
+/* reducescatter (partition q to rank q) and reduce (everything to the root) */
+__device__ void pk_reduce_like(const MnArgs &a, const Ctx &x, u32 b, bool scatter) {
+    const u64 len = scatter ? a.out_bytes : a.in_bytes;
+    const Span sh = share(len, b, gridDim.x);
+    const u64 m = sh.hi - sh.lo;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    if (m == 0) return;
+    const bool scale = a.op == MN_OP_PREMULSUM;
+    const T *s = (const T *)a.scalar;
+    const char *in = (const char *)a.in + sh.lo;
+    for (u32 p = 0; p < n; p++)
+        if (p != r && (scatter || p == root)) pk_send(x, b, p, in + (scatter ? (u64)p * len : 0), m, scale, s);
+    if (scatter || r == root)
+        pk_reduce(x, b, (char *)a.out + sh.lo, in + (scatter ? (u64)r * len : 0), m, scale, s);
+}
+__device__ void pk_broadcast(const MnArgs &a, const Ctx &x, u32 b) {
+    const Span sh = share(a.in_bytes, b, gridDim.x);
+    const u64 m = sh.hi - sh.lo;
+    const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    if (m == 0) return;
+    const char *in = (const char *)a.in + sh.lo;
+    char *out = (char *)a.out + sh.lo;
+    if (r == root) {
+        for (u32 p = 0; p < n; p++)
+            if (p != r) pk_send(x, b, p, in, m, false, nullptr);
+        if (in != out) mk::copy(out, in, m);
+    } else {
+        pk_recv(x, b, root, out, m);
+    }
 }
 
 /* ---- the collectives --------------------------------------------------------------------- */
@@ -125,6 +301,7 @@ __device__ void allreduce(const MnArgs &a, const Ctx &x, const Flow &f) {
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
     const u32 nb = gridDim.x, n = x.n, r = x.rank;
+    if (pk_mode(x, bytes)) return pk_allreduce(a, x, f.b);
     if (bytes <= (u64)n * 16384) {   /* small: one hop, everyone reduces everything */
         const Span sh = share(bytes, f.b, nb);
         const u64 K = npieces(sh, slot);
@@ -175,6 +352,7 @@ __device__ void gather_like(const MnArgs &a, const Ctx &x, const Flow &f, bool t
     char *out = (char *)a.out;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     const bool receiver = to_all || r == root;
+    if (pk_mode(x, blk)) return pk_gather(a, x, f.b, to_all);
     const Span sh = share(blk, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -203,6 +381,7 @@ __device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool 
     const char *in = (const char *)a.in;
     char *out = (char *)a.out;
     const bool sender = from_all || r == root;
+    if (pk_mode(x, blk)) return pk_scatter(a, x, f.b, from_all);
     const Span sh = share(blk, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -234,6 +413,7 @@ __device__ void reduce_like(const MnArgs &a, const Ctx &x, const Flow &f, bool s
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    if (pk_mode(x, len)) return pk_reduce_like(a, x, f.b, scatter);
     const Span sh = share(len, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -256,6 +436,7 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
     const char *in = (const char *)a.in;
     char *out = (char *)a.out;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
+    if (pk_mode(x, len)) return pk_broadcast(a, x, f.b);
     const Span sh = share(len, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -279,12 +460,19 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
  * stream is message j of (block, peer) on both sides. Self pairs copy directly. */
 __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, const Flow &f) {
     __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
+    __shared__ bool pk[MN_P2P_MAX];
     __shared__ u64 rounds;
     const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = gridDim.x, r = x.rank;
     if (threadIdx.x == 0) {
         rounds = 0;
         for (u32 e = 0; e < ne; e++) {
-            cnt[e] = npieces(share(l.v[e].bytes, f.b, nb), x.slot);
+            /* packets for a small entry that is alone in its direction to its peer: the peer's
+             * matching entry is small and alone too, so both sides choose alike */
+            bool alone = true;
+            for (u32 d = 0; d < ne; d++)
+                alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
+            pk[e] = alone && (u32)l.v[e].peer != r && pk_mode(x, l.v[e].bytes);
+            cnt[e] = pk[e] ? 0 : npieces(share(l.v[e].bytes, f.b, nb), x.slot);
             start[e] = 0;
             for (u32 d = 0; d < e; d++)
                 if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
@@ -305,6 +493,19 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
         }
         ks++;
     }
+    /* packet entries first: their sends never wait on this launch, so the Simple rounds after
+     * them cannot hold them up */
+    for (u32 e = 0; e < ne; e++) {
+        if (!pk[e] || l.v[e].recv) continue;
+        const Span sh = share(l.v[e].bytes, f.b, nb);
+        if (sh.hi > sh.lo)
+            pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo, false, nullptr);
+    }
+    for (u32 e = 0; e < ne; e++) {
+        if (!pk[e] || !l.v[e].recv) continue;
+        const Span sh = share(l.v[e].bytes, f.b, nb);
+        if (sh.hi > sh.lo) pk_recv(x, f.b, (u32)l.v[e].peer, (char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+    }
     for (u64 i = 0; i < rounds; i++) {
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
@@ -324,7 +525,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
     /* drain once per peer: its stream's length is the end of its last entry */
     for (u32 e = 0; e < ne; e++) {
         const MnP2p &o = l.v[e];
-        if (o.recv || (u32)o.peer == r) continue;
+        if (o.recv || (u32)o.peer == r || pk[e]) continue;
         bool last = true;
         for (u32 d = e + 1; d < ne; d++) last = last && !(l.v[d].peer == o.peer && !l.v[d].recv);
         if (last) f.drain((u32)o.peer, start[e] + cnt[e]);

@@ -60,9 +60,22 @@ static Plan *native_plan(int n, uint64_t scratch) {
     return p;
 }
 
+/* Bytes of the counter arrays of one kind: u64[MN_MAX_BLOCKS][n]. */
+static uint64_t ctr_bytes(int n) { return (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8; }
+
+/* Where the packet slots start: after 4 arrays of Simple counters and 3 of packet counters. */
+static uint64_t pk_offset(int n) { return (7 * ctr_bytes(n) + 255) / 256 * 256; }
+
+uint64_t native_pk_slot_bytes(int n, uint64_t scratch) {
+    /* packet slots take at most a quarter of the scratch: many ranks get smaller ones, and
+     * below 256 bytes none (the slot-based protocol carries everything) */
+    const uint64_t per = scratch / 4 / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
+    return per >= MN_PK_SLOT_BYTES ? MN_PK_SLOT_BYTES : per;
+}
+
 uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots) {
-    const uint64_t ctr = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8;
-    const uint64_t slots = (4 * ctr + 255) / 256 * 256;
+    const uint64_t pk = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch);
+    const uint64_t slots = pk_offset(n) + pk;
     if (off_slots) *off_slots = slots;
     if (scratch <= slots) return 0;
     return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
@@ -80,11 +93,19 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->scratch = x->scratch;
     m->scratch_bytes = x->scratch_bytes;
     m->slot_bytes = native_slot_bytes(n, x->scratch_bytes, &m->off_slots);
-    const uint64_t ctr = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8;
+    const uint64_t ctr = ctr_bytes(n);
     m->off_data_in = 0;
     m->off_ack_in = ctr;
     m->off_data_seen = 2 * ctr;
     m->off_ack_seen = 3 * ctr;
+    m->off_pk_sent = 4 * ctr;
+    m->off_pk_recv = 5 * ctr;
+    m->off_pk_ack = 6 * ctr;
+    m->off_pk = pk_offset(n);
+    m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
+    long long pk_max;
+    TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
+    m->pk_max_bytes = (uint64_t)pk_max;
     if (m->slot_bytes == 0)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: the native scratch of %zu bytes "
                        "(MSCCLRT_NATIVE_SCRATCH_BYTES) leaves no slot for %d ranks x %d blocks x 2",
@@ -169,6 +190,7 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
         CuContext prev;
         TRY_GOTO(exec_cuda_current(cs[i], &prev), res, out);
+        (void)exec_context_share_max(cs[i]);   /* now, while every comm of a group is there */
         res = native_publish(cs[i], ncs[i]);
         exec_cuda_restore(cs[i], prev);
     }
@@ -228,9 +250,30 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
 }
 
 /* ---- launches ----------------------------------------------------------------------------- */
-void native_default_grid(uint64_t bytes, int *blocks, int *threads) {
-    int b = bytes <= (64u << 10) ? 1 : bytes <= (1u << 20) ? 4 : bytes <= (16u << 20) ? 8 : 16;
-    if (*blocks <= 0) *blocks = b;
+uint64_t native_peer_bytes(const mscclrt_request *req, int nranks) {
+    switch (req->collective) {
+    case MSCCLRT_COLL_REDUCESCATTER: case MSCCLRT_COLL_SCATTER: return req->out_bytes;
+    case MSCCLRT_COLL_ALLTOALL: return req->out_bytes / (uint64_t)(nranks > 0 ? nranks : 1);
+    default: return req->in_bytes;   /* allreduce (one hop), allgather, gather, broadcast, reduce */
+    }
+}
+
+void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
+                         int share, int *blocks, int *threads) {
+    /* ranks in one process on one GPU wait for each other, so all their blocks must be resident
+     * at once: 128 blocks of 1024 threads among them (an H100 has 132 multiprocessors) */
+    const int cap = share > 4 ? (128 / share > 0 ? 128 / share : 1) : MN_MAX_BLOCKS;
+    /* packets: one slot's data per block, so every block's share is one message per peer */
+    if (pk_data && peer <= pk_max && peer <= (uint64_t)cap * pk_data) {
+        const uint64_t b = (peer + pk_data - 1) / pk_data;
+        if (*blocks <= 0) *blocks = b ? (int)b : 1;
+        if (*threads <= 0) *threads = 512;
+        return;
+    }
+    /* slots: enough blocks that each one's share pipelines through its two halves, all 32 from
+     * 1 MiB on (each block's transfers wait on its own round trips, so more of them overlap) */
+    const int b = bytes <= (64u << 10) ? 1 : bytes <= (1u << 20) ? 8 : MN_MAX_BLOCKS;
+    if (*blocks <= 0) *blocks = b < cap ? b : cap;
     if (*threads <= 0) *threads = bytes <= (64u << 10) ? 512 : 1024;
 }
 
@@ -249,7 +292,11 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                        "arguments, at most %d", algo->desc.name, extra_bytes, MN_EXTRA_BYTES);
     if (blocks <= 0 && algo->default_blocks > 0) blocks = algo->default_blocks;
     if (threads <= 0 && algo->default_threads > 0) threads = algo->default_threads;
-    native_default_grid(req->message_bytes, &blocks, &threads);
+    /* send/recv groups have a fixed grid (both sides of a pair must cut alike): given here */
+    if (blocks <= 0 || threads <= 0)
+        native_default_grid(req->message_bytes, native_peer_bytes(req, c->nranks),
+                            nc->host.pk_slot_bytes / 2, nc->host.pk_max_bytes,
+                            exec_context_share_max(c), &blocks, &threads);
     if (blocks < 1 || blocks > MN_MAX_BLOCKS || threads < 32 || threads > 1024 || threads % 32)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks x %d threads "
                        "(blocks 1..%d, threads a multiple of 32 up to 1024)", algo->desc.name,

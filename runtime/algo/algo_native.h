@@ -25,8 +25,18 @@ typedef struct NativeLaunch {
  * A no-op when MSCCLRT_NATIVE_SCRATCH_BYTES is 0. */
 mscclrt_result algo_native_init(mscclrt_comm **cs, int n);
 void algo_native_free(mscclrt_comm *c);
-/* blocks/threads 0: the defaults for a message of `bytes` (deterministic in bytes). */
-void native_default_grid(uint64_t bytes, int *blocks, int *threads);
+/* Bytes a rank exchanges with each peer in one call of req (what the kernels cut into shares;
+ * the one-hop allreduce sends its whole input to every peer). */
+uint64_t native_peer_bytes(const mscclrt_request *req, int nranks);
+/* blocks/threads 0: the defaults for a message of `bytes` exchanging `peer` bytes with each
+ * peer (deterministic in them, so every rank picks the same grid): while peer is at most pk_max
+ * (MSCCLRT_NATIVE_PACKET_BYTES), one block per pk_data bytes (a packet slot's data; 0: no
+ * packet slots), so the kernels send packets; else by message size. share: the most ranks in
+ * one process on one GPU (exec_context_share_max), which caps the blocks. */
+void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
+                         int share, int *blocks, int *threads);
+/* Bytes of one packet slot for n ranks and a scratch of `scratch` bytes (0: none). */
+uint64_t native_pk_slot_bytes(int n, uint64_t scratch);
 /* Slot bytes of the native layout for n ranks and a scratch of `scratch` bytes (0: too small);
  * *off_slots (may be NULL) gets where the slots start. */
 uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots);

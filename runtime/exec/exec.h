@@ -98,6 +98,9 @@ struct mscclrt_comm {
     bool group_shares_context;     /* some two ranks of the group share a process and a device:
                                       kernel loads are then collective on every rank (a barrier
                                       that only the sharing ranks joined hung the others) */
+    int context_share_max;         /* the most ranks of the group in one process on one device
+                                      (their kernels must all be resident at once), the same on
+                                      every rank; 0 until known (exec_context_share_max) */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
@@ -236,6 +239,8 @@ mscclrt_result exec_last_launch(const mscclrt_comm *c, CuFunction *fn, int *bloc
 /* Ranks of one process sharing c's GPU wait for each other, so their blocks must all be
  * resident at once: MSCCLRT_ERR_INVALID_USAGE naming `what` when blocks x threads of fn per
  * rank would not fit; success when no rank shares the GPU in this process. */
+/* c->context_share_max, computed from the clique on first use for a single-process group. */
+int exec_context_share_max(mscclrt_comm *c);
 mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
                                        int threads, const char *what);
 

@@ -32,19 +32,21 @@ static int place_cmp(const void *a, const void *b) {
     return x->device < y->device ? -1 : x->device > y->device;
 }
 
-/* Whether any two ranks of the group share a process and a device (devs: every rank's device).
- * Sorting keeps it O(n log n) for large groups. */
-static bool group_shares(const Boot *b, const int *devs, int n, bool *fail) {
+/* The most ranks of the group that share one process and device (1: none share; devs: every
+ * rank's device), or 0 when out of memory. Sorting keeps it O(n log n) for large groups. */
+static int group_shares(const Boot *b, const int *devs, int n) {
     RankPlace *pl = malloc((size_t)n * sizeof *pl);
-    *fail = !pl;
-    if (!pl) return false;
+    if (!pl) return 0;
     for (int q = 0; q < n; q++)
         pl[q] = (RankPlace){boot_node_of(b, q), boot_pid_of(b, q), devs[q]};
     qsort(pl, (size_t)n, sizeof *pl, place_cmp);
-    bool any = false;
-    for (int q = 1; q < n && !any; q++) any = place_cmp(&pl[q - 1], &pl[q]) == 0;
+    int most = 1;
+    for (int q = 1, run = 1; q < n; q++) {
+        run = place_cmp(&pl[q - 1], &pl[q]) == 0 ? run + 1 : 1;
+        if (run > most) most = run;
+    }
     free(pl);
-    return any;
+    return most;
 }
 
 /* Which ranks of the group share this rank's GPU (one CUDA context when also its process:
@@ -61,9 +63,11 @@ static mscclrt_result mp_sharing(mscclrt_comm *c, const char *fn) {
         same++;
         if (boot_pid_of(c->boot, q) == (int)getpid()) c->shares_context = true;
     }
-    bool nomem = false;
-    if (res == MSCCLRT_SUCCESS) c->group_shares_context = group_shares(c->boot, devs, c->nranks, &nomem);
-    if (nomem) res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    if (res == MSCCLRT_SUCCESS) {
+        c->context_share_max = group_shares(c->boot, devs, c->nranks);
+        c->group_shares_context = c->context_share_max > 1;
+        if (!c->context_share_max) res = rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    }
     if (same)   /* NCCL refuses this; libmscclrt allows it (tests run many ranks on one GPU) */
         LOG_INFO(LOG_SUB_INIT, "rank %d: %d other rank(s) of this group use device %d of this "
                  "host too", c->rank, same, c->device);

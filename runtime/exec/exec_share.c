@@ -36,6 +36,33 @@ static int ranks_on_device(const mscclrt_comm *c) {
     return k;
 }
 
+static int int_cmp(const void *a, const void *b) {
+    const int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+int exec_context_share_max(mscclrt_comm *c) {
+    if (c->context_share_max > 0) return c->context_share_max;
+    const ExecClique *q = c->clique;
+    int most = 1;
+    int *devs = q ? malloc((size_t)q->nranks * sizeof *devs) : NULL;
+    if (devs) {   /* every comm of the clique is in this process: count each device's */
+        int k = 0;
+        for (int i = 0; i < q->nranks; i++)
+            if (q->comms[i]) devs[k++] = q->comms[i]->device;
+        qsort(devs, (size_t)k, sizeof *devs, int_cmp);
+        for (int i = 1, run = 1; i < k; i++) {
+            run = devs[i] == devs[i - 1] ? run + 1 : 1;
+            if (run > most) most = run;
+        }
+        free(devs);
+    } else if (q) {
+        return q->nranks;   /* out of memory: assume the worst, and do not remember it */
+    }
+    c->context_share_max = most;
+    return most;
+}
+
 /* CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it (1..32, default 8) */
 static int hw_queues(void) {
     const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");

@@ -18,40 +18,8 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log"
 command -v mpirun >/dev/null 2>&1 || { echo "nccl_tests.sh: no mpirun"; exit 77; }
-# nccl-tests is an optional input, never copied into the repository
-if [ ! -f "$src/src/Makefile" ]; then
-    echo "nccl_tests.sh: no nccl-tests sources in $src (git clone https://github.com/NVIDIA/nccl-tests;" \
-         "then NCCL_TESTS_SRC=DIR)"
-    echo "skipped (needs nccl-tests: NCCL_TESTS_SRC=DIR or ../shared/third_party/nccl-tests)"
-    exit 77
-fi
-[ -f "$BUILD/lib/nccl/libnccl.so.2" ] || { echo "nccl_tests.sh: $BUILD/lib/nccl/libnccl.so.2 missing"; exit 1; }
-
-# NCCL_HOME for nccl-tests: our header and our library under the names it links
-home=$PWD/$BUILD/nccl-home
-mkdir -p "$home/include" "$home/lib"
-cp "$BUILD/include/nccl.h" "$BUILD/include/nccl_funcs.def" "$home/include/"
-# nccl-tests includes NVIDIA's nccl_device.h for NCCL >= 2.28 (device-API kernels it runs only on
-# request): take it from the 2.28.9 wheel (tests/tools/fetch_nccl.sh) or PyTorch's environment
-dev=${NCCL_DEVICE_INCLUDE:-}
-[ -n "$dev" ] || { [ -f "$BUILD/third_party/nccl-2.28.9/include/nccl_device.h" ] && dev=$BUILD/third_party/nccl-2.28.9/include; }
-[ -n "$dev" ] || dev=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "include"))' 2>/dev/null)
-if [ ! -f "$dev/nccl_device.h" ]; then
-    echo "testing nccl-tests build (MPI) ... failed (no nccl_device.h: set NCCL_DEVICE_INCLUDE)"; exit 1
-fi
-rm -rf "$home/include/nccl_device" "$home/include/nccl_device.h"
-cp -r "$dev/nccl_device" "$dev/nccl_device.h" "$home/include/"
-ln -sf "$PWD/$BUILD/lib/nccl/libnccl.so.2" "$home/lib/libnccl.so.2"
-ln -sf libnccl.so.2 "$home/lib/libnccl.so"
-out=$PWD/$BUILD/nccl-tests-mpi
-# the link resolves our library's own needs (libcjson) through the same path as the runs
-export LD_LIBRARY_PATH="$home/lib:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if ! make -s -C "$src/src" MPI=1 MPI_HOME="$mpi" NCCL_HOME="$home" CUDA_HOME="$cuda" \
-        BUILDDIR="$out" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" -j"$(nproc)" \
-        >"$log/nccl_tests_build.log" 2>&1; then
-    echo "testing nccl-tests build (MPI) ... failed"; tail -20 "$log/nccl_tests_build.log"; exit 1
-fi
-echo "testing nccl-tests build (MPI) ... passed"
+# shellcheck source=tests/gpu/nccl_tests_build.sh
+. tests/gpu/nccl_tests_build.sh
 
 export NCCL_NVLS_ENABLE=0
 unset MSCCLRT_ENABLE_NVLS

@@ -1,8 +1,10 @@
 /*
  * test_native_builtin.c - the built-in native algorithms without a GPU: NVRTC compiles their
  * source (kernels/native_builtin.cuh through the embedded device library) for every dtype and
- * operator they are specialised for, PreMulSum and the byte-moving variant included, and the
- * native scratch layout leaves aligned, non-empty slots for 1 to 1024 ranks (or says it cannot).
+ * operator they are specialised for, PreMulSum and the byte-moving variant included; the
+ * native scratch layout leaves aligned, non-empty slots for 1 to 1024 ranks (or says it cannot),
+ * packet slots that fit a quarter of the scratch; and the default grid sends a call as packets
+ * exactly while its bytes per peer are at most MSCCLRT_NATIVE_PACKET_BYTES.
  * Skips (77) where NVRTC cannot be loaded.
  */
 #include "../harness.h"
@@ -44,10 +46,44 @@ static void t_layout(void) {
         if (!slot) continue;
         CHECK_EQ_INT(0, slot % 256);
         CHECK_EQ_INT(0, off % 256);
-        CHECK(off >= 4ull * MN_MAX_BLOCKS * (uint64_t)n * 8);          /* counters fit */
+        const uint64_t pk = native_pk_slot_bytes(n, 32u << 20);
+        CHECK_EQ_INT(0, pk % 256);
+        CHECK(pk <= MN_PK_SLOT_BYTES);
+        if (n <= 8) CHECK_EQ_INT(MN_PK_SLOT_BYTES, pk);              /* full packet slots */
+        CHECK((uint64_t)MN_MAX_BLOCKS * n * 2 * pk <= (32u << 20) / 4); /* a quarter at most */
+        /* 7 counter arrays, then packet slots, then slots */
+        CHECK(off >= 7ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk);
         CHECK(off + (uint64_t)MN_MAX_BLOCKS * n * 2 * slot <= (32u << 20)); /* slots fit */
     }
     CHECK_EQ_INT(0, native_slot_bytes(8, 4096, NULL));   /* too small: refused, not negative */
+    CHECK_EQ_INT(0, native_pk_slot_bytes(1024, 32u << 20)); /* no packet slots for 1024 ranks */
+}
+
+/* The kernels send packets when a block's share, round16(ceil(peer / blocks)), fits a packet
+ * slot's data: the default grid must give that for every size up to pk_max, and never a grid
+ * outside 1..MN_MAX_BLOCKS. */
+static void t_grid(void) {
+    const uint64_t pk_data = MN_PK_DATA_BYTES, pk_max = 256u << 10;
+    static const uint64_t sizes[] = {1, 7, 8, 15, 16, 1000, 8191, 8192, 8193, 65535, 65536,
+                                     200001, 262143, 262144, 262145, 1u << 20, 1u << 30};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        int b = 0, t = 0;
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 1, &b, &t);
+        CHECK(b >= 1 && b <= MN_MAX_BLOCKS);
+        CHECK(t >= 32 && t <= 1024 && t % 32 == 0);
+        const uint64_t share = ((sizes[i] + (uint64_t)b - 1) / (uint64_t)b + 15) / 16 * 16;
+        if (sizes[i] <= pk_max) CHECK(share <= pk_data);
+        else CHECK(share > pk_data);
+        int b2 = 0, t2 = 0;   /* no packet slots: the size rule alone */
+        native_default_grid(sizes[i], sizes[i], 0, pk_max, 1, &b2, &t2);
+        CHECK(b2 >= 1 && b2 <= MN_MAX_BLOCKS);
+        int b8 = 0, t8 = 0;   /* 8 ranks in one process on one GPU: 16 blocks each at most */
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 8, &b8, &t8);
+        CHECK(b8 >= 1 && b8 <= 16);
+        int b3 = 5, t3 = 0;   /* a given block count stays */
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 1, &b3, &t3);
+        CHECK_EQ_INT(5, b3);
+    }
 }
 
 int main(void) {
@@ -55,6 +91,7 @@ int main(void) {
         return harness_skip("NVRTC (the CUDA toolkit's libnvrtc)", mscclrt_last_error());
     }
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
+    TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
          t_compiles(getenv("MSCCLRT_TEST_QUICK") == NULL));
     return harness_report();
