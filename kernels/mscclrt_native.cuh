@@ -117,6 +117,46 @@ __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
         mk::signal((u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
 }
 
+/* Which peers a packet step sends to and receives from: every peer, the root only, or none. */
+struct PkPeers {
+    u32 root;
+    bool send_all, send_root, recv_all, recv_root;
+    __device__ bool sends(u32 p) const { return send_all || (send_root && p == root); }
+    __device__ bool recvs(u32 p) const { return recv_all || (recv_root && p == root); }
+};
+/* pk_open and pk_accept for every peer at once, thread p counting peer p's (the counters are
+ * independent, so their round trips to memory overlap instead of adding up): sf[p] gets the
+ * flag of the message to p, rf[p] the flag of the one from p (left alone where none). Block-wide. */
+__device__ __forceinline__ void pk_open_all(const Ctx &x, u32 b, const PkPeers &w, u32 *sf, u32 *rf) {
+    for (u32 p = threadIdx.x; p < x.n; p += blockDim.x) {
+        if (p == x.rank) continue;
+        if (w.sends(p)) {
+            u64 *c = x.ctr(x.c->off_pk_sent, b, p);
+            const u64 m = *c + 1;
+            *c = m;
+            sf[p] = (u32)m;
+            const u64 *ack = x.ctr(x.c->off_pk_ack, b, p);
+            u32 sp = 0;
+            while (m > 2 && mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp)) { }
+        }
+        if (w.recvs(p)) {
+            u64 *c = x.ctr(x.c->off_pk_recv, b, p);
+            const u64 m = *c + 1;
+            *c = m;
+            rf[p] = (u32)m;
+        }
+    }
+    __syncthreads();
+}
+/* pk_ack for every peer received from, after reading (block-wide; relaxed: the reads are done,
+ * their values already used, so no later write of the peer can reach them) */
+__device__ __forceinline__ void pk_ack_all(const Ctx &x, u32 b, const PkPeers &w) {
+    __syncthreads();
+    for (u32 p = threadIdx.x; p < x.n; p += blockDim.x)
+        if (p != x.rank && w.recvs(p))
+            mk::signal_relaxed((u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
+}
+
 /* the 8 bytes at src of which `avail` are data (the rest zero): one packet's payload */
 __device__ __forceinline__ void ld8(const char *src, u64 avail, u32 (&d)[2]) {
     if (avail >= 8 && ((u64)src & 3) == 0) {

@@ -158,9 +158,9 @@ __device__ __forceinline__ void avg8(u32 (&d)[2], u32 nranks) {
     d[1] = v.w[1];
 }
 
-/* n bytes at src to p as one packet message of block b (scaled for PreMulSum contributions) */
-__device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n, bool scale, const T *s) {
-    const u32 flag = pk_open(x, b, p);
+/* n bytes at src as the packets of message `flag` to p (scaled for PreMulSum contributions) */
+__device__ void pk_put(const Ctx &x, u32 b, u32 p, u32 flag, const char *src, u64 n, bool scale,
+                       const T *s) {
     char *slot = x.pk_at(p, b, flag);
     if (!scale) {
         pk_write(slot, src, n, flag);
@@ -173,23 +173,10 @@ __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n, bool
         mk::Pkt<16>::write(slot + j * 16, d, flag);
     }
 }
-/* the message of block b from p, copied to dst once it arrived */
-__device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
-    const u32 flag = pk_accept(x, b, p);
-    pk_read(dst, x.pk_in(b, p, flag), n, flag);
-    pk_ack(x, b, p);
-}
 /* dst = the n ranks' contributions in rank order: this rank's own (from `own`), every peer's
- * from its packet message of block b */
-__device__ void pk_reduce(const Ctx &x, u32 b, char *dst, const char *own, u64 n, bool scale,
-                          const T *s) {
-    __shared__ u32 fl[MN_PK_MAX_RANKS];
-    for (u32 q = 0; q < x.n; q++) {
-        if (q == x.rank) continue;
-        const u32 f = pk_accept(x, b, q);
-        if (threadIdx.x == 0) fl[q] = f;
-    }
-    __syncthreads();
+ * from its packet message rf[q] of block b */
+__device__ void pk_reduce(const Ctx &x, u32 b, const u32 *rf, char *dst, const char *own, u64 n,
+                          bool scale, const T *s) {
     for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
         u32 acc[2] = {0, 0};
         for (u32 q = 0; q < x.n; q++) {
@@ -198,7 +185,7 @@ __device__ void pk_reduce(const Ctx &x, u32 b, char *dst, const char *own, u64 n
                 ld8(own + j * 8, n - j * 8, d);
                 if (scale) scale8(d, s);
             } else {
-                mk::Pkt<16>::read(x.pk_in(b, q, fl[q]) + j * 16, d, fl[q]);
+                mk::Pkt<16>::read(x.pk_in(b, q, rf[q]) + j * 16, d, rf[q]);
             }
             if (q == 0) {
                 acc[0] = d[0];
@@ -210,87 +197,69 @@ __device__ void pk_reduce(const Ctx &x, u32 b, char *dst, const char *own, u64 n
         avg8(acc, x.n);
         st8(dst + j * 8, n - j * 8, acc);
     }
-    __syncthreads();
-    if (threadIdx.x == 0)
-        for (u32 q = 0; q < x.n; q++)
-            if (q != x.rank)
-                mk::signal((u64)((const char *)x.peers[q] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
 }
 
-/* allreduce in one hop: everyone sends its share to everyone and reduces all of them */
-__device__ void pk_allreduce(const MnArgs &a, const Ctx &x, u32 b) {
-    const Span sh = share(a.in_bytes, b, gridDim.x);
-    const u64 m = sh.hi - sh.lo;
-    if (m == 0) return;
+/* The packet form of every collective: block b's share of each peer's message, one message per
+ * (block, peer) and direction, all counters opened at once (pk_open_all), all sends before any
+ * receive, acknowledgements at the end without waiting. */
+__device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
+    __shared__ u32 sf[MN_PK_MAX_RANKS], rf[MN_PK_MAX_RANKS];
+    const u32 n = x.n, r = x.rank, root = a.root >= 0 ? (u32)a.root : 0;
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
-    for (u32 p = 0; p < x.n; p++)
-        if (p != x.rank) pk_send(x, b, p, (const char *)a.in + sh.lo, m, scale, s);
-    pk_reduce(x, b, (char *)a.out + sh.lo, (const char *)a.in + sh.lo, m, scale, s);
-}
-/* allgather (to_all) and gather (to the root) */
-__device__ void pk_gather(const MnArgs &a, const Ctx &x, u32 b, bool to_all) {
-    const u64 blk = a.in_bytes;
-    const Span sh = share(blk, b, gridDim.x);
-    const u64 m = sh.hi - sh.lo;
-    const u32 n = x.n, r = x.rank, root = (u32)a.root;
-    if (m == 0) return;
-    const char *in = (const char *)a.in + sh.lo;
-    char *out = (char *)a.out + sh.lo;
-    for (u32 p = 0; p < n; p++)
-        if (p != r && (to_all || p == root)) pk_send(x, b, p, in, m, false, nullptr);
-    if (!to_all && r != root) return;
-    if (out + (u64)r * blk != in) mk::copy(out + (u64)r * blk, in, m);
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_recv(x, b, p, out + (u64)p * blk, m);
-}
-/* alltoall (from_all) and scatter (from the root) */
-__device__ void pk_scatter(const MnArgs &a, const Ctx &x, u32 b, bool from_all) {
-    const u32 n = x.n, r = x.rank, root = (u32)a.root;
-    const u64 blk = from_all ? a.out_bytes / n : a.out_bytes;
-    const Span sh = share(blk, b, gridDim.x);
-    const u64 m = sh.hi - sh.lo;
-    if (m == 0) return;
-    const char *in = (const char *)a.in + sh.lo;
-    char *out = (char *)a.out + sh.lo;
-    if (from_all || r == root) {
-        for (u32 p = 0; p < n; p++)
-            if (p != r) pk_send(x, b, p, in + (u64)p * blk, m, false, nullptr);
-        char *mine = out + (from_all ? (u64)r * blk : 0);
-        if (in + (u64)r * blk != mine) mk::copy(mine, in + (u64)r * blk, m);
+    const char *in = (const char *)a.in;
+    char *out = (char *)a.out;
+    /* len: bytes of each peer's message; sin(p)/rout(p): where the message to / from p is */
+    u64 len = a.in_bytes, sblk = 0, rblk = 0;
+    PkPeers w = {root, true, false, true, false};
+    bool reduces = false;
+    switch (a.coll) {
+    case MN_ALLREDUCE: reduces = true; break;
+    case MN_ALLGATHER: rblk = len; break;
+    case MN_GATHER: w = {root, false, r != root, r == root, false}; rblk = len; break;
+    case MN_ALLTOALL: len = a.out_bytes / n; sblk = rblk = len; break;
+    case MN_SCATTER: len = a.out_bytes; w = {root, r == root, false, false, r != root}; sblk = len; break;
+    case MN_REDUCESCATTER: len = a.out_bytes; sblk = len; reduces = true; break;
+    case MN_REDUCE: w = {root, false, r != root, r == root, false}; reduces = true; break;
+    case MN_BROADCAST: w = {root, r == root, false, false, r != root}; break;
+    default: return;
     }
-    for (u32 p = 0; p < n; p++)
-        if (p != r && (from_all || p == root)) pk_recv(x, b, p, out + (from_all ? (u64)p * blk : 0), m);
-}
-/* reducescatter (partition q to rank q) and reduce (everything to the root) */
-__device__ void pk_reduce_like(const MnArgs &a, const Ctx &x, u32 b, bool scatter) {
-    const u64 len = scatter ? a.out_bytes : a.in_bytes;
     const Span sh = share(len, b, gridDim.x);
     const u64 m = sh.hi - sh.lo;
-    const u32 n = x.n, r = x.rank, root = (u32)a.root;
-    if (m == 0) return;
-    const bool scale = a.op == MN_OP_PREMULSUM;
-    const T *s = (const T *)a.scalar;
-    const char *in = (const char *)a.in + sh.lo;
+    if (m == 0) return;   /* every rank's share of this block is empty: no messages */
+    pk_open_all(x, b, w, sf, rf);
     for (u32 p = 0; p < n; p++)
-        if (p != r && (scatter || p == root)) pk_send(x, b, p, in + (scatter ? (u64)p * len : 0), m, scale, s);
-    if (scatter || r == root)
-        pk_reduce(x, b, (char *)a.out + sh.lo, in + (scatter ? (u64)r * len : 0), m, scale, s);
-}
-__device__ void pk_broadcast(const MnArgs &a, const Ctx &x, u32 b) {
-    const Span sh = share(a.in_bytes, b, gridDim.x);
-    const u64 m = sh.hi - sh.lo;
-    const u32 n = x.n, r = x.rank, root = (u32)a.root;
-    if (m == 0) return;
-    const char *in = (const char *)a.in + sh.lo;
-    char *out = (char *)a.out + sh.lo;
-    if (r == root) {
-        for (u32 p = 0; p < n; p++)
-            if (p != r) pk_send(x, b, p, in, m, false, nullptr);
-        if (in != out) mk::copy(out, in, m);
+        if (p != r && w.sends(p)) pk_put(x, b, p, sf[p], in + p * sblk + sh.lo, m, scale, s);
+    const bool any_recv = w.recv_all || (w.recv_root && r != root);
+    if (reduces) {
+        if (any_recv) pk_reduce(x, b, rf, out + sh.lo, in + r * sblk + sh.lo, m, scale, s);
     } else {
-        pk_recv(x, b, root, out, m);
+        /* this rank's own block where the output holds one (allgather, gather at the root,
+         * alltoall, scatter at the root, broadcast at the root) */
+        const bool own = a.coll == MN_BROADCAST ? r == root
+                       : a.coll == MN_GATHER    ? r == root
+                       : a.coll == MN_SCATTER   ? r == root
+                                                : true;
+        if (own) {
+            const char *src = in + r * sblk + sh.lo;
+            char *dst = out + (a.coll == MN_SCATTER || a.coll == MN_BROADCAST ? 0 : r * (rblk ? rblk : sblk)) + sh.lo;
+            if (src != dst) mk::copy(dst, src, m);
+        }
+        for (u32 p = 0; p < n; p++)
+            if (p != r && w.recvs(p)) pk_read(out + p * rblk + sh.lo, x.pk_in(b, p, rf[p]), m, rf[p]);
     }
+    if (any_recv) pk_ack_all(x, b, w);
+}
+
+/* n bytes at src to p as one packet message of block b (send/recv groups) */
+__device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
+    pk_put(x, b, p, pk_open(x, b, p), src, n, false, nullptr);
+}
+/* the message of block b from p, copied to dst once it arrived (send/recv groups) */
+__device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
+    const u32 flag = pk_accept(x, b, p);
+    pk_read(dst, x.pk_in(b, p, flag), n, flag);
+    pk_ack(x, b, p);
 }
 
 /* ---- the collectives --------------------------------------------------------------------- */
@@ -301,7 +270,7 @@ __device__ void allreduce(const MnArgs &a, const Ctx &x, const Flow &f) {
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
     const u32 nb = gridDim.x, n = x.n, r = x.rank;
-    if (pk_mode(x, bytes)) return pk_allreduce(a, x, f.b);
+    if (pk_mode(x, bytes)) return pk_collective(a, x, f.b);
     if (bytes <= (u64)n * 16384) {   /* small: one hop, everyone reduces everything */
         const Span sh = share(bytes, f.b, nb);
         const u64 K = npieces(sh, slot);
@@ -352,7 +321,7 @@ __device__ void gather_like(const MnArgs &a, const Ctx &x, const Flow &f, bool t
     char *out = (char *)a.out;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     const bool receiver = to_all || r == root;
-    if (pk_mode(x, blk)) return pk_gather(a, x, f.b, to_all);
+    if (pk_mode(x, blk)) return pk_collective(a, x, f.b);
     const Span sh = share(blk, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -381,7 +350,7 @@ __device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool 
     const char *in = (const char *)a.in;
     char *out = (char *)a.out;
     const bool sender = from_all || r == root;
-    if (pk_mode(x, blk)) return pk_scatter(a, x, f.b, from_all);
+    if (pk_mode(x, blk)) return pk_collective(a, x, f.b);
     const Span sh = share(blk, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -413,7 +382,7 @@ __device__ void reduce_like(const MnArgs &a, const Ctx &x, const Flow &f, bool s
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
-    if (pk_mode(x, len)) return pk_reduce_like(a, x, f.b, scatter);
+    if (pk_mode(x, len)) return pk_collective(a, x, f.b);
     const Span sh = share(len, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -436,7 +405,7 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
     const char *in = (const char *)a.in;
     char *out = (char *)a.out;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
-    if (pk_mode(x, len)) return pk_broadcast(a, x, f.b);
+    if (pk_mode(x, len)) return pk_collective(a, x, f.b);
     const Span sh = share(len, f.b, gridDim.x);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
@@ -499,7 +468,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
         if (!pk[e] || l.v[e].recv) continue;
         const Span sh = share(l.v[e].bytes, f.b, nb);
         if (sh.hi > sh.lo)
-            pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo, false, nullptr);
+            pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;

@@ -18,8 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define P2P_BLOCKS 8     /* fixed: both sides of a pair must cut transfers the same way */
-#define P2P_THREADS 512
+/* The grid of a send/recv group: fixed for the communicator, since both sides of a pair must
+ * cut transfers the same way and neither knows the other's group. All 32 blocks (the slot
+ * path's bandwidth, and 256 KiB per entry as packets), fewer where ranks share a process and
+ * GPU (native_default_grid's cap, the same on every rank). */
+#define P2P_THREADS 1024
+static int p2p_blocks(mscclrt_comm *c) {
+    int blocks = 0, threads = P2P_THREADS;
+    native_default_grid(UINT64_MAX, UINT64_MAX, 0, 0, exec_context_share_max(c), &blocks, &threads);
+    return blocks;
+}
 
 struct AlgoPremul {
     bool live;
@@ -421,7 +429,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
         TRY(fill_request(c, &q, fn));
         order_streams(c, &q);
         if (!(l = malloc(sizeof *l))) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-        mscclrt_result res = algo_native_prepare(c, algo, &q, P2P_BLOCKS, P2P_THREADS, NULL, 0, l);
+        mscclrt_result res = algo_native_prepare(c, algo, &q, p2p_blocks(c), P2P_THREADS, NULL, 0, l);
         if (res != MSCCLRT_SUCCESS) {
             free(l);
             return res;

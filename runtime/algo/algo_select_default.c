@@ -28,6 +28,8 @@ static const struct {
     {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet"},
     /* large: read-reduce-write on peers' buffers (in place, symmetric), the 1 GiB winner */
     {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read"},
+    /* the same out of place (rs_ag_read is in place only) */
+    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read_oop"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_simple"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier"},
