@@ -33,10 +33,9 @@ bool check_bufs_alloc(CheckBufs *b, PlanCollective coll, int nranks, size_t in_b
         }
         if (!(b->own[r] = malloc(big ? big : 1))) goto oom;
         b->send[r] = b->recv[r] = b->own[r];
-        if (coll == PLAN_COLL_ALLGATHER)            /* the input is this rank's block of the output */
-            b->send[r] = b->own[r] + (size_t)r * in_bytes;
-        else if (coll == PLAN_COLL_REDUCESCATTER)   /* the output is this rank's block of the input */
-            b->recv[r] = b->own[r] + (size_t)r * out_bytes;
+        /* allgather's input is its block of the output; reducescatter's output, of the input */
+        if (coll == PLAN_COLL_ALLGATHER) b->send[r] = b->own[r] + (size_t)r * in_bytes;
+        else if (coll == PLAN_COLL_REDUCESCATTER) b->recv[r] = b->own[r] + (size_t)r * out_bytes;
     }
     return true;
 oom:

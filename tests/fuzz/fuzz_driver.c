@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) max_runs = strtoul(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "-s") && i + 1 < argc) rng_state = strtoull(argv[++i], NULL, 0) | 1;
+        else if (!strcmp(argv[i], "-s") && i + 1 < argc)
+            rng_state = strtoull(argv[++i], NULL, 0) | 1;
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) crash_path = argv[++i];
         else {
             fprintf(stderr, "usage: %s [-t seconds] [-r runs] [-s seed] [-o crash-file] "

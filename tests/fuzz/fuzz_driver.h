@@ -16,7 +16,7 @@
 /* One per target, defined by it as `const FuzzTarget fuzz_target = {...}`. */
 typedef struct {
     const char *name;              /* "fuzz_net": starts every line the driver prints */
-    size_t max_input;              /* bytes read from a file (the rest is cut) and a mutant's capacity */
+    size_t max_input;              /* bytes read from a file (the rest is cut), a mutant's room */
     const char *crash_path;        /* where a crashing input goes unless -o says */
     const unsigned long *accepted; /* inputs (or parts) the code under test accepted, counted by
                                     * the target; reported with accepted_what after the run */

@@ -121,7 +121,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-/* ---- the standalone driver's mutation (fuzz_driver.h) ----------------------------------------- */
+/* ---- the standalone driver's mutation (fuzz_driver.h) ------------------------------------- */
 
 #define FUZZ_MAX_INPUT 4096
 
@@ -153,7 +153,8 @@ static size_t mutate(uint8_t *buf, size_t len) {
             return len;
         }
         size_t f = fuzz_rnd_below(sizeof fields / sizeof fields[0]);
-        memcpy(buf + SETUP + fuzz_rnd_below(nh) * sizeof(TcpHdr) + fields[f].off, &v, fields[f].width);
+        memcpy(buf + SETUP + fuzz_rnd_below(nh) * sizeof(TcpHdr) + fields[f].off, &v,
+               fields[f].width);
         return len;
     }
     case 4:   /* another message type */

@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-/* ---- the standalone driver's mutation (fuzz_driver.h) ----------------------------------------- */
+/* ---- the standalone driver's mutation (fuzz_driver.h) ------------------------------------- */
 
 #define FUZZ_MAX_INPUT (1u << 20)
 

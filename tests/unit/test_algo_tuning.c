@@ -203,9 +203,11 @@ static void t_bad(void) {
     CHECK_CONTAINS(mscclrt_last_error(), "tune.json: contains a NUL byte");
     /* files */
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_load("/nonexistent/tune.json", &t));
-    CHECK_CONTAINS(mscclrt_last_error(), "tuning table /nonexistent/tune.json: cannot read: No such file");
+    CHECK_CONTAINS(mscclrt_last_error(),
+                   "tuning table /nonexistent/tune.json: cannot read: No such file");
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_load("/tmp", &t));
-    CHECK_CONTAINS(mscclrt_last_error(), "tuning table /tmp: cannot read: a directory, not a regular file");
+    CHECK_CONTAINS(mscclrt_last_error(),
+                   "tuning table /tmp: cannot read: a directory, not a regular file");
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_load("/dev/zero", &t));
     CHECK_CONTAINS(mscclrt_last_error(), "tuning table /dev/zero: cannot read: a device");
 }

@@ -47,8 +47,8 @@ typedef struct {
  * ndev devices, and the message names `what`; or the calloc of comm nth-1 fails. */
 #define CUDA_OOM(name, ndev, fail, what) \
     {"comm_init_fail/" name, ndev, fail, 0, MSCCLRT_ERR_CUDA, what ": CUDA_ERROR_OUT_OF_MEMORY"}
-#define COMM_CALLOC(name, nth) \
-    {"comm_init_fail/" name, 2, NULL, nth, MSCCLRT_ERR_SYSTEM, "mscclrt_comm_init_all: out of memory"}
+#define COMM_CALLOC(name, nth) {"comm_init_fail/" name, 2, NULL, nth, MSCCLRT_ERR_SYSTEM, \
+                                "mscclrt_comm_init_all: out of memory"}
 static const Scenario scenarios[] = {
     {"comm_init_fail/success-then-destroy", 2, NULL, 0, MSCCLRT_SUCCESS, NULL},
     CUDA_OOM("ctx-retain-rank0", 2, "cuDevicePrimaryCtxRetain:1", "cuDevicePrimaryCtxRetain"),

@@ -186,7 +186,8 @@ static int run_ranks(const char *scen, int n, const char *const *hostids,
     BootId id;
     pid_t pids[8];
     if (n > 8 || boot_get_unique_id(&id) != MSCCLRT_SUCCESS) {
-        fprintf(stderr, "%s: %d ranks: %s\n", scen, n, n > 8 ? "more than 8" : mscclrt_last_error());
+        fprintf(stderr, "%s: %d ranks: %s\n", scen, n,
+                n > 8 ? "more than 8" : mscclrt_last_error());
         return n;
     }
     for (int r = 0; r < n; r++) pids[r] = spawn_rank(scen, r, n, &id, hostids[r], env);
