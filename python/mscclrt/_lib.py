@@ -178,6 +178,7 @@ _RUNTIME_API = {
     "mscclrt_set_selector": (c_int, [SELECTOR_FN, c_void_p]),
     "mscclrt_select": (c_int, [P, POINTER(RequestC), POINTER(ChoiceC)]),
     "mscclrt_tuning_load": (c_int, [c_char_p]),
+    "mscclrt_tuning_validate": (c_int, [c_char_p, c_char_p, c_size_t, POINTER(c_int)]),
     "mscclrt_algo_fits": (c_int, [P, POINTER(RequestC), POINTER(c_char_p)]),
     "mscclrt_select_among": (c_int, [POINTER(RequestC), POINTER(c_void_p), c_int, POINTER(ChoiceC)]),
     "mscclrt_algo_run": (c_int, [P, P, POINTER(RequestC), c_int, c_int, c_void_p, c_size_t]),

@@ -38,6 +38,21 @@ with a message that says why (the stranger raises SyncRejected), and the job goe
 Costs are linear in the world size per round for barrier and broadcast (allgather sends each
 rank the whole list, which is what it is for). Objects must be JSON-serialisable; tuples come
 back as lists.
+
+Why a rendezvous of its own, beside libmscclrt's bootstrap and torchrun's store (_launch.py)?
+Issue 18 asked whether either could carry these rounds instead; neither can, for four reasons:
+  * It must outlive the communicator. After a candidate hangs, the tuner rebuilds the
+    communicator with a new unique id that it hands out through this object (_tuner.py,
+    recover); the communicator's bootstrap is what is being replaced then, and may be wedged.
+    Only the hub's address travels over it, once, before tuning (tuning.host_sync_for).
+  * Missing and late ranks (above): a round is decided without the ranks that did not come, and
+    a late rank gets the decided result. libmscclrt's bootstrap has no such round: a wait that
+    times out fails the operation (MSCCLRT_ERR_TIMEOUT), and its Boot is not public API.
+  * Death: a closed connection is PeerDead on every rank at once. torch's TCPStore is a key-value
+    store with no notice of a client that died: a dead rank would look like a late one until
+    every round's timeout, and every round would leave keys in torchrun's agent store.
+  * torch is optional: mscclrt-tune also runs under mpirun and Slurm, where there is no store; a
+    store-based version would be a second implementation beside this one, not a replacement.
 """
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """The tuning table: read, validate, merge and write the JSON file that MSCCLRT_TUNING_FILE names.
 
-The format is libmscclrt(3) TUNING TABLE; runtime/algo/algo_tuning.c is the C reader, and
-validate_table() mirrors its rules so that a table this module writes is one the C side accepts
-(the one rule it cannot mirror: a "stdlib/..." name must be a program embedded in the library;
-here only its "stdlib/<collective>/" prefix is checked). Pure Python, no dependency on the
-library. The autotuner (_tuner.py) turns per-size winners into entries with
-entries_from_winners() and writes them with write_table().
+The format is libmscclrt(3) TUNING TABLE. Its rules live in the C library only
+(runtime/algo/algo_tuning.c): every table this module reads, parses or writes is checked by
+mscclrt_tuning_validate through ctypes, so a table it writes is one the C side accepts and its
+errors are the C reader's, word for word. Files are read with mscclrt_read_file, the library's
+bounded reader, under the C reader's size limit. What stays here is what the library does not
+do: turning winners into entries, merging and writing. The autotuner (_tuner.py) turns per-size
+winners into entries with entries_from_winners() and writes them with write_table().
 
 Size rule (entries_from_winners): the winner measured at size s serves every size above the
 previous measured size up to s, i.e. a message is served by the winner of the next measured size
@@ -22,36 +23,33 @@ also beat old entries of other keys with wildcards (an old dtype "any" row canno
 """
 from __future__ import annotations
 
+import ctypes
 import json
-import math
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-COLLECTIVES = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
-               "gather", "scatter", "sendrecv")
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "uint32",
-          "int64", "uint64", "fp8_e4m3", "fp8_e5m2")
-REDOPS = ("sum", "prod", "max", "min", "avg")
+from . import _lib
+from .types import Collective
+
+COLLECTIVES = tuple(Collective.__members__)   # the names of mscclrt_coll, in its order
 
 MAX_BYTES = 2 ** 53                # every size a JSON number (a double) holds exactly
-MAX_FILE_BYTES = 16 << 20          # the C reader refuses larger files
-MAX_ENTRIES = 100000               # and more entries than this
+MAX_FILE_BYTES = 16 << 20          # the C reader's limit, passed to mscclrt_read_file
 
 # entry fields in the order they are written (the man page's order)
 ENTRY_FIELDS = ("collective", "world_size", "ranks_per_node", "arch", "dtype", "op",
                 "min_bytes", "max_bytes", "algorithm", "blocks", "threads")
-# whole-number fields and their largest value, as algo_tuning.c's get_count() calls
-_COUNT_MAX = {"world_size": 1 << 20, "ranks_per_node": 1 << 20, "arch": 10000,
-              "min_bytes": MAX_BYTES, "max_bytes": MAX_BYTES, "blocks": 1024, "threads": 1024}
 
 
 class TableError(ValueError):
     """A tuning table that does not validate, or cannot be read or written.
 
-    The message has the C reader's shape: "tune.json: entries[3].dtype: unknown data type
-    'bf17' (...)". path, index (None: not about one entry) and field ("" when none) say where.
+    The message is the C reader's: "tune.json: entries[3].dtype: unknown data type 'bf17'
+    (...)". path, index (None: not about one entry) and field ("" when none) say where; for a
+    JSON syntax error path carries the position ("tune.json:2:1").
     """
 
     def __init__(self, path: str, index: int | None, field: str, msg: str) -> None:
@@ -61,6 +59,31 @@ class TableError(ValueError):
         else:
             where = f"{path}: entries[{index}]{'.' + field if field else ''}: "
         super().__init__(where + msg)
+
+    @classmethod
+    def from_library(cls, what: str, message: str) -> "TableError":
+        """The error of mscclrt_tuning_validate for the table named what, its place read back
+        from the message's fixed shape (efail in algo_tuning.c: "what: entries[i].field: msg",
+        "what: field: msg", "what:line:col: msg" or "what: msg"). A message of another shape
+        keeps its text whole."""
+        if not message.startswith(what):
+            return cls(what, None, "", message)
+        rest = message[len(what):]
+        m = re.fullmatch(r":(\d+):(\d+): (.*)", rest, re.S)
+        if m:
+            return cls(f"{what}:{m[1]}:{m[2]}", None, "", m[3])
+        if not rest.startswith(": "):
+            return cls(what, None, "", message)
+        rest = rest[2:]
+        m = (re.fullmatch(r"entries\[(\d+)\](?:\.(.*))?: (appears twice)", rest, re.S) or
+             re.fullmatch(r"entries\[(\d+)\](?:\.(\w+))?: (.*)", rest, re.S))
+        if m:
+            return cls(what, int(m[1]), m[2] or "", m[3])
+        m = (re.fullmatch(r"(.*): (appears twice)", rest, re.S) or
+             re.fullmatch(r"(version|entries): (.*)", rest, re.S))
+        if m:
+            return cls(what, None, m[1], m[2])
+        return cls(what, None, "", rest)
 
 
 @dataclass(frozen=True)
@@ -95,187 +118,53 @@ class Table:
     meta: Any = None               # the tuner's notes; any JSON, ignored by the library
 
 
-# ---- validation ---------------------------------------------------------------------------------
+# ---- validation and reading: the C library's ----------------------------------------------------
 
-def _json_type(x: Any) -> str:
-    if isinstance(x, bool):
-        return "a boolean"
-    if isinstance(x, (int, float)):
-        return "a number"
-    if isinstance(x, str):
-        return "a string"
-    if isinstance(x, list):
-        return "an array"
-    if isinstance(x, dict):              # the reader's objects are a dict subclass
-        return "an object"
-    return "null" if x is None else type(x).__name__
+def validate_text(data: bytes, what: str) -> int:
+    """The number of entries of a table's text, or TableError (mscclrt_tuning_validate)."""
+    n = ctypes.c_int(0)
+    if _lib.runtime().mscclrt_tuning_validate(os.fsencode(what), data, len(data),
+                                              ctypes.byref(n)) != 0:
+        raise TableError.from_library(what, _lib.last_error())
+    return n.value
 
 
-def _count(x: Any, limit: int, what: str, idx: int | None, field: str) -> int:
-    """A whole number in [0, limit]; 3.0 is whole, as it is for cJSON."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise TableError(what, idx, field, f"expected a number, got {_json_type(x)}")
-    if x < 0:
-        raise TableError(what, idx, field, f"{x!r} is negative")
-    if x > MAX_BYTES:
-        raise TableError(what, idx, field, f"{x!r} is larger than 2^53")
-    if x != math.floor(x):
-        raise TableError(what, idx, field, f"{x!r} is not an integer")
-    if x > limit:
-        raise TableError(what, idx, field, f"{x!r} is larger than {limit}")
-    return int(x)
+def _entry(obj: dict[str, Any]) -> TableEntry:
+    # validated: every field is known and every number whole (cJSON, like JSON, allows 4.0)
+    return TableEntry(**{k: int(v) if isinstance(v, float) else v for k, v in obj.items()})
 
 
-def _string(x: Any, what: str, idx: int | None, field: str) -> str:
-    if not isinstance(x, str):
-        raise TableError(what, idx, field, f"expected a string, got {_json_type(x)}")
-    return x
-
-
-def _check_algorithm(name: str, coll: str, what: str, idx: int) -> None:
-    if not name:
-        raise TableError(what, idx, "algorithm", "empty name")
-    if name.startswith("stdlib/") and not name[7:].startswith(coll + "/"):
-        raise TableError(what, idx, "algorithm", f"'{name}' does not serve {coll}")
-    if name.startswith("native/") and not name[7:].startswith(coll):
-        raise TableError(what, idx, "algorithm", f"'{name}' does not serve {coll} (native "
-                         "algorithms are named native/<collective>)")
-
-
-def validate_entry(obj: Any, what: str, idx: int) -> TableEntry:
-    """One entry as a parsed JSON value -> TableEntry, or TableError naming the field."""
-    if not isinstance(obj, dict):
-        raise TableError(what, idx, "", f"expected an object, got {_json_type(obj)}")
-    for k in getattr(obj, "dups", []):
-        raise TableError(what, idx, k, "appears twice")
-    vals: dict[str, Any] = {}
-    for k, x in obj.items():
-        if k == "collective":
-            s = _string(x, what, idx, k)
-            if s not in COLLECTIVES:
-                raise TableError(what, idx, k, f"unknown collective '{s}' (expected "
-                                 f"{', '.join(COLLECTIVES[:-1])} or {COLLECTIVES[-1]})")
-            vals[k] = s
-        elif k == "algorithm":
-            vals[k] = _string(x, what, idx, k)
-        elif k == "dtype":
-            s = _string(x, what, idx, k)
-            if s != "any" and s not in DTYPES:
-                raise TableError(what, idx, k, f"unknown data type '{s}' (expected any, "
-                                 f"{', '.join(DTYPES[:-1])} or {DTYPES[-1]})")
-            vals[k] = s
-        elif k == "op":
-            s = _string(x, what, idx, k)
-            if s != "any" and s not in REDOPS:
-                raise TableError(what, idx, k, f"unknown operator '{s}' (expected any, "
-                                 f"{', '.join(REDOPS[:-1])} or {REDOPS[-1]})")
-            vals[k] = s
-        elif k in _COUNT_MAX:
-            v = _count(x, _COUNT_MAX[k], what, idx, k)
-            if k == "threads" and v % 32:
-                raise TableError(what, idx, k, f"{v} is not a multiple of 32")
-            vals[k] = v
-        else:
-            raise TableError(what, idx, "", f"unknown field '{k}' (expected "
-                             f"{', '.join(ENTRY_FIELDS[:-1])} or {ENTRY_FIELDS[-1]})")
-    if "collective" not in vals:
-        raise TableError(what, idx, "collective", "missing")
-    if "algorithm" not in vals:
-        raise TableError(what, idx, "algorithm", "missing")
-    e = TableEntry(**vals)
-    if e.max_bytes and e.min_bytes > e.max_bytes:
-        raise TableError(what, idx, "min_bytes", f"{e.min_bytes} is above max_bytes "
-                         f"{e.max_bytes}")
-    if e.world_size and e.ranks_per_node and (e.ranks_per_node > e.world_size or
-                                              e.world_size % e.ranks_per_node):
-        raise TableError(what, idx, "ranks_per_node", f"{e.ranks_per_node} does not divide "
-                         f"world_size {e.world_size}")
-    _check_algorithm(e.algorithm, e.collective, what, idx)
-    return e
-
-
-def validate_table(doc: Any, what: str) -> Table:
-    """A parsed JSON document -> Table, or TableError (the C reader's rules)."""
-    if not isinstance(doc, dict):
-        raise TableError(what, None, "", "expected a JSON object at the top level, got "
-                         f"{_json_type(doc)}")
-    for k in getattr(doc, "dups", []):
-        raise TableError(what, None, k, "appears twice")
-    for k in doc:
-        if k not in ("version", "entries", "meta"):
-            raise TableError(what, None, "", f"unknown field '{k}' (expected version, entries "
-                             "or meta)")
-    if "version" not in doc:
-        raise TableError(what, None, "version", "missing")
-    v = _count(doc["version"], 1 << 30, what, None, "version")
-    if v != 1:
-        raise TableError(what, None, "version", f"{v} is not supported (this library reads "
-                         "version 1)")
-    if "entries" not in doc:
-        raise TableError(what, None, "entries", "missing")
-    ents = doc["entries"]
-    if not isinstance(ents, list):
-        raise TableError(what, None, "entries", f"expected an array, got {_json_type(ents)}")
-    if len(ents) > MAX_ENTRIES:
-        raise TableError(what, None, "entries", f"{len(ents)} entries, more than the limit "
-                         f"of {MAX_ENTRIES}")
-    return Table([validate_entry(x, what, i) for i, x in enumerate(ents)], doc.get("meta"))
-
-
-# ---- reading ------------------------------------------------------------------------------------
-
-class _Obj(dict):  # type: ignore[type-arg]
-    """A JSON object that remembers the keys it saw twice (json keeps only the last one, cJSON
-    keeps both; which one counts would be a guess, so the reader refuses both)."""
-    dups: list[str]
-
-
-def _keep_dups(pairs: list[tuple[str, Any]]) -> _Obj:
-    o = _Obj(pairs)
-    seen: set[str] = set()
-    o.dups = []
-    for k, _ in pairs:
-        if k in seen:
-            o.dups.append(k)
-        seen.add(k)
-    return o
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")   # Python's json accepts NaN and Infinity; cJSON not
+def _parse(data: bytes, what: str) -> Table:
+    validate_text(data, what)
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:   # the library takes any bytes in a string; Python, UTF-8
+        raise TableError(what, None, "", f"not UTF-8 at byte {e.start}") from None
+    except ValueError as e:           # what cJSON accepts and Python's json does not (01)
+        raise TableError(what, None, "", f"not JSON for Python ({e})") from None
+    return Table([_entry(x) for x in doc["entries"]], doc.get("meta"))
 
 
 def parse_table(text: str, what: str = "<tuning table>") -> Table:
     """Parses and validates the text of a table; what names it in errors (usually the path)."""
-    if "\0" in text:
-        raise TableError(what, None, "", "contains a NUL byte (not JSON)")
-    try:
-        doc = json.loads(text, object_pairs_hook=_keep_dups, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        end = " at the end of the text" if e.pos >= len(text) else ""
-        raise TableError(f"{what}:{e.lineno}:{e.colno}", None, "",
-                         f"not JSON (syntax error{end}: {e.msg})") from None
-    except ValueError as e:
-        raise TableError(what, None, "", f"not JSON ({e})") from None
-    return validate_table(doc, what)
+    return _parse(text.encode("utf-8", "surrogatepass"), what)
 
 
 def read_table(path: str | os.PathLike[str]) -> Table:
     """Reads and validates a table file; TableError names the file, entry and field."""
     p = os.fspath(path)
+    lib = _lib.runtime()
+    data, n = ctypes.c_void_p(), ctypes.c_size_t(0)
+    if lib.mscclrt_read_file(os.fsencode(p), MAX_FILE_BYTES, ctypes.byref(data),
+                             ctypes.byref(n)) != 0:
+        why = _lib.last_error()
+        raise TableError(p, None, "", "cannot read: " + (why[len(p) + 2:]
+                                                         if why.startswith(p + ": ") else why))
     try:
-        with open(p, "rb") as f:
-            st = os.fstat(f.fileno())
-            if st.st_size > MAX_FILE_BYTES:
-                raise TableError(p, None, "", "larger than 16 MiB")
-            data = f.read()
-    except OSError as e:
-        raise TableError(p, None, "", f"cannot read: {e.strerror}") from e
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise TableError(p, None, "", f"not UTF-8 at byte {e.start}") from None
-    return parse_table(text, p)
+        raw = ctypes.string_at(data, n.value) if n.value else b""
+    finally:
+        lib.mscclrt_free(data)
+    return _parse(raw, p)
 
 
 # ---- merging and writing ------------------------------------------------------------------------
@@ -380,7 +269,7 @@ def write_table(path: str | os.PathLike[str], entries: Sequence[TableEntry], met
     table = Table(merge_entries(old.entries, entries) if merge else list(entries),
                   meta if meta is not None else old.meta)
     text = dump_table(table)                   # raises before any file exists if meta is bad
-    validate_table(json.loads(text), p)        # what we write must pass the reader's rules
+    validate_text(text.encode("utf-8"), p)     # what we write must pass the reader's rules
     d = os.path.dirname(os.path.abspath(p))
     fd, tmp = tempfile.mkstemp(prefix=".tune-", suffix=".tmp", dir=d)
     try:

@@ -1,5 +1,6 @@
 """The tuning table: winners to ranges, write/read round trip, merge, atomic writes, and
-validation errors that name the file, the entry and the field as the C reader's do."""
+validation errors, which come from libmscclrt's reader (mscclrt_tuning_validate): the file, the
+entry and the field are named in the message and read back into TableError's attributes."""
 from __future__ import annotations
 
 import json
@@ -118,8 +119,8 @@ BAD = [
     (f'{{"version": 1, "entries": [{E}, "arch": -1}}]}}', 0, "arch", "-1 is negative"),
     (f'{{"version": 1, "entries": [{E}, "min_bytes": 1.5}}]}}', 0, "min_bytes",
      "1.5 is not an integer"),
-    (f'{{"version": 1, "entries": [{E}, "max_bytes": 9007199254740993}}]}}', 0, "max_bytes",
-     "is larger than 2^53"),
+    (f'{{"version": 1, "entries": [{E}, "max_bytes": 9007199254740994}}]}}', 0, "max_bytes",
+     "9007199254740994 is larger than 2^53"),
     (f'{{"version": 1, "entries": [{E}, "world_size": true}}]}}', 0, "world_size",
      "expected a number, got a boolean"),
     (f'{{"version": 1, "entries": [{E}, "dtype": 16}}]}}', 0, "dtype",
@@ -144,7 +145,13 @@ BAD = [
     ('{"version": 1, "entries": {}}', None, "entries", "expected an array, got an object"),
     ('{"version": 1, "entries": [], "notes": 1}', None, "", "unknown field 'notes'"),
     ('[1]', None, "", "expected a JSON object at the top level, got an array"),
-    (f'{{"version": 1, "entries": [{E}, "arch": NaN}}]}}', None, "", "NaN is not JSON"),
+    # rules only the C side had before it was the only validator: a stdlib program must exist
+    ('{"version": 1, "entries": [{"collective": "allreduce", '
+     '"algorithm": "stdlib/allreduce/nope"}]}', 0, "algorithm",
+     "unknown algorithm 'stdlib/allreduce/nope' (no such stdlib program)"),
+    (f'{{"version": 1, "entries": [{E}, "op": "sum", "dtype": "any", "op": "max"}}]}}', 0, "op",
+     "appears twice"),
+    ('{"version": 1, "entries": [], "meta": 1, "meta": 2}', None, "meta", "appears twice"),
 ]
 
 
@@ -161,15 +168,31 @@ def test_validation_errors_name_entry_and_field(text: str, index: int | None, fi
 
 
 def test_syntax_errors_and_files(tmp_path: "os.PathLike[str]") -> None:
-    with pytest.raises(TableError, match=r"^tune\.json:2:1: not JSON \(syntax error"):
-        _table.parse_table('{"version": 1,\n}', "tune.json")
+    with pytest.raises(TableError, match=r"^tune\.json:2:2: not JSON \(syntax error\)$") as ei:
+        _table.parse_table('{"version": 1,\n]}', "tune.json")
+    assert ei.value.path == "tune.json:2:2"
     with pytest.raises(TableError, match="at the end of the text"):
         _table.parse_table('{"version": 1', "tune.json")
     with pytest.raises(TableError, match="contains a NUL byte"):
         _table.parse_table('{"version": 1}\0', "tune.json")
+    with pytest.raises(TableError, match=r"^tune\.json:1:\d+: not JSON") as ei:   # cJSON: no NaN
+        _table.parse_table(f'{{"version": 1, "entries": [{E}, "arch": NaN}}]}}', "tune.json")
+    assert (ei.value.index, ei.value.field) == (None, "")
     missing = os.path.join(tmp_path, "nope.json")
-    with pytest.raises(TableError, match=f"^{missing}: cannot read"):
+    with pytest.raises(TableError, match=f"^{missing}: cannot read: No such file"):
         _table.read_table(missing)
+    with pytest.raises(TableError, match=f"^{tmp_path}: cannot read: a directory"):
+        _table.read_table(tmp_path)
+    big = os.path.join(tmp_path, "big.json")
+    with open(big, "wb") as f:
+        f.truncate(_table.MAX_FILE_BYTES + 1)
+    with pytest.raises(TableError, match="cannot read: larger than the limit of 16777216 bytes"):
+        _table.read_table(big)
+    latin = os.path.join(tmp_path, "latin.json")
+    with open(latin, "wb") as f:
+        f.write(b'{"version": 1, "entries": [{"collective": "allreduce", "algorithm": "caf\xe9"}]}')
+    with pytest.raises(TableError, match=r"latin\.json: not UTF-8 at byte 72$"):
+        _table.read_table(latin)
     # what the C reader accepts beyond the obvious: whole floats, wildcards, meta of any shape
     t = _table.parse_table('{"meta": [1, {"a": null}], "version": 1.0, "entries": [{"collective":'
                            ' "sendrecv", "algorithm": "mine", "world_size": 4.0, "dtype": "any",'

@@ -6,17 +6,19 @@
  * Read once per process: a missing or bad MSCCLRT_TUNING_FILE is one warning naming the file,
  * and selection goes on with its defaults (a tuner that failed must not stop every collective);
  * mscclrt_tuning_load, the application's own call, still fails on a bad file.
+ * mscclrt_tuning_validate applies the same rules without installing anything: python/mscclrt
+ * checks the tables it reads and writes with it, so the rules live here only.
  * Costs are O(n log n) in the file's size (the duplicate-key check sorts).
  */
 #include "algo/algo.h"
 #include "dtype/dtype.h"
+#include "core/disk_cache.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -24,8 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define TUNING_MAX_FILE_BYTES ((size_t)16 << 20)
 #define TUNING_MAX_ENTRIES 100000
@@ -305,41 +305,22 @@ out:
     return MSCCLRT_SUCCESS;
 }
 
+/* The file is read by the one bounded reader of the library (core/disk_cache.h), so a table
+ * path follows the rules of mscclrt_read_file, which python/mscclrt reads tables with. */
 mscclrt_result algo_tuning_load(const char *path, AlgoTuning **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return rt_fail_errno(MSCCLRT_ERR_INVALID_ARG, "tuning table %s: cannot open", path);
-    struct stat st;
-    char *buf = NULL;
-    mscclrt_result res = MSCCLRT_SUCCESS;
-    if (fstat(fd, &st) != 0) {
-        res = rt_fail_errno(MSCCLRT_ERR_SYSTEM, "tuning table %s: fstat", path);
-        goto out;
+    size_t n = 0;
+    const char *why = NULL;
+    char *buf = dcache_read_path(path, TUNING_MAX_FILE_BYTES, &n, &why);
+    if (!buf) {
+        if (errno == EFBIG)
+            return rt_fail(MSCCLRT_ERR_INVALID_ARG, "tuning table %s: larger than 16 MiB", path);
+        return rt_fail(errno == ENOMEM || errno == EIO ? MSCCLRT_ERR_SYSTEM
+                       : MSCCLRT_ERR_INVALID_ARG, "tuning table %s: cannot read: %s", path,
+                       why ? why : "unknown reason");
     }
-    if (!S_ISREG(st.st_mode) || (size_t)st.st_size > TUNING_MAX_FILE_BYTES) {
-        res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "tuning table %s: %s", path,
-                      S_ISREG(st.st_mode) ? "larger than 16 MiB" : "not a regular file");
-        goto out;
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    if (!(buf = malloc(n + 1))) {
-        res = rt_fail(MSCCLRT_ERR_SYSTEM, "tuning table %s: out of memory", path);
-        goto out;
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            res = rt_fail(MSCCLRT_ERR_SYSTEM, "tuning table %s: read: %s", path,
-                          r < 0 ? strerror(errno) : "shorter than its size");
-            goto out;
-        }
-        got += (size_t)r;
-    }
-    res = algo_tuning_parse(buf, n, path, out);
-out:
+    mscclrt_result res = algo_tuning_parse(buf, n, path, out);
     free(buf);
-    close(fd);
     return res;
 }
 
@@ -415,5 +396,18 @@ MSCCLRT_API mscclrt_result mscclrt_tuning_load(const char *path) {
         LOG_INFO(LOG_SUB_INIT, "tuning table %s: %d entries (loaded by the application)", path, t->n);
     else
         LOG_INFO(LOG_SUB_INIT, "tuning table dropped by the application");
+    return MSCCLRT_SUCCESS;
+}
+
+MSCCLRT_API mscclrt_result mscclrt_tuning_validate(const char *path, const char *text,
+                                                   size_t len, int *entries) {
+    if (entries) *entries = 0;
+    if (!text && (!path || !*path))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_tuning_validate: neither a text nor a "
+                       "path to read");
+    AlgoTuning *t = NULL;
+    TRY(text ? algo_tuning_parse(text, len, path, &t) : algo_tuning_load(path, &t));
+    if (entries) *entries = t->n;
+    algo_tuning_free(t);   /* validated only: the process's table is not touched */
     return MSCCLRT_SUCCESS;
 }

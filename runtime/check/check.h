@@ -43,6 +43,27 @@ typedef struct {
  * an element still made of it was never written. */
 #define CHECK_FILL_BYTE 0xa5
 
+/* ---- check_bufs.c: the per-rank host buffers of a checked CPU call ---------------------------- */
+typedef struct {
+    int nranks;
+    size_t in_bytes, out_bytes;   /* per rank */
+    void **send, **recv;          /* [nranks]: the call's buffers, inside own/own_send */
+    unsigned char **inputs;       /* [nranks], owned: each input as it was before the call */
+    unsigned char **own;          /* [nranks], owned: the output (in place: the one buffer) */
+    unsigned char **own_send;     /* [nranks], owned: the input when not in place, else NULL */
+} CheckBufs;
+
+/* nranks buffer sets for calls of in_bytes/out_bytes per rank; in place, one buffer per rank
+ * of max(in, out) bytes with allgather's input and reducescatter's output at the rank's block
+ * (spec §3.7). false when out of memory (nothing is left allocated). */
+bool check_bufs_alloc(CheckBufs *b, PlanCollective coll, int nranks, size_t in_bytes,
+                      size_t out_bytes, bool inplace);
+/* Before a call: every output filled with CHECK_FILL_BYTE, every input made by check_fill from
+ * seed (rank r's with rank r) and kept in inputs[r]. Fails as check_fill does. */
+mscclrt_result check_bufs_fill(CheckBufs *b, mscclrt_dtype t, mscclrt_redop op, uint64_t seed);
+/* Frees everything; a zeroed or already freed CheckBufs is a no-op. */
+void check_bufs_free(CheckBufs *b);
+
 /* check_cpu.c: why rank `rank`'s element `elem` (elem_bytes each; `value` points at it, may be
  * NULL) of a call of in_bytes/out_bytes per rank can be wrong, as text to append to a mismatch
  * message ("; output chunk 3 of rank 1 is written by rank 0 tb 0 op 5 (put)", and whether the

@@ -114,68 +114,38 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_check_plan(const mscclrt_plan *plan, int 
     int n = nranks, iters = chk->iters > 0 ? chk->iters : 1;
     bool inplace = chk->inplace != 0;
     PlanCollective coll = p->collective;
-    mscclrt_result res = MSCCLRT_ERR_SYSTEM;
+    mscclrt_result res;
     mscclrt_cpu_comm *comm = NULL;
-    unsigned char **bufs = calloc((size_t)n, sizeof *bufs), **sbufs = calloc((size_t)n, sizeof *sbufs);
-    unsigned char **inputs = calloc((size_t)n, sizeof *inputs);
-    void **send = calloc((size_t)n, sizeof *send), **recv = calloc((size_t)n, sizeof *recv);
-    if (!bufs || !sbufs || !inputs || !send || !recv) goto oom;
-    for (int r = 0; r < n; r++) {
-        size_t big = in > out ? in : out;
-        if (!(inputs[r] = malloc(in ? in : 1))) goto oom;
-        if (!inplace) {
-            if (!(bufs[r] = malloc(out ? out : 1)) || !(sbufs[r] = malloc(in ? in : 1))) goto oom;
-            send[r] = sbufs[r];
-            recv[r] = bufs[r];
-        } else {
-            if (!(bufs[r] = malloc(big ? big : 1))) goto oom;
-            send[r] = recv[r] = bufs[r];
-            if (coll == PLAN_COLL_ALLGATHER) send[r] = bufs[r] + (size_t)r * in;
-            else if (coll == PLAN_COLL_REDUCESCATTER) recv[r] = bufs[r] + (size_t)r * out;
-        }
-    }
+    CheckBufs b;
+    if (!check_bufs_alloc(&b, coll, n, in, out, inplace))
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_cpu_check_plan: out of memory for %d ranks", n);
     res = mscclrt_cpu_comm_create(&comm, n);
-    if (res != MSCCLRT_SUCCESS) goto done;
+    if (res != MSCCLRT_SUCCESS) goto out;
     double busy = 0;
     for (int it = 0; it < iters; it++) {
-        for (int r = 0; r < n; r++) {
-            memset(recv[r], CHECK_FILL_BYTE, out);
-            check_fill(chk->dtype, chk->op, send[r], in / es, chk->seed + (uint64_t)it, r);
-            memcpy(inputs[r], send[r], in);
-        }
+        res = check_bufs_fill(&b, chk->dtype, chk->op, chk->seed + (uint64_t)it);
+        if (res != MSCCLRT_SUCCESS) goto out;
         double t = now_s();
-        res = mscclrt_cpu_execute(comm, plan, send, recv, in, out, chk->dtype, chk->op, chk->packet);
+        res = mscclrt_cpu_execute(comm, plan, b.send, b.recv, in, out, chk->dtype, chk->op,
+                                  chk->packet);
         busy += now_s() - t;
-        if (res != MSCCLRT_SUCCESS) goto done;
+        if (res != MSCCLRT_SUCCESS) goto out;
         CheckMismatch mm;
-        if (!check_collective(coll, n, chk->dtype, chk->op, (const void *const *)inputs, in,
-                              (const void *const *)recv, out, &mm)) {
+        if (!check_collective(coll, n, chk->dtype, chk->op, (const void *const *)b.inputs, in,
+                              (const void *const *)b.recv, out, &mm)) {
             char why[1024] = "";
             if (mm.rank >= 0)
                 check_explain(p, inplace, mm.rank, mm.elem, es,
-                              (const unsigned char *)recv[mm.rank] + mm.elem * es, CHECK_FILL_BYTE,
-                              in, out, why, sizeof why);
+                              (const unsigned char *)b.recv[mm.rank] + mm.elem * es,
+                              CHECK_FILL_BYTE, in, out, why, sizeof why);
             res = rt_fail(MSCCLRT_ERR_INTERNAL, "plan '%s': check failed (%zu bytes, iteration "
                           "%d): %s%s", PLAN_ESC(p->name), chk->bytes, it, mm.msg, why);
-            goto done;
+            goto out;
         }
     }
     if (usec) *usec = busy * 1e6 / iters;
-    res = MSCCLRT_SUCCESS;
-    goto done;
-oom:
-    res = rt_fail(MSCCLRT_ERR_SYSTEM, "mscclrt_cpu_check_plan: out of memory for %d ranks", n);
-done:
+out:
     mscclrt_cpu_comm_destroy(comm);
-    for (int r = 0; r < n; r++) {
-        if (bufs) free(bufs[r]);
-        if (sbufs) free(sbufs[r]);
-        if (inputs) free(inputs[r]);
-    }
-    free(bufs);
-    free(sbufs);
-    free(inputs);
-    free(send);
-    free(recv);
+    check_bufs_free(&b);
     return res;
 }

@@ -795,8 +795,7 @@ int main(int argc, char **argv) {
     size_t bytes = (size_t)o.size, in = 0, out = 0, es = mscclrt_dtype_size(dt);
     int result = 1;
     void *state = NULL;
-    unsigned char **bufs = NULL, **sbufs = NULL, **inputs = NULL;
-    void **send = NULL, **recv = NULL;
+    CheckBufs b = {0};
     if (o.ranks && o.ranks != n) {
         fprintf(stderr, "mscclrt-run: --ranks %d, but plan '%s' is for %d ranks\n", o.ranks,
                 name, n);
@@ -835,37 +834,8 @@ int main(int argc, char **argv) {
         goto out;
     }
 
-    /* buffers: spec §3.7 layouts for in-place calls */
-    bufs = calloc((size_t)n, sizeof *bufs);
-    sbufs = calloc((size_t)n, sizeof *sbufs);
-    inputs = calloc((size_t)n, sizeof *inputs);
-    send = calloc((size_t)n, sizeof *send);
-    recv = calloc((size_t)n, sizeof *recv);
-    if (!bufs || !sbufs || !inputs || !send || !recv) goto oom;
-    for (int r = 0; r < n; r++) {
-        size_t big = in > out ? in : out;
-        inputs[r] = malloc(in ? in : 1);
-        if (!inputs[r]) goto oom;
-        if (!inplace) {
-            bufs[r] = malloc(out ? out : 1);
-            sbufs[r] = malloc(in ? in : 1);
-            if (!bufs[r] || !sbufs[r]) goto oom;
-            send[r] = sbufs[r];
-            recv[r] = bufs[r];
-        } else {
-            bufs[r] = malloc(big ? big : 1);
-            if (!bufs[r]) goto oom;
-            if (coll == PLAN_COLL_ALLGATHER) {
-                recv[r] = bufs[r];
-                send[r] = bufs[r] + (size_t)r * in;
-            } else if (coll == PLAN_COLL_REDUCESCATTER) {
-                send[r] = bufs[r];
-                recv[r] = bufs[r] + (size_t)r * out;
-            } else {
-                send[r] = recv[r] = bufs[r];
-            }
-        }
-    }
+    /* buffers: spec §3.7 layouts for in-place calls (check/check_bufs.c) */
+    if (!check_bufs_alloc(&b, coll, n, in, out, inplace)) goto oom;
     double t0 = now_s(), busy = 0;
     long nsched = o.schedules ? o.schedules : 1;
     for (long k = 0; k < nsched; k++) {
@@ -887,26 +857,25 @@ int main(int argc, char **argv) {
             }
         }
         for (long it = 0; it < o.iters; it++) {
-            for (int r = 0; r < n; r++) {
-                memset(recv[r], CHECK_FILL_BYTE, out);   /* outputs the plan forgets to write show up */
-                check_fill(dt, op, send[r], in / es, seed + (unsigned long long)it, r);
-                memcpy(inputs[r], send[r], in);
+            if (check_bufs_fill(&b, dt, op, seed + (unsigned long long)it) != MSCCLRT_SUCCESS) {
+                fail_api("inputs");
+                goto out;
             }
             double t1 = now_s();
-            if (be->exec(state, plan, send, recv, in, out, dt, op, pk) != MSCCLRT_SUCCESS) {
+            if (be->exec(state, plan, b.send, b.recv, in, out, dt, op, pk) != MSCCLRT_SUCCESS) {
                 fprintf(stderr, "mscclrt-run: iteration %ld: %s\n", it, mscclrt_last_error());
                 goto sched_failed;
             }
             busy += now_s() - t1;
             if (o.check) {
                 CheckMismatch mm;
-                if (!check_collective(coll, n, dt, op, (const void *const *)inputs, in,
-                                      (const void *const *)recv, out, &mm)) {
+                if (!check_collective(coll, n, dt, op, (const void *const *)b.inputs, in,
+                                      (const void *const *)b.recv, out, &mm)) {
                     char call[160], why[1024] = "";
                     describe_call(call, sizeof call, coll, dt, op, inplace, info.protocol_ll != 0, pk);
                     if (mm.rank >= 0)
                         check_explain(api_plan_model(plan), inplace, mm.rank, mm.elem, es,
-                                      (const unsigned char *)recv[mm.rank] + mm.elem * es,
+                                      (const unsigned char *)b.recv[mm.rank] + mm.elem * es,
                                       CHECK_FILL_BYTE, in, out, why, sizeof why);
                     fprintf(stderr, "mscclrt-run: check failed (plan '%s', %s, %zu bytes, %s, "
                             "iteration %ld): %s%s\n", name, coll_name, bytes, call, it, mm.msg, why);
@@ -934,8 +903,8 @@ int main(int argc, char **argv) {
             goto out;
         }
         for (int r = 0; r < n; r++)
-            if (!save_file(o.save, r, "in", inputs[r], in, save_mode) ||
-                !save_file(o.save, r, "out", recv[r], out, save_mode))
+            if (!save_file(o.save, r, "in", b.inputs[r], in, save_mode) ||
+                !save_file(o.save, r, "out", b.recv[r], out, save_mode))
                 goto out;
     }
     char call[160], scheds[64] = "";
@@ -954,16 +923,7 @@ oom:
     fprintf(stderr, "mscclrt-run: out of memory for %d ranks x %zu bytes\n", n, in > out ? in : out);
 out:
     if (state) be->close(state);
-    for (int r = 0; r < n; r++) {
-        if (bufs) free(bufs[r]);
-        if (sbufs) free(sbufs[r]);
-        if (inputs) free(inputs[r]);
-    }
-    free(bufs);
-    free(sbufs);
-    free(inputs);
-    free(send);
-    free(recv);
+    check_bufs_free(&b);
     mscclrt_plan_free(plan);
     return result;
 }

@@ -453,6 +453,13 @@ MSCCLRT_API mscclrt_result mscclrt_select_among(const mscclrt_request *req,
  * drops the table. Selections on every communicator use the new table from their next call. An
  * autotuner running in the application calls it after writing its table, on every rank. */
 MSCCLRT_API mscclrt_result mscclrt_tuning_load(const char *path);
+/* [any thread] Checks a tuning table by the rules of mscclrt_tuning_load without installing
+ * it: the len bytes at text when text is not NULL (path, which may then be NULL, only names it
+ * in messages), else the file at path. A bad table is MSCCLRT_ERR_INVALID_ARG, and
+ * mscclrt_last_error() names the table, the entry and the field ("tune.json: entries[3].dtype:
+ * unknown data type 'bf17' (...)"). *entries (may be NULL) is the number of entries. */
+MSCCLRT_API mscclrt_result mscclrt_tuning_validate(const char *path, const char *text,
+                                                   size_t len, int *entries);
 /* [serialised per comm] What the selector chain would choose for req on comm (for tests and
  * tools); runs nothing. */
 MSCCLRT_API mscclrt_result mscclrt_select(mscclrt_comm *comm, const mscclrt_request *req,

@@ -4,8 +4,9 @@
  * regions backed by real heap buffers, and what it accepts is applied (a PUT's bytes written,
  * a SIGNAL's 8 bytes stored), so ASan reports any span the checks let past a region's end; the
  * same bytes go through tcp_hello_check and net_region_span, whose verdicts are checked against
- * their contracts. Built with libFuzzer (LLVMFuzzerTestOneInput) or, with -DFUZZ_STANDALONE, as a
- * driver that replays files and mutates them with the header's interesting values:
+ * their contracts. Built with fuzz_driver.c: under libFuzzer (LLVMFuzzerTestOneInput), or with
+ * -DFUZZ_STANDALONE as a program that replays files and mutates them with the header's
+ * interesting values (mutate below):
  *   fuzz_net [-t seconds] [-r runs] [-s seed] [-o crash-file] file-or-dir...
  *
  * Input: 20 bytes of setup, then any number of 40-byte headers.
@@ -17,13 +18,12 @@
  * checked there).
  */
 #include "net/net_internal.h"
+#include "fuzz_driver.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define SETUP 20
 #define NREG 5
@@ -34,18 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static const uint64_t reg_bytes[NREG] = {64, 4096, 8, 0, UINT64_MAX - VIRTUAL_BASE};
 
 static unsigned long fuzz_accepted;  /* headers accepted, for the standalone driver's summary */
-
-#ifdef FUZZ_STANDALONE
-static void save_crash(void);
-#else
-static void save_crash(void) {}      /* libFuzzer saves the input itself */
-#endif
-
-static void fuzz_die(const char *what, const char *detail) {
-    fprintf(stderr, "fuzz_net: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    save_crash();
-    abort();
-}
 
 static uint64_t get64(const uint8_t *p) {
     uint64_t v;
@@ -133,87 +121,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef FUZZ_STANDALONE
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
+/* ---- the standalone driver's mutation (fuzz_driver.h) ------------------------------------- */
 
 #define FUZZ_MAX_INPUT 4096
-
-typedef struct { uint8_t *data; size_t len; } Input;
-
-static Input *corpus;
-static size_t ncorpus, capcorpus;
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint64_t rnd(void) {   /* xorshift64* */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ull;
-}
-
-static size_t rnd_below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
-
-static void add_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    uint8_t *buf = malloc(FUZZ_MAX_INPUT);
-    size_t n = buf ? fread(buf, 1, FUZZ_MAX_INPUT, f) : 0;
-    fclose(f);
-    if (!buf) return;
-    if (ncorpus == capcorpus) {
-        capcorpus = capcorpus ? capcorpus * 2 : 64;
-        corpus = realloc(corpus, capcorpus * sizeof *corpus);
-        if (!corpus) abort();
-    }
-    corpus[ncorpus++] = (Input){buf, n};
-}
-
-static const uint8_t *cur_data;
-static size_t cur_len;
-static const char *crash_path = "fuzz_net_crash.bin";
-
-static void save_crash(void) {
-    if (!cur_data) return;
-    int fd = open(crash_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return;
-    ssize_t w = write(fd, cur_data, cur_len);
-    close(fd);
-    fprintf(stderr, "fuzz_net: input saved to %s (%zd bytes)\n", crash_path, w);
-}
-
-void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static void add_path(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "fuzz_net: cannot read %s\n", path);
-        exit(2);
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        add_file(path);
-        return;
-    }
-    DIR *d = opendir(path);
-    if (!d) return;
-    char *names[1024];
-    int n = 0;
-    for (struct dirent *de; (de = readdir(d)) && n < 1024;)
-        if (de->d_name[0] != '.') names[n++] = strdup(de->d_name);
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_str);   /* deterministic order */
-    for (int i = 0; i < n; i++) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", path, names[i]);
-        if (stat(full, &st) == 0 && S_ISREG(st.st_mode)) add_file(full);
-        free(names[i]);
-    }
-}
 
 /* Values that sit on the checks' edges: region ids around the table and 2^31, offsets and
  * lengths around the regions' sizes, TCP_PIECE and 2^64. */
@@ -231,34 +141,35 @@ static const struct { size_t off, width; } fields[] = {
 /* One header-aware mutation of buf (capacity FUZZ_MAX_INPUT) in place; returns the new length. */
 static size_t mutate(uint8_t *buf, size_t len) {
     size_t nh = len > SETUP ? (len - SETUP) / sizeof(TcpHdr) : 0;
-    switch (rnd_below(8)) {
+    switch (fuzz_rnd_below(8)) {
     case 0:   /* flip a bit anywhere */
-        if (len) buf[rnd_below(len)] ^= (uint8_t)(1u << rnd_below(8));
+        if (len) buf[fuzz_rnd_below(len)] ^= (uint8_t)(1u << fuzz_rnd_below(8));
         return len;
     case 1: case 2: case 3: {   /* an edge value into a field of a header (or the setup) */
-        uint64_t v = edges[rnd_below(sizeof edges / sizeof edges[0])];
-        if (rnd_below(4) == 0) v += (uint64_t)rnd_below(3) - 1;
-        if (!nh || rnd_below(8) == 0) {
-            if (len >= SETUP) memcpy(buf + 4 + 8 * rnd_below(2), &v, 8);
+        uint64_t v = edges[fuzz_rnd_below(sizeof edges / sizeof edges[0])];
+        if (fuzz_rnd_below(4) == 0) v += (uint64_t)fuzz_rnd_below(3) - 1;
+        if (!nh || fuzz_rnd_below(8) == 0) {
+            if (len >= SETUP) memcpy(buf + 4 + 8 * fuzz_rnd_below(2), &v, 8);
             return len;
         }
-        size_t f = rnd_below(sizeof fields / sizeof fields[0]);
-        memcpy(buf + SETUP + rnd_below(nh) * sizeof(TcpHdr) + fields[f].off, &v, fields[f].width);
+        size_t f = fuzz_rnd_below(sizeof fields / sizeof fields[0]);
+        memcpy(buf + SETUP + fuzz_rnd_below(nh) * sizeof(TcpHdr) + fields[f].off, &v,
+               fields[f].width);
         return len;
     }
     case 4:   /* another message type */
         if (nh) {
-            uint16_t t = (uint16_t)(1 + rnd_below(7));
-            memcpy(buf + SETUP + rnd_below(nh) * sizeof(TcpHdr) + 6, &t, 2);
+            uint16_t t = (uint16_t)(1 + fuzz_rnd_below(7));
+            memcpy(buf + SETUP + fuzz_rnd_below(nh) * sizeof(TcpHdr) + 6, &t, 2);
         }
         return len;
     case 5:   /* another table, peer or socket */
-        if (len >= SETUP) buf[rnd_below(4)] = (uint8_t)rnd();
+        if (len >= SETUP) buf[fuzz_rnd_below(4)] = (uint8_t)fuzz_rnd();
         return len;
     case 6: {   /* duplicate a header */
         if (!nh || len + sizeof(TcpHdr) > FUZZ_MAX_INPUT) return len;
         uint8_t h[sizeof(TcpHdr)];
-        memcpy(h, buf + SETUP + rnd_below(nh) * sizeof(TcpHdr), sizeof h);
+        memcpy(h, buf + SETUP + fuzz_rnd_below(nh) * sizeof(TcpHdr), sizeof h);
         memcpy(buf + SETUP + nh * sizeof(TcpHdr), h, sizeof h);
         return SETUP + (nh + 1) * sizeof(TcpHdr);
     }
@@ -267,59 +178,10 @@ static size_t mutate(uint8_t *buf, size_t len) {
     }
 }
 
-int main(int argc, char **argv) {
-    double seconds = 10;
-    unsigned long max_runs = 0;   /* 0: until the time is up */
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) seconds = atof(argv[++i]);
-        else if (!strcmp(argv[i], "-r") && i + 1 < argc) max_runs = strtoul(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "-s") && i + 1 < argc) rng_state = strtoull(argv[++i], NULL, 0) | 1;
-        else if (!strcmp(argv[i], "-o") && i + 1 < argc) crash_path = argv[++i];
-        else {
-            fprintf(stderr, "usage: fuzz_net [-t seconds] [-r runs] [-s seed] [-o crash-file] "
-                    "file-or-dir...\n");
-            return 2;
-        }
-    }
-    for (; i < argc; i++) add_path(argv[i]);
-    if (ncorpus == 0) {
-        fprintf(stderr, "fuzz_net: no inputs\n");
-        return 2;
-    }
-    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(save_crash);
-    printf("fuzz_net: seed %llu\n", (unsigned long long)rng_state);
-    fflush(stdout);
-    for (size_t k = 0; k < ncorpus; k++) {   /* replay */
-        cur_data = corpus[k].data;
-        cur_len = corpus[k].len;
-        LLVMFuzzerTestOneInput(corpus[k].data, corpus[k].len);
-    }
-    uint8_t *buf = malloc(FUZZ_MAX_INPUT);
-    if (!buf) return 2;
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    unsigned long runs = 0;
-    fuzz_accepted = 0;
-    for (;; runs++) {
-        if (max_runs && runs >= max_runs) break;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        if ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 >= seconds) break;
-        const Input *in = &corpus[rnd_below(ncorpus)];
-        size_t len = in->len;
-        memcpy(buf, in->data, len);
-        int nmut = 1 + (int)rnd_below(4);
-        for (int m = 0; m < nmut; m++) len = mutate(buf, len);
-        cur_data = buf;
-        cur_len = len;
-        LLVMFuzzerTestOneInput(buf, len);
-    }
-    printf("fuzz_net: %zu inputs replayed, %lu mutants run (%lu headers accepted)\n", ncorpus, runs,
-           fuzz_accepted);
-    cur_data = NULL;
-    free(buf);
-    for (size_t k = 0; k < ncorpus; k++) free(corpus[k].data);
-    free(corpus);
-    return 0;
-}
-#endif
+static int edits(void) { return 1 + (int)fuzz_rnd_below(4); }
+
+const FuzzTarget fuzz_target = {
+    .name = "fuzz_net", .max_input = FUZZ_MAX_INPUT, .crash_path = "fuzz_net_crash.bin",
+    .accepted = &fuzz_accepted, .accepted_what = "headers accepted", .mutate = mutate,
+    .edits = edits,
+};

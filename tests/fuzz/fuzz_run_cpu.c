@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "mscclrt.h"
+#include "fuzz_driver.h"
 
 void fuzz_run_cpu(const uint8_t *data, size_t size);
 
@@ -36,15 +37,10 @@ static void at_exit(void) {
     }
 }
 
-static void run_die(const char *what, const char *detail) {
-    fprintf(stderr, "fuzz_plan_cpu: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();   /* the sanitizers and libFuzzer report it as a crash and keep the input */
-}
-
 /* A failed call must say why. */
 static void failed(mscclrt_result r, const char *call) {
     const char *m = mscclrt_last_error();
-    if (!m || !*m) run_die(call, "failed without a message");
+    if (!m || !*m) fuzz_die(call, "failed without a message");
     (void)r;
 }
 
@@ -60,12 +56,12 @@ void fuzz_run_cpu(const uint8_t *data, size_t size) {
     mscclrt_plan *plan = NULL;
     mscclrt_result r = mscclrt_plan_parse(&plan, (const char *)data, size, "fuzz");
     if (r != MSCCLRT_SUCCESS) {   /* plan_parse accepted it: the public loader must agree */
-        run_die("mscclrt_plan_parse refused a plan plan_parse accepted", mscclrt_last_error());
+        fuzz_die("mscclrt_plan_parse refused a plan plan_parse accepted", mscclrt_last_error());
         return;
     }
     mscclrt_plan_info info;
     size_t bytes = 0, in = 0, out = 0;
-    if (mscclrt_plan_get_info(plan, &info) != MSCCLRT_SUCCESS) run_die("mscclrt_plan_get_info failed", NULL);
+    if (mscclrt_plan_get_info(plan, &info) != MSCCLRT_SUCCESS) fuzz_die("mscclrt_plan_get_info failed", NULL);
     if (info.nranks < 1 || info.nranks > FUZZ_RUN_MAX_RANKS) {
         runs_skipped++;
         mscclrt_plan_free(plan);
@@ -90,7 +86,7 @@ void fuzz_run_cpu(const uint8_t *data, size_t size) {
     int n = info.nranks;
     if (!comms[n] && (r = mscclrt_cpu_comm_create(&comms[n], n)) != MSCCLRT_SUCCESS) {
         failed(r, "mscclrt_cpu_comm_create");
-        run_die("cannot create a CPU communicator", mscclrt_last_error());
+        fuzz_die("cannot create a CPU communicator", mscclrt_last_error());
     }
     /* buffers as mscclrt-run lays them out (spec §3.7 for in-place calls) */
     unsigned char *bufs[FUZZ_RUN_MAX_RANKS], *sbufs[FUZZ_RUN_MAX_RANKS];
@@ -101,7 +97,7 @@ void fuzz_run_cpu(const uint8_t *data, size_t size) {
         size_t big = in > out ? in : out;
         bufs[q] = malloc((inplace ? big : out) + 1);
         sbufs[q] = inplace ? NULL : malloc(in + 1);
-        if (!bufs[q] || (!inplace && !sbufs[q])) run_die("out of memory", NULL);
+        if (!bufs[q] || (!inplace && !sbufs[q])) fuzz_die("out of memory", NULL);
         if (!inplace) {
             send[q] = sbufs[q];
             recv[q] = bufs[q];

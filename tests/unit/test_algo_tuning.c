@@ -5,7 +5,8 @@
  * by the process: a missing or bad file is one warning naming it and the defaults decide (issue
  * 22: a failed tuner's missing table made every collective of the drop-in fail), a good one
  * decides the default selector's choice (a fresh process, this program re-run with --select);
- * large objects are checked for duplicate keys in well under a second.
+ * large objects are checked for duplicate keys in well under a second. Every bad table is also
+ * refused, with the same message, by the public validator mscclrt_tuning_validate.
  */
 #include "../harness.h"
 
@@ -123,11 +124,17 @@ static void t_good(void) {
     mscclrt_algo_free(ag);
 }
 
-/* Each bad table fails with MSCCLRT_ERR_INVALID_ARG and this message. */
+/* Each bad table fails with MSCCLRT_ERR_INVALID_ARG and this message, both from the reader
+ * and from the public validator (python/mscclrt's only check), which reports no entries. */
 static void bad(const char *text, const char *want) {
     AlgoTuning *t = (AlgoTuning *)1;
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_parse(text, strlen(text), "tune.json", &t));
     CHECK(t == NULL);
+    CHECK_CONTAINS(mscclrt_last_error(), want);
+    int n = -1;
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG,
+                 mscclrt_tuning_validate("tune.json", text, strlen(text), &n));
+    CHECK_EQ_INT(0, n);
     CHECK_CONTAINS(mscclrt_last_error(), want);
 }
 
@@ -196,9 +203,13 @@ static void t_bad(void) {
     CHECK_CONTAINS(mscclrt_last_error(), "tune.json: contains a NUL byte");
     /* files */
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_load("/nonexistent/tune.json", &t));
-    CHECK_CONTAINS(mscclrt_last_error(), "tuning table /nonexistent/tune.json: cannot open: No such file");
+    CHECK_CONTAINS(mscclrt_last_error(),
+                   "tuning table /nonexistent/tune.json: cannot read: No such file");
     CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_load("/tmp", &t));
-    CHECK_CONTAINS(mscclrt_last_error(), "tuning table /tmp: not a regular file");
+    CHECK_CONTAINS(mscclrt_last_error(),
+                   "tuning table /tmp: cannot read: a directory, not a regular file");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, algo_tuning_load("/dev/zero", &t));
+    CHECK_CONTAINS(mscclrt_last_error(), "tuning table /dev/zero: cannot read: a device");
 }
 
 /* ---- MSCCLRT_TUNING_FILE ---------------------------------------------------------------------- */
@@ -212,6 +223,39 @@ static void write_file(const char *path, const char *text) {
         fputs(text, f);
         fclose(f);
     }
+}
+
+/* mscclrt_tuning_validate: text or file, the count of a good table, the name it gives a text
+ * without one, a call with nothing to check; and it installs nothing (no epoch bump). */
+static void t_validate(void) {
+    uint64_t epoch = algo_registry_epoch();
+    int n = -1;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_tuning_validate(NULL, good, strlen(good), &n));
+    CHECK_EQ_INT(5, n);
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_tuning_validate(NULL, good, strlen(good), NULL));
+    char file[] = "/tmp/test_algo_validate_XXXXXX";
+    int fd = mkstemp(file);
+    if (fd >= 0) close(fd);
+    write_file(file, good);
+    n = -1;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_tuning_validate(file, NULL, 0, &n));
+    CHECK_EQ_INT(5, n);
+    write_file(file, "{\"version\": 1, \"entries\": [{\"collective\": \"allreduce\", "
+                     "\"algorithm\": \"a\", \"blocks\": 4096}]}");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_validate(file, NULL, 0, &n));
+    char want[256];
+    snprintf(want, sizeof want, "%s: entries[0].blocks: 4096 is larger than 1024", file);
+    CHECK_CONTAINS(mscclrt_last_error(), want);
+    unlink(file);
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_validate(file, NULL, 0, &n));
+    CHECK_CONTAINS(mscclrt_last_error(), "cannot read: No such file");
+    const char *top = "{\"version\": 1}";
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_validate(NULL, top, strlen(top), &n));
+    CHECK_CONTAINS(mscclrt_last_error(), "<tuning table>: entries: missing");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_validate(NULL, NULL, 0, &n));
+    CHECK_CONTAINS(mscclrt_last_error(), "mscclrt_tuning_validate: neither a text nor a path");
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, mscclrt_tuning_validate("", NULL, 0, &n));
+    CHECK(algo_registry_epoch() == epoch);
 }
 
 /* --select: the default choice among three candidates under this process's tuning file. */
@@ -378,6 +422,7 @@ int main(int argc, char **argv) {
     setenv("MSCCLRT_TUNING_FILE", badfile, 1);
     TEST("algo_tuning/good", t_good());
     TEST("algo_tuning/bad", t_bad());
+    TEST("algo_tuning/validate", t_validate());
     TEST("algo_tuning/env", t_env(badfile));
     TEST("algo_tuning/reload", t_reload());
     TEST("algo_tuning/many_keys", t_many_keys());

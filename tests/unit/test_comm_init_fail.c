@@ -43,34 +43,28 @@ typedef struct {
     const char *want_text;     /* in mscclrt_last_error() */
 } Scenario;
 
-#define OOM ": CUDA_ERROR_OUT_OF_MEMORY"
+/* The init's CUDA call `fail` ("cuMemHostAlloc:2": its second call) returns out of memory on
+ * ndev devices, and the message names `what`; or the calloc of comm nth-1 fails. */
+#define CUDA_OOM(name, ndev, fail, what) \
+    {"comm_init_fail/" name, ndev, fail, 0, MSCCLRT_ERR_CUDA, what ": CUDA_ERROR_OUT_OF_MEMORY"}
+#define COMM_CALLOC(name, nth) {"comm_init_fail/" name, 2, NULL, nth, MSCCLRT_ERR_SYSTEM, \
+                                "mscclrt_comm_init_all: out of memory"}
 static const Scenario scenarios[] = {
     {"comm_init_fail/success-then-destroy", 2, NULL, 0, MSCCLRT_SUCCESS, NULL},
-    {"comm_init_fail/ctx-retain-rank0", 2, "cuDevicePrimaryCtxRetain:1", 0, MSCCLRT_ERR_CUDA,
-     "cuDevicePrimaryCtxRetain" OOM},
-    {"comm_init_fail/ctx-retain-rank1", 2, "cuDevicePrimaryCtxRetain:2", 0, MSCCLRT_ERR_CUDA,
-     "cuDevicePrimaryCtxRetain" OOM},
-    {"comm_init_fail/ctx-retain-rank2-of-4", 4, "cuDevicePrimaryCtxRetain:3", 0, MSCCLRT_ERR_CUDA,
-     "cuDevicePrimaryCtxRetain" OOM},
-    {"comm_init_fail/ctx-retain-one-device", 1, "cuDevicePrimaryCtxRetain:1", 0, MSCCLRT_ERR_CUDA,
-     "cuDevicePrimaryCtxRetain" OOM},
-    {"comm_init_fail/abort-word-rank0", 2, "cuMemHostAlloc:1", 0, MSCCLRT_ERR_CUDA,
-     "cuMemHostAlloc(abort word)" OOM},
-    {"comm_init_fail/abort-word-rank1", 2, "cuMemHostAlloc:2", 0, MSCCLRT_ERR_CUDA,
-     "cuMemHostAlloc(abort word)" OOM},
-    {"comm_init_fail/peer-access", 2, "cuCtxEnablePeerAccess:1", 0, MSCCLRT_ERR_CUDA,
-     "cuCtxEnablePeerAccess" OOM},
+    CUDA_OOM("ctx-retain-rank0", 2, "cuDevicePrimaryCtxRetain:1", "cuDevicePrimaryCtxRetain"),
+    CUDA_OOM("ctx-retain-rank1", 2, "cuDevicePrimaryCtxRetain:2", "cuDevicePrimaryCtxRetain"),
+    CUDA_OOM("ctx-retain-rank2-of-4", 4, "cuDevicePrimaryCtxRetain:3", "cuDevicePrimaryCtxRetain"),
+    CUDA_OOM("ctx-retain-one-device", 1, "cuDevicePrimaryCtxRetain:1", "cuDevicePrimaryCtxRetain"),
+    CUDA_OOM("abort-word-rank0", 2, "cuMemHostAlloc:1", "cuMemHostAlloc(abort word)"),
+    CUDA_OOM("abort-word-rank1", 2, "cuMemHostAlloc:2", "cuMemHostAlloc(abort word)"),
+    CUDA_OOM("peer-access", 2, "cuCtxEnablePeerAccess:1", "cuCtxEnablePeerAccess"),
     /* algo_native_init: its first allocation (rank 0's scratch, in the group's setup round) */
-    {"comm_init_fail/native-scratch", 2, "cuMemAlloc:1", 0, MSCCLRT_ERR_CUDA,
-     "cuMemAlloc(scratch)" OOM},
+    CUDA_OOM("native-scratch", 2, "cuMemAlloc:1", "cuMemAlloc(scratch)"),
     /* algo_native_init, after the setup round: rank 0's MnContext copy */
-    {"comm_init_fail/native-context", 2, "cuMemcpyHtoD:1", 0, MSCCLRT_ERR_CUDA,
-     "cuMemcpyHtoD(native context)" OOM},
+    CUDA_OOM("native-context", 2, "cuMemcpyHtoD:1", "cuMemcpyHtoD(native context)"),
     /* no comm yet: the clique's live count is 0 and it must still be freed */
-    {"comm_init_fail/calloc-comm0", 2, NULL, 1, MSCCLRT_ERR_SYSTEM,
-     "mscclrt_comm_init_all: out of memory"},
-    {"comm_init_fail/calloc-comm1", 2, NULL, 2, MSCCLRT_ERR_SYSTEM,
-     "mscclrt_comm_init_all: out of memory"},
+    COMM_CALLOC("calloc-comm0", 1),
+    COMM_CALLOC("calloc-comm1", 2),
 };
 #define NSCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 

@@ -40,72 +40,18 @@ static mscclrt_plan *compile_for(const char *path, const char *src, size_t len, 
     return plan;
 }
 
-typedef struct {
-    int n;
-    PlanCollective coll;
-    bool inplace;
-    unsigned char **mem, **inputs;   /* per rank: allocation, copy of the input */
-    void **send, **recv;
-} Bufs;
-
-static void bufs_free(Bufs *b) {
-    for (int r = 0; r < b->n; r++) {
-        if (b->mem) free(b->mem[r]);
-        if (b->inputs) free(b->inputs[r]);
-    }
-    free(b->mem);
-    free(b->inputs);
-    free(b->send);
-    free(b->recv);
-    memset(b, 0, sizeof *b);
-}
-
-/* Buffers of the spec §3.7 layouts: in-place allgather sends from its slot of the output,
- * in-place reducescatter receives into its slot of the input. */
-static bool bufs_alloc(Bufs *b, size_t in, size_t out) {
-    size_t big = in > out ? in : out, each = b->inplace ? big : in + out;
-    b->mem = calloc((size_t)b->n, sizeof *b->mem);
-    b->inputs = calloc((size_t)b->n, sizeof *b->inputs);
-    b->send = calloc((size_t)b->n, sizeof *b->send);
-    b->recv = calloc((size_t)b->n, sizeof *b->recv);
-    if (!b->mem || !b->inputs || !b->send || !b->recv) return false;
-    for (int r = 0; r < b->n; r++) {
-        b->mem[r] = malloc(each + 1);
-        b->inputs[r] = malloc(in + 1);
-        if (!b->mem[r] || !b->inputs[r]) return false;
-        unsigned char *m = b->mem[r];
-        if (!b->inplace) {
-            b->send[r] = m;
-            b->recv[r] = m + in;
-        } else if (b->coll == PLAN_COLL_ALLGATHER) {
-            b->recv[r] = m;
-            b->send[r] = m + (size_t)r * in;
-        } else if (b->coll == PLAN_COLL_REDUCESCATTER) {
-            b->send[r] = m;
-            b->recv[r] = m + (size_t)r * out;
-        } else {
-            b->send[r] = b->recv[r] = m;
-        }
-    }
-    return true;
-}
-
 /* One checked call; returns false (with a message) on any failure. */
-static bool run_case(mscclrt_cpu_comm *comm, const mscclrt_plan *plan, Bufs *b, size_t in,
-                     size_t out, mscclrt_dtype t, mscclrt_redop op, mscclrt_packet pk,
+static bool run_case(mscclrt_cpu_comm *comm, const mscclrt_plan *plan, PlanCollective coll,
+                     CheckBufs *b, mscclrt_dtype t, mscclrt_redop op, mscclrt_packet pk,
                      uint64_t seed, const char *what) {
-    size_t es = mscclrt_dtype_size(t);
-    for (int r = 0; r < b->n; r++) {
-        memset(b->recv[r], 0xa5, out);
-        check_fill(t, op, b->send[r], in / es, seed, r);
-        memcpy(b->inputs[r], b->send[r], in);
-    }
-    if (mscclrt_cpu_execute(comm, plan, b->send, b->recv, in, out, t, op, pk) != MSCCLRT_SUCCESS) {
+    size_t in = b->in_bytes, out = b->out_bytes;
+    if (check_bufs_fill(b, t, op, seed) != MSCCLRT_SUCCESS ||
+        mscclrt_cpu_execute(comm, plan, b->send, b->recv, in, out, t, op, pk) != MSCCLRT_SUCCESS) {
         fprintf(stderr, "%s: %s\n", what, mscclrt_last_error());
         return false;
     }
     CheckMismatch mm;
-    if (!check_collective(b->coll, b->n, t, op, (const void *const *)b->inputs, in,
+    if (!check_collective(coll, b->nranks, t, op, (const void *const *)b->inputs, in,
                           (const void *const *)b->recv, out, &mm)) {
         fprintf(stderr, "%s: %s\n", what, mm.msg);
         return false;
@@ -119,7 +65,7 @@ static void check_plan(const mscclrt_plan *plan, int n, const char *name) {
     mscclrt_plan_info info;
     size_t min = 0;
     mscclrt_cpu_comm *comm = NULL;
-    Bufs b = {0};
+    CheckBufs b = {0};
     if (plan && mscclrt_plan_get_info(plan, &info) == MSCCLRT_SUCCESS &&
         mscclrt_plan_min_bytes(plan, &min) == MSCCLRT_SUCCESS &&
         mscclrt_cpu_comm_create(&comm, n) == MSCCLRT_SUCCESS) {
@@ -132,10 +78,7 @@ static void check_plan(const mscclrt_plan *plan, int n, const char *name) {
             size_t in = 0, out = 0;
             if (mscclrt_plan_call_sizes(plan, sizes[si], &in, &out) != MSCCLRT_SUCCESS)
                 continue;   /* 3x the smallest size is past the plan's maximum */
-            b.n = n;
-            b.coll = coll;
-            b.inplace = info.inplace != 0;
-            CHECK(bufs_alloc(&b, in, out));
+            CHECK(check_bufs_alloc(&b, coll, n, in, out, info.inplace != 0));
             for (int t = 0; t < MSCCLRT_DTYPE_COUNT && b.send; t++) {
                 size_t es = mscclrt_dtype_size((mscclrt_dtype)t);
                 if (in % es || out % es) continue;   /* not whole elements */
@@ -146,16 +89,16 @@ static void check_plan(const mscclrt_plan *plan, int n, const char *name) {
                              sizes[si], mscclrt_dtype_name((mscclrt_dtype)t),
                              mscclrt_redop_name((mscclrt_redop)op),
                              pk == MSCCLRT_LL8 ? "LL8" : "LL16");
-                    CHECK(run_case(comm, plan, &b, in, out, (mscclrt_dtype)t,
-                                   (mscclrt_redop)op, pk, (uint64_t)k + 1, what));
+                    CHECK(run_case(comm, plan, coll, &b, (mscclrt_dtype)t, (mscclrt_redop)op,
+                                   pk, (uint64_t)k + 1, what));
                 }
             }
-            bufs_free(&b);
+            check_bufs_free(&b);
         }
     } else {
         CHECK(!"plan info, smallest size or CPU communicator");
     }
-    bufs_free(&b);
+    check_bufs_free(&b);
     mscclrt_cpu_comm_destroy(comm);
 }
 

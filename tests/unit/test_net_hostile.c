@@ -237,20 +237,9 @@ static char log_path[96];
 
 /* Runs scenario scen with two ranks; "stopped" stops rank 0, whose verdict does not count. */
 static int run(const char *scen) {
-    BootId id;
-    if (boot_get_unique_id(&id) != MSCCLRT_SUCCESS) return 2;
     static const char *const hostid[] = {"nodeA", "nodeB"};
     const char *env[] = {"MSCCLRT_DEBUG", "WARN", "MSCCLRT_DEBUG_FILE", log_path, NULL};
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) pids[r] = spawn_rank(scen, r, 2, &id, hostid[r], env);
-    int bad = reap_rank(scen, 1, pids[1]);
-    if (strcmp(scen, "stopped") == 0) {
-        kill(pids[0], SIGKILL);
-        waitpid(pids[0], NULL, 0);
-    } else {
-        bad += reap_rank(scen, 0, pids[0]);
-    }
-    return bad;
+    return run_ranks(scen, 2, hostid, env, strcmp(scen, "stopped") == 0 ? 0 : -1, 1);
 }
 
 /* Lines of the ranks' log that contain what. */
@@ -264,20 +253,17 @@ static int log_lines(const char *what) {
     return n;
 }
 
+static int rank_main(const char *scen, int rank, int n, const BootId *id) {
+    char rs[16];
+    snprintf(rs, sizeof rs, "%d", rank);
+    setenv("TEST_RANK", rs, 1);
+    return strncmp(scen, "forge", 5) != 0 ? rank_setup(scen, rank, n, id)
+           : rank == 0 ? forge_attacker(scen, id) : forge_victim(scen, id);
+}
+
 int main(int argc, char **argv) {
-    net_test_self = argv[0];
-    if (argc == 6 && strcmp(argv[1], "child") == 0) {
-        alarm(60);
-        BootId id;
-        parse_boot_id(argv[5], &id);
-        int rank = atoi(argv[3]), n = atoi(argv[4]);
-        setenv("TEST_RANK", argv[3], 1);
-        const char *scen = argv[2];
-        int rc = strncmp(scen, "forge", 5) != 0 ? rank_setup(scen, rank, n, &id)
-               : rank == 0 ? forge_attacker(scen, &id) : forge_victim(scen, &id);
-        harness_report();
-        return rc;
-    }
+    int rc = net_test_child(argc, argv, 60, rank_main);
+    if (rc >= 0) return rc;
     alarm(120);
     struct rlimit lim;   /* rank 1 holds the idle connections on both ends */
     if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < 2048 && lim.rlim_cur < lim.rlim_max) {

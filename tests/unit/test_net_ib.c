@@ -171,9 +171,8 @@ static int child_auto(const char *want) {
 /* ---- the parent: every rank loads the fake library and is forced onto ib ------------------ */
 static char fake_lib[PATH_MAX];
 
+/* "noconnect": rank 1 is the silent one, rank 0 decides. */
 static int run(const char *scen, int n, const char *const *hostids, const char *const *env) {
-    BootId id;
-    if (boot_get_unique_id(&id) != MSCCLRT_SUCCESS) return n;
     /* the scenario's variables come after ours, so they may override them */
     const char *all[32] = {"MSCCLRT_IBVERBS_LIB", fake_lib, "MSCCLRT_NET", "ib"};
     int k = 4;
@@ -182,38 +181,21 @@ static int run(const char *scen, int n, const char *const *hostids, const char *
         all[k++] = env[i + 1];
     }
     all[k] = NULL;
-    pid_t pids[8];
-    for (int r = 0; r < n; r++) pids[r] = spawn_rank(scen, r, n, &id, hostids[r], all);
-    int bad = 0;
-    for (int r = 0; r < n; r++) {
-        if (strcmp(scen, "noconnect") == 0 && r == 1) {   /* the silent one: rank 0 (reaped
-                                                             above) decided */
-            kill(pids[1], SIGKILL);
-            waitpid(pids[1], NULL, 0);
-            continue;
-        }
-        bad += reap_rank(scen, r, pids[r]);
-    }
-    return bad;
+    return run_ranks(scen, n, hostids, all, strcmp(scen, "noconnect") == 0 ? 1 : -1, 0);
+}
+
+static int rank_main(const char *scen, int rank, int n, const BootId *id) {
+    return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id)
+           : strcmp(scen, "badkey") == 0 ? rank_badkey(rank, n, id)
+           : strcmp(scen, "noconnect") == 0 ? rank_noconnect(rank, n, id)
+           : strcmp(scen, "group-auto") == 0 ? rank_auto(rank, n, id, false)
+           : strcmp(scen, "group-mixed") == 0 ? rank_auto(rank, n, id, true)
+           : strncmp(scen, "auto-", 5) == 0 ? child_auto(scen + 5) : 2;
 }
 
 int main(int argc, char **argv) {
-    net_test_self = argv[0];
-    if (argc == 6 && strcmp(argv[1], "child") == 0) {
-        alarm(90);
-        BootId id;
-        parse_boot_id(argv[5], &id);
-        const char *scen = argv[2];
-        int rank = atoi(argv[3]), n = atoi(argv[4]);
-        int rc = strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, &id)
-               : strcmp(scen, "badkey") == 0 ? rank_badkey(rank, n, &id)
-               : strcmp(scen, "noconnect") == 0 ? rank_noconnect(rank, n, &id)
-               : strcmp(scen, "group-auto") == 0 ? rank_auto(rank, n, &id, false)
-               : strcmp(scen, "group-mixed") == 0 ? rank_auto(rank, n, &id, true)
-               : strncmp(scen, "auto-", 5) == 0 ? child_auto(scen + 5) : 2;
-        harness_report();
-        return rc;
-    }
+    int rc = net_test_child(argc, argv, 90, rank_main);
+    if (rc >= 0) return rc;
     char dir[PATH_MAX];
     snprintf(dir, sizeof dir, "%s", argv[0]);
     snprintf(fake_lib, sizeof fake_lib, "%s/libfake_ibverbs.so", dirname(dir));

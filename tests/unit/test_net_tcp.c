@@ -78,37 +78,20 @@ static int rank_fault(int rank, int n, const BootId *id, int mode) {
 }
 
 /* ---- the parent: re-executes itself per rank with MSCCLRT_HOSTID set ---------------------- */
+/* Rank 1 of a "fault" scenario is the faulty one: rank 0's verdict counts. */
 static int run(const char *scen, int n, const char *const *hostids) {
-    BootId id;
-    if (boot_get_unique_id(&id) != MSCCLRT_SUCCESS) return n;
-    pid_t pids[8];
-    for (int r = 0; r < n; r++) pids[r] = spawn_rank(scen, r, n, &id, hostids[r], NULL);
-    int bad = 0;
-    bool fault = strncmp(scen, "fault", 5) == 0;
-    for (int r = 0; r < n; r++) {
-        if (fault && r == 1) {   /* rank 1 is the faulty one: rank 0's verdict counts */
-            kill(pids[1], SIGKILL);
-            waitpid(pids[1], NULL, 0);
-            continue;
-        }
-        bad += reap_rank(scen, r, pids[r]);
-    }
-    return bad;
+    return run_ranks(scen, n, hostids, NULL, strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
+}
+
+static int rank_main(const char *scen, int rank, int n, const BootId *id) {
+    return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id)
+           : strcmp(scen, "fault-close") == 0 ? rank_fault(rank, n, id, 1)
+           : rank_fault(rank, n, id, 2);
 }
 
 int main(int argc, char **argv) {
-    net_test_self = argv[0];
-    if (argc == 6 && strcmp(argv[1], "child") == 0) {
-        alarm(60);
-        BootId id;
-        parse_boot_id(argv[5], &id);
-        int rank = atoi(argv[3]), n = atoi(argv[4]);
-        int rc = strcmp(argv[2], "exchange") == 0 ? rank_exchange(rank, n, &id)
-               : strcmp(argv[2], "fault-close") == 0 ? rank_fault(rank, n, &id, 1)
-               : rank_fault(rank, n, &id, 2);
-        harness_report();
-        return rc;
-    }
+    int rc = net_test_child(argc, argv, 60, rank_main);
+    if (rc >= 0) return rc;
     static const char *const two[] = {"nodeA", "nodeB"};
     static const char *const four[] = {"nodeA", "nodeA", "nodeB", "nodeB"};
     static const char *const four4[] = {"n0", "n1", "n2", "n3"};

@@ -3,7 +3,8 @@
  * test_net_hostile.c): a rank's side of the exchange (a receive area and one counter per
  * sender, registered and imported by every remote rank), waiting on a counter, the byte
  * pattern and its check, and the re-executed children that are the ranks (MSCCLRT_HOSTID
- * splits them into "nodes"; the environment is read once per process). Static functions: each
+ * splits them into "nodes"; the environment is read once per process): spawning and reaping
+ * them (run_ranks) and a child's entry (net_test_child). Static functions: each
  * test includes it once.
  * The includer defines BIG (bytes per sender in the receive area) first.
  */
@@ -174,6 +175,48 @@ static void parse_boot_id(const char *hex, BootId *id) {
         sscanf(hex + 2 * i, "%2x", &v);
         id->bytes[i] = (unsigned char)v;
     }
+}
+
+/* Runs scenario scen as n ranks (rank r with MSCCLRT_HOSTID hostids[r], env as for spawn_rank)
+ * and returns how many failed. silent >= 0 names a rank whose own verdict does not count (it
+ * stops or fails on purpose): it is killed once rank `decider`, whose verdict counts, has been
+ * reaped, and before the others are (they may be waiting for it). */
+static int run_ranks(const char *scen, int n, const char *const *hostids,
+                     const char *const *env, int silent, int decider) {
+    BootId id;
+    pid_t pids[8];
+    if (n > 8 || boot_get_unique_id(&id) != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "%s: %d ranks: %s\n", scen, n,
+                n > 8 ? "more than 8" : mscclrt_last_error());
+        return n;
+    }
+    for (int r = 0; r < n; r++) pids[r] = spawn_rank(scen, r, n, &id, hostids[r], env);
+    int bad = 0;
+    if (silent >= 0) {
+        bad += reap_rank(scen, decider, pids[decider]);
+        kill(pids[silent], SIGKILL);
+        waitpid(pids[silent], NULL, 0);
+    }
+    for (int r = 0; r < n; r++)
+        if (silent < 0 || (r != silent && r != decider)) bad += reap_rank(scen, r, pids[r]);
+    return bad;
+}
+
+/* A rank's side of scenario scen; its exit status. */
+typedef int (*NetRankFn)(const char *scen, int rank, int n, const BootId *id);
+
+/* First thing in main: when this process is a rank that spawn_rank started, runs rank_main
+ * under an alarm of alarm_s seconds (a hung rank dies instead of hanging the test) and returns
+ * its exit status, after the harness's report; else -1 (this is the parent). */
+static int net_test_child(int argc, char **argv, unsigned alarm_s, NetRankFn rank_main) {
+    net_test_self = argv[0];
+    if (argc != 6 || strcmp(argv[1], "child") != 0) return -1;
+    alarm(alarm_s);
+    BootId id;
+    parse_boot_id(argv[5], &id);
+    int rc = rank_main(argv[2], atoi(argv[3]), atoi(argv[4]), &id);
+    harness_report();
+    return rc;
 }
 
 #endif
