@@ -36,12 +36,13 @@ bins=${NT_BINS:-"all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_pe
 ours_path="$PWD/$BUILD/lib/nccl:$PWD/$BUILD/lib"
 status=0
 # run NAME LIBPATH: one binary under mpirun with LIBPATH first; its log is $log/NAME.log
+# every MSCCLRT_* variable of the caller reaches the ranks (e.g. MSCCLRT_NATIVE_SCRATCH_BYTES)
+xs=$(env | sed -n 's/^\(MSCCLRT_[A-Z_0-9]*\)=.*/-x \1/p' | tr '\n' ' ')
 run() {
-    # shellcheck disable=SC2086 # args are words on purpose
+    # shellcheck disable=SC2086 # args and xs are words on purpose
     LD_LIBRARY_PATH="$2${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout "${NT_TIMEOUT:-120}" \
         mpirun --allow-run-as-root --oversubscribe -np "$np" -x LD_PRELOAD -x LD_LIBRARY_PATH \
-        -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE -x MSCCLRT_DEBUG -x MSCCLRT_NATIVE_PACKET_BYTES \
-        "$out/$b" -g 1 $args >"$log/$1.log" 2>&1
+        -x NCCL_NVLS_ENABLE $xs "$out/$b" -g 1 $args >"$log/$1.log" 2>&1
     rc=$?
     [ "$rc" -eq 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$log/$1.log" && rc=1
     [ "$rc" -eq 0 ] || { echo "nt_compare: $1 failed (rc $rc; $log/$1.log)"; tail -3 "$log/$1.log"; status=1; }
