@@ -689,7 +689,7 @@ static bool init_sim(Sim *sim) {
 
 /* One run under a schedule: 0 = ranks and TBs in order, each as far as it gets; 1 = in reverse
  * order, one op at a time. Returns false after reporting a problem. */
-static bool simulate(Plan *p, Diag *d, int schedule) {
+static bool simulate(const Plan *p, Diag *d, int schedule) {
     Sim sim = {.p = p};
     if (!init_sim(&sim)) {
         free_sim(&sim);
@@ -728,6 +728,6 @@ static bool simulate(Plan *p, Diag *d, int schedule) {
     return ok;
 }
 
-bool pass_check_deadlock(Plan *p, Diag *d) {
+bool pass_check_deadlock(const Plan *p, Diag *d) {
     return simulate(p, d, 0) && simulate(p, d, 1);
 }

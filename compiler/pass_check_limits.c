@@ -341,7 +341,7 @@ static void check_barriers(Ctx *c, const PlanGpu *g) {
     }
 }
 
-bool pass_check_limits(Plan *p, Diag *d) {
+bool pass_check_limits(const Plan *p, Diag *d) {
     Ctx c = {.p = p, .d = d, .ok = true};
     PlanLoc none = {0, 0};
     if (p->threads < 1 || p->threads > PLAN_MAX_THREADS)

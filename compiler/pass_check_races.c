@@ -909,7 +909,7 @@ static bool init_sim(Sim *s) {
     return true;
 }
 
-bool pass_check_races(Plan *p, Diag *d) {
+bool pass_check_races(const Plan *p, Diag *d) {
     Sim s = {.p = p, .d = d};
     int errors = diag_errors(d);
     if (!init_sim(&s)) {
