@@ -16,9 +16,9 @@
  *                          looks at chunk indices or channels as the user wrote them;
  *   6. pass_check_limits   on the final shape: executor limits (§2.8) and what the executor
  *                          would misread (§9); the simulation below assumes a plan that passed;
- *   7. pass_check_deadlock simulates the final plan (all ranks, all TBs);
- *   8. pass_check_races    happens-before analysis of the final plan; assumes it finishes
- *                          (step 7), so its simulation cannot get stuck.
+ *   7. pass_check_deadlock simulates the final plan (all ranks, all TBs; launch_sim.h);
+ *   8. pass_check_races    happens-before analysis of the final plan, following the same
+ *                          simulation; assumes it finishes (step 7), so it cannot get stuck.
  * Op numbers in messages ("rank 0 tb 1 op 3", "op 3.1" = inner op 1 of pipeline op 3) are
  * positions in the TB's op list at that pass: for passes 6-7, the positions in the emitted plan.
  * Every pass tolerates an invalid plan without crashing (it may then report nonsense); only
