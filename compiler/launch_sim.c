@@ -291,10 +291,9 @@ bool sim_run(LaunchSim *sim, bool backward) {
             for (int j = 0; j < p->gpus[r].ntbs; j++) {
                 int t = backward ? p->gpus[r].ntbs - 1 - j : j;
                 SimProc *pr = &sim->rs[r].procs[t];
-                if (!backward) {
-                    while (pr->pc < pr->n && !halted(sim) && step(sim, r, t)) progress = true;
-                } else if (pr->pc < pr->n && step(sim, r, t)) {
+                while (pr->pc < pr->n && !halted(sim) && step(sim, r, t)) {
                     progress = true;
+                    if (backward) break;
                 }
                 if (pr->pc < pr->n) done = false;
             }
