@@ -198,8 +198,8 @@ test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 # clang's UBSan (when clang is installed: it is not a build dependency, and the ASan stage
 # already checks float-to-integer overflow with $(CC)); each in its own build directory.
 # `make test` runs it too (tests/cases/sanitize.sh).
-SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_diag test_hash test_mscclc \
-                 test_comm_init_fail \
+SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_launch_sim test_diag test_hash \
+                 test_mscclc test_comm_init_fail \
                  test_numarg cmd_args cpu_compat cpu_run compat_coll test_algo fuzz_net test_net_hostile
 SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan test_algo_registry test_algo_tuning
 SAN_UBSAN_ONLY:= test_numarg cmd_args cpu_run

@@ -190,7 +190,7 @@ MscclcStatus mscclc_compile(const char *src, size_t len, const MscclcOptions *op
     return res->status;
 }
 
-int mscclc_check_plan(Plan *p, const char *filename, FILE *diag_out, int error_limit, int *errors) {
+int mscclc_check_plan(const Plan *p, const char *filename, FILE *diag_out, int error_limit, int *errors) {
     int limit = error_limit == 0 ? 20 : error_limit < 0 ? 0 : error_limit;
     Diag *d = diag_new(filename, NULL, 0, diag_out, limit);
     if (!d) return -1;

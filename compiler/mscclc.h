@@ -62,10 +62,11 @@ void mscclc_result_free(MscclcResult *res);
 
 /* The checks of the compiler's last passes on a plan from anywhere (a JSON file: diagnostics have
  * no source position and name ops by rank, thread block and index): signal balance, executor
- * limits, deadlock, data races and the entry handshake (passes.h). Diagnostics go to diag_out
+ * limits, deadlock, data races and the entry handshake (passes.h); it only reads the plan
+ * (mscclrt-run --check runs them on a loaded plan's model). Diagnostics go to diag_out
  * (NULL: discarded) under `filename`, at most error_limit errors (0 = 20, < 0 = no limit).
  * Returns the number of errors (0: the plan passed), -1 when out of memory. */
-int mscclc_check_plan(Plan *p, const char *filename, FILE *diag_out, int error_limit, int *errors);
+int mscclc_check_plan(const Plan *p, const char *filename, FILE *diag_out, int error_limit, int *errors);
 
 /* ---- the exported C ABI of libmscclc.so (mscclc_api.c), in plain C types for other languages ----
  * mscclc_compile_json compiles src (len bytes; filename names it in diagnostics, NULL:

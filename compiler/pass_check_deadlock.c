@@ -1,5 +1,5 @@
 /*
- * pass_check_deadlock.c - last pass: runs the whole plan as the executor would (every TB of
+ * pass_check_deadlock.c - runs the whole plan as the executor would (launch_sim.h: every TB of
  * every rank a sequential process) to prove one launch finishes. Modelled: signal/wait counters
  * per §6.2-paired channel, barriers with their participant counts, semaphores with their initial
  * values, LL packet arrival (a packet reader waits until packet writers — local cpkt/recpkt,
@@ -12,244 +12,12 @@
  * deadlock the GPU can really hit (e.g. two TBs acquiring one semaphore in either order), but
  * one that only other interleavings reach can go unnoticed.
  */
+#include "launch_sim.h"
 #include "passes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PKT_SCALE 720720ull   /* lcm(1..16): positions inside a chunk, so TB-group slices are exact */
-
-typedef struct {
-    const PlanOp *op;
-    int top, inner;     /* position: ops[top], or ops[top].inner[inner] when inner >= 0 */
-} Step;
-
-typedef struct {
-    Step *steps;
-    int n, pc;
-    bool arrived;       /* at a barrier, counted, waiting for the others */
-    int joined_gen;     /* that barrier's generation when this TB arrived */
-} Proc;
-
-typedef struct {
-    uint64_t lo, hi;
-} Span;
-
-typedef struct {
-    Span *s;
-    int n, cap;
-} SpanSet;
-
-typedef struct {
-    Proc *procs;                    /* [ntbs] */
-    int *inbound[2], *consumed[2];  /* per GPU-level memory/port channel */
-    int *sem;                       /* current values */
-    int bar_arrived[PLAN_MAX_BARRIERS], bar_gen[PLAN_MAX_BARRIERS];
-    SpanSet pkts;                   /* scratch packet ranges written in this launch */
-} RankState;
-
-typedef struct {
-    const Plan *p;
-    RankState *rs;
-    bool oom;
-} Sim;
-
-/* ---- packet coverage ---------------------------------------------------------------------- */
-
-static void span_add(Sim *sim, SpanSet *set, uint64_t lo, uint64_t hi) {
-    if (lo >= hi) return;
-    /* merge with every overlapping or touching span, then insert in order */
-    int w = 0;
-    for (int i = 0; i < set->n; i++) {
-        Span x = set->s[i];
-        if (x.hi < lo || x.lo > hi) {
-            set->s[w++] = x;
-        } else {
-            if (x.lo < lo) lo = x.lo;
-            if (x.hi > hi) hi = x.hi;
-        }
-    }
-    set->n = w;
-    if (set->n == set->cap) {
-        int cap = set->cap ? set->cap * 2 : 16;
-        Span *s = realloc(set->s, (size_t)cap * sizeof *s);
-        if (!s) {
-            sim->oom = true;
-            return;
-        }
-        set->s = s;
-        set->cap = cap;
-    }
-    int at = 0;
-    while (at < set->n && set->s[at].lo < lo) at++;
-    memmove(&set->s[at + 1], &set->s[at], (size_t)(set->n - at) * sizeof *set->s);
-    set->s[at] = (Span){lo, hi};
-    set->n++;
-}
-
-/* First position in [lo, hi) not covered, or hi when all is. */
-static uint64_t span_first_gap(const SpanSet *set, uint64_t lo, uint64_t hi) {
-    for (int i = 0; i < set->n && lo < hi; i++)
-        if (set->s[i].lo <= lo && set->s[i].hi > lo) lo = set->s[i].hi;
-    return lo < hi ? lo : hi;
-}
-
-/* The scaled range an entry covers for this op (its TB-group slice, spec §3.4 step 4). */
-static Span entry_span(const PlanOp *op, const PlanRef *e) {
-    uint64_t base = (uint64_t)e->index * PKT_SCALE, len = (uint64_t)e->size * PKT_SCALE;
-    if (op->tbg_size > 0) {
-        uint64_t g = (uint64_t)op->tbg_size, t = (uint64_t)op->tbg_id;
-        return (Span){base + len * t / g, base + len * (t + 1) / g};
-    }
-    return (Span){base, base + len};
-}
-
-/* Calls back for each (rank, span) into whose scratch `op` (on rank r, TB tb) writes packets. */
-typedef struct {
-    int rank[PLAN_MAX_OP_ENTRIES * 8];
-    Span span[PLAN_MAX_OP_ENTRIES * 8];
-    int n;
-} Targets;
-
-static void packet_targets(const Plan *p, int r, const PlanTb *tb, const PlanOp *op, Targets *out) {
-    int idx[PLAN_MAX_OP_ENTRIES];
-    int n = pass_packet_writes(op, idx);
-    out->n = 0;
-    const PlanGpu *g = &p->gpus[r];
-    for (int i = 0; i < n; i++) {
-        const PlanRef *e = &op->dst[idx[i]];
-        Span sp = entry_span(op, e);
-        if (e->kind == PLAN_REF_LOCAL) {
-            if (e->type != PLAN_BUF_SCRATCH) continue;
-            out->rank[out->n] = r;
-            out->span[out->n++] = sp;
-        } else if (e->kind == PLAN_REF_REMOTE) {
-            int owner;
-            PlanBuf type;
-            if (!pass_remote_target(p, r, tb, op, e, &owner, &type) || type != PLAN_BUF_SCRATCH) continue;
-            out->rank[out->n] = owner;
-            out->span[out->n++] = sp;
-        } else {
-            int s = pass_gpu_channel(g, tb, PLAN_CHAN_SWITCH, e->id);
-            if (s < 0 || g->switches[s].buf != PLAN_BUF_SCRATCH) continue;
-            for (int k = 0; k < g->switches[s].nranks && out->n < (int)(sizeof out->rank / sizeof *out->rank); k++) {
-                int q = g->switches[s].ranks[k];
-                if (q < 0 || q >= p->ngpus) continue;
-                out->rank[out->n] = q;
-                out->span[out->n++] = sp;
-            }
-        }
-    }
-}
-
-/* ---- ops and channels ----------------------------------------------------------------------- */
-
-static bool build_steps(const Plan *p, int r, const PlanTb *tb, Proc *pr) {
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            pr->steps = malloc((size_t)(n > 0 ? n : 1) * sizeof *pr->steps);
-            if (!pr->steps) return false;
-            pr->n = n;
-            n = 0;
-        }
-        for (int i = 0; i < tb->nops; i++) {
-            const PlanOp *op = &tb->ops[i];
-            if (op->kind != PLAN_OP_PIPELINE) {
-                if (pass == 1) pr->steps[n] = (Step){op, i, -1};
-                n++;
-                continue;
-            }
-            uint64_t it;
-            int reps = 2;
-            if (op->num_chunks == 0) reps = 0;
-            else if (pass_pipeline_max_iterations(p, r, op, &it) && it <= 1) reps = (int)it;
-            for (int k = 0; k < reps; k++)
-                for (int j = 0; j < op->ninner; j++) {
-                    if (pass == 1) pr->steps[n] = (Step){&op->inner[j], i, j};
-                    n++;
-                }
-        }
-    }
-    return true;
-}
-
-/* ---- stepping --------------------------------------------------------------------------------- */
-
-/* Tries to complete the current op of process (r, t); true if it did. */
-static bool step(Sim *sim, int r, int t) {
-    const Plan *p = sim->p;
-    RankState *rs = &sim->rs[r];
-    Proc *pr = &rs->procs[t];
-    const PlanGpu *g = &p->gpus[r];
-    const PlanTb *tb = &g->tbs[t];
-    const PlanOp *op = pr->steps[pr->pc].op;
-    int ch[PLAN_MAX_OP_CHANNELS];
-    PlanChanType ct;
-    /* packet sources must have arrived (always read from local scratch, §5.3); checked before
-     * any state changes, so a blocked op leaves no trace */
-    int idx[PLAN_MAX_OP_ENTRIES];
-    int n = pass_packet_reads(op, idx);
-    for (int i = 0; i < n; i++) {
-        Span sp = entry_span(op, &op->src[idx[i]]);
-        if (span_first_gap(&rs->pkts, sp.lo, sp.hi) < sp.hi) return false;
-    }
-    switch (op->kind) {
-    case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        n = pass_sync_channels(g, tb, op, false, ch, &ct);
-        for (int i = 0; i < n; i++) {
-            int need = 0;
-            for (int j = 0; j < n; j++) need += ch[j] == ch[i];
-            if (rs->inbound[ct][ch[i]] - rs->consumed[ct][ch[i]] < need) return false;
-        }
-        for (int i = 0; i < n; i++) rs->consumed[ct][ch[i]]++;
-        break;
-    case PLAN_OP_BARRIER: {
-        int id = op->barrier_id;
-        if (op->num_threadblocks > 1 && id >= 0 && id < PLAN_MAX_BARRIERS) {
-            if (!pr->arrived) {
-                pr->arrived = true;
-                pr->joined_gen = rs->bar_gen[id];
-                if (++rs->bar_arrived[id] >= op->num_threadblocks) {
-                    rs->bar_arrived[id] = 0;
-                    rs->bar_gen[id]++;
-                }
-            }
-            if (rs->bar_gen[id] == pr->joined_gen) return false;
-            pr->arrived = false;
-        }
-        break;
-    }
-    case PLAN_OP_SEM_ACQUIRE:
-        for (int i = 0; i < op->nsem; i++) {
-            int need = 0;
-            for (int j = 0; j < op->nsem; j++) need += op->sem_ids[j] == op->sem_ids[i];
-            int s = op->sem_ids[i];
-            if (s >= 0 && s < g->nsems && rs->sem[s] < need) return false;
-        }
-        for (int i = 0; i < op->nsem; i++)
-            if (op->sem_ids[i] >= 0 && op->sem_ids[i] < g->nsems) rs->sem[op->sem_ids[i]]--;
-        break;
-    case PLAN_OP_SEM_RELEASE:
-        for (int i = 0; i < op->nsem; i++)
-            if (op->sem_ids[i] >= 0 && op->sem_ids[i] < g->nsems) rs->sem[op->sem_ids[i]]++;
-        break;
-    default:
-        break;
-    }
-    /* effects: signals and packet writes */
-    n = pass_sync_channels(g, tb, op, true, ch, &ct);
-    for (int i = 0; i < n; i++) {
-        int q, pc = pass_paired_channel(p, r, ct, ch[i], &q);
-        if (pc >= 0) sim->rs[q].inbound[ct][pc]++;
-    }
-    Targets tg;
-    packet_targets(p, r, tb, op, &tg);
-    for (int i = 0; i < tg.n; i++) span_add(sim, &sim->rs[tg.rank[i]].pkts, tg.span[i].lo, tg.span[i].hi);
-    pr->pc++;
-    return true;
-}
 
 /* ---- explaining a stuck state ----------------------------------------------------------------- */
 
@@ -265,10 +33,10 @@ typedef struct {
 } Blocker;
 
 /* Why process (r, t) cannot proceed. */
-static Blocker blocker_of(const Sim *sim, int r, int t) {
+static Blocker blocker_of(const LaunchSim *sim, int r, int t) {
     const Plan *p = sim->p;
-    const RankState *rs = &sim->rs[r];
-    const Proc *pr = &rs->procs[t];
+    const SimRank *rs = &sim->rs[r];
+    const SimProc *pr = &rs->procs[t];
     const PlanGpu *g = &p->gpus[r];
     const PlanOp *op = pr->steps[pr->pc].op;
     Blocker b = {.kind = BLK_PACKET, .rank = r, .send_ch = -1};
@@ -314,8 +82,8 @@ static Blocker blocker_of(const Sim *sim, int r, int t) {
     int idx[PLAN_MAX_OP_ENTRIES];
     n = pass_packet_reads(op, idx);
     for (int i = 0; i < n; i++) {
-        Span sp = entry_span(op, &op->src[idx[i]]);
-        uint64_t gap = span_first_gap(&rs->pkts, sp.lo, sp.hi);
+        SimSpan sp = sim_entry_span(op, &op->src[idx[i]]);
+        uint64_t gap = sim_span_first_gap(&rs->pkts, sp.lo, sp.hi);
         if (gap < sp.hi) {
             b.point = gap;
             return b;
@@ -325,7 +93,7 @@ static Blocker blocker_of(const Sim *sim, int r, int t) {
 }
 
 /* Would `op` (a not yet completed op of rank q's TB u) unblock b? */
-static bool helps(const Sim *sim, const Blocker *b, int q, int u, const Proc *pu, int at,
+static bool helps(const LaunchSim *sim, const Blocker *b, int q, int u, const SimProc *pu, int at,
                   const PlanOp *op) {
     const Plan *p = sim->p;
     const PlanGpu *g = &p->gpus[q];
@@ -354,9 +122,9 @@ static bool helps(const Sim *sim, const Blocker *b, int q, int u, const Proc *pu
     return false;
 }
 
-static bool writes_point(const Sim *sim, const Blocker *b, int q, int u, const PlanOp *op) {
-    Targets tg;
-    packet_targets(sim->p, q, &sim->p->gpus[q].tbs[u], op, &tg);
+static bool writes_point(const LaunchSim *sim, const Blocker *b, int q, int u, const PlanOp *op) {
+    SimTargets tg;
+    sim_packet_targets(sim->p, q, &sim->p->gpus[q].tbs[u], op, &tg);
     for (int i = 0; i < tg.n; i++)
         if (tg.rank[i] == b->rank && tg.span[i].lo <= b->point && b->point < tg.span[i].hi)
             return true;
@@ -364,13 +132,13 @@ static bool writes_point(const Sim *sim, const Blocker *b, int q, int u, const P
 }
 
 /* The process (rank, tb) that must move before (r, t) can, or false if none will. */
-static bool find_helper(const Sim *sim, int r, int t, int *hr, int *ht) {
+static bool find_helper(const LaunchSim *sim, int r, int t, int *hr, int *ht) {
     Blocker b = blocker_of(sim, r, t);
     if (b.kind == BLK_WAIT && b.send_ch < 0) return false;
     for (int q = 0; q < sim->p->ngpus; q++) {
         if (b.kind != BLK_PACKET && q != b.rank) continue;
         for (int u = 0; u < sim->p->gpus[q].ntbs; u++) {
-            const Proc *pu = &sim->rs[q].procs[u];
+            const SimProc *pu = &sim->rs[q].procs[u];
             if (b.kind == BLK_BARRIER && q == r && u == t) continue;
             for (int k = pu->pc; k < pu->n; k++) {
                 const PlanOp *op = pu->steps[k].op;
@@ -387,11 +155,11 @@ static bool find_helper(const Sim *sim, int r, int t, int *hr, int *ht) {
 }
 
 /* "rank 0 tb 1 op 3 (wait on memory channel to rank 1)" */
-static void describe(const Sim *sim, int r, int t, char *buf, size_t len) {
+static void describe(const LaunchSim *sim, int r, int t, char *buf, size_t len) {
     const Plan *p = sim->p;
-    const RankState *rs = &sim->rs[r];
-    const Proc *pr = &rs->procs[t];
-    const Step *st = &pr->steps[pr->pc];
+    const SimRank *rs = &sim->rs[r];
+    const SimProc *pr = &rs->procs[t];
+    const SimStep *st = &pr->steps[pr->pc];
     const PlanOp *op = st->op;
     const PlanGpu *g = &p->gpus[r];
     char pos[32];
@@ -423,14 +191,14 @@ static void describe(const Sim *sim, int r, int t, char *buf, size_t len) {
         break;
     case BLK_PACKET:
         snprintf(what, sizeof what, "%s waiting for packets in scratch chunk %llu",
-                 plan_op_name(op->kind), (unsigned long long)(b.point / PKT_SCALE));
+                 plan_op_name(op->kind), (unsigned long long)(b.point / SIM_SCALE));
         break;
     }
     snprintf(buf, len, "rank %d tb %d op %s (%s)", r, t, pos, what);
 }
 
 /* Why nobody can help (r, t): the end of a chain. */
-static void dead_end(const Sim *sim, int r, int t, char *buf, size_t len) {
+static void dead_end(const LaunchSim *sim, int r, int t, char *buf, size_t len) {
     Blocker b = blocker_of(sim, r, t);
     switch (b.kind) {
     case BLK_WAIT:
@@ -449,7 +217,7 @@ static void dead_end(const Sim *sim, int r, int t, char *buf, size_t len) {
         break;
     case BLK_PACKET:
         snprintf(buf, len, "packets for scratch chunk %llu of rank %d that no remaining op writes",
-                 (unsigned long long)(b.point / PKT_SCALE), r);
+                 (unsigned long long)(b.point / SIM_SCALE), r);
         break;
     }
 }
@@ -465,13 +233,13 @@ static bool cat(char **msg, size_t *len, const char *s) {
     return true;
 }
 
-static PlanLoc loc_of(const Sim *sim, int r, int t) {
-    const Proc *pr = &sim->rs[r].procs[t];
+static PlanLoc loc_of(const LaunchSim *sim, int r, int t) {
+    const SimProc *pr = &sim->rs[r].procs[t];
     return pr->steps[pr->pc].op->loc;
 }
 
 /* Reports the stuck state: a wait cycle if there is one, else the longest chain. */
-static void report_stuck(Sim *sim, Diag *d) {
+static void report_stuck(LaunchSim *sim, Diag *d) {
     const Plan *p = sim->p;
     int total = 0;
     for (int r = 0; r < p->ngpus; r++) total += p->gpus[r].ntbs;
@@ -487,7 +255,7 @@ static void report_stuck(Sim *sim, Diag *d) {
     /* walk from each stuck process in order; the first walk that closes a cycle is reported */
     for (int r0 = 0; r0 < p->ngpus; r0++)
         for (int t0 = 0; t0 < p->gpus[r0].ntbs; t0++) {
-            const Proc *pr = &sim->rs[r0].procs[t0];
+            const SimProc *pr = &sim->rs[r0].procs[t0];
             if (pr->pc >= pr->n) continue;
             if (first_r < 0) {
                 first_r = r0;
@@ -524,8 +292,8 @@ static void report_stuck(Sim *sim, Diag *d) {
                 if (n - start == 1)
                     snprintf(buf, sizeof buf, "a later op of its own thread block");
                 else {
-                    const Proc *ps = &sim->rs[path_r[start]].procs[path_t[start]];
-                    const Step *st = &ps->steps[ps->pc];
+                    const SimProc *ps = &sim->rs[path_r[start]].procs[path_t[start]];
+                    const SimStep *st = &ps->steps[ps->pc];
                     if (st->inner >= 0)
                         snprintf(buf, sizeof buf, "rank %d tb %d op %d.%d again", path_r[start],
                                  path_t[start], st->top, st->inner);
@@ -586,9 +354,9 @@ out:
 
 /* First op of rank r (any TB) that uses semaphore s, or that signals GPU-level channel ch of
  * type ct (s < 0). */
-static PlanLoc first_use(const Sim *sim, int r, int s, PlanChanType ct, int ch) {
+static PlanLoc first_use(const LaunchSim *sim, int r, int s, PlanChanType ct, int ch) {
     const PlanGpu *g = &sim->p->gpus[r];
-    const RankState *rs = &sim->rs[r];
+    const SimRank *rs = &sim->rs[r];
     for (int t = 0; t < g->ntbs; t++)
         for (int k = 0; k < rs->procs[t].n; k++) {
             const PlanOp *op = rs->procs[t].steps[k].op;
@@ -608,12 +376,12 @@ static PlanLoc first_use(const Sim *sim, int r, int s, PlanChanType ct, int ch) 
     return (PlanLoc){0, 0};
 }
 
-static bool check_balance(Sim *sim, Diag *d) {
+static bool check_balance(LaunchSim *sim, Diag *d) {
     const Plan *p = sim->p;
     bool ok = true;
     for (int r = 0; r < p->ngpus; r++) {
         const PlanGpu *g = &p->gpus[r];
-        RankState *rs = &sim->rs[r];
+        SimRank *rs = &sim->rs[r];
         for (int ct = 0; ct < 2; ct++)
             for (int c = 0; c < g->npeers[ct]; c++) {
                 int extra = rs->inbound[ct][c] - rs->consumed[ct][c];
@@ -646,74 +414,16 @@ static bool check_balance(Sim *sim, Diag *d) {
 
 /* ---- driver ---------------------------------------------------------------------------------- */
 
-static void free_sim(Sim *sim) {
-    if (!sim->rs) return;
-    for (int r = 0; r < sim->p->ngpus; r++) {
-        RankState *rs = &sim->rs[r];
-        if (rs->procs)
-            for (int t = 0; t < sim->p->gpus[r].ntbs; t++) free(rs->procs[t].steps);
-        free(rs->procs);
-        for (int k = 0; k < 2; k++) {
-            free(rs->inbound[k]);
-            free(rs->consumed[k]);
-        }
-        free(rs->sem);
-        free(rs->pkts.s);
-    }
-    free(sim->rs);
-}
-
-static bool init_sim(Sim *sim) {
-    const Plan *p = sim->p;
-    sim->rs = calloc((size_t)(p->ngpus > 0 ? p->ngpus : 1), sizeof *sim->rs);
-    if (!sim->rs) return false;
-    for (int r = 0; r < p->ngpus; r++) {
-        const PlanGpu *g = &p->gpus[r];
-        RankState *rs = &sim->rs[r];
-        rs->procs = calloc((size_t)(g->ntbs > 0 ? g->ntbs : 1), sizeof *rs->procs);
-        if (!rs->procs) return false;
-        for (int k = 0; k < 2; k++) {
-            size_t n = (size_t)(g->npeers[k] > 0 ? g->npeers[k] : 1);
-            rs->inbound[k] = calloc(n, sizeof(int));
-            rs->consumed[k] = calloc(n, sizeof(int));
-            if (!rs->inbound[k] || !rs->consumed[k]) return false;
-        }
-        rs->sem = malloc((size_t)(g->nsems > 0 ? g->nsems : 1) * sizeof(int));
-        if (!rs->sem) return false;
-        for (int s = 0; s < g->nsems; s++) rs->sem[s] = g->sem_init[s];
-        for (int t = 0; t < g->ntbs; t++)
-            if (!build_steps(p, r, &g->tbs[t], &rs->procs[t])) return false;
-    }
-    return true;
-}
-
-/* One run under a schedule: 0 = ranks and TBs in order, each as far as it gets; 1 = in reverse
- * order, one op at a time. Returns false after reporting a problem. */
-static bool simulate(Plan *p, Diag *d, int schedule) {
-    Sim sim = {.p = p};
-    if (!init_sim(&sim)) {
-        free_sim(&sim);
+/* One run under a schedule (launch_sim.h: forward, or backward one op at a time). Returns false
+ * after reporting a problem. */
+static bool simulate(const Plan *p, Diag *d, bool backward) {
+    LaunchSim sim;
+    if (!sim_init(&sim, p, NULL)) {
+        sim_free(&sim);
         diag_error(d, (PlanLoc){0, 0}, "out of memory simulating the plan");
         return false;
     }
-    bool progress = true, done = false;
-    while (progress && !sim.oom) {
-        progress = false;
-        done = true;
-        for (int i = 0; i < p->ngpus; i++) {
-            int r = schedule == 0 ? i : p->ngpus - 1 - i;
-            for (int j = 0; j < p->gpus[r].ntbs; j++) {
-                int t = schedule == 0 ? j : p->gpus[r].ntbs - 1 - j;
-                Proc *pr = &sim.rs[r].procs[t];
-                if (schedule == 0) {
-                    while (pr->pc < pr->n && step(&sim, r, t)) progress = true;
-                } else if (pr->pc < pr->n && step(&sim, r, t)) {
-                    progress = true;
-                }
-                if (pr->pc < pr->n) done = false;
-            }
-        }
-    }
+    bool done = sim_run(&sim, backward);
     bool ok;
     if (sim.oom) {
         diag_error(d, (PlanLoc){0, 0}, "out of memory simulating the plan");
@@ -724,10 +434,10 @@ static bool simulate(Plan *p, Diag *d, int schedule) {
     } else {
         ok = check_balance(&sim, d);
     }
-    free_sim(&sim);
+    sim_free(&sim);
     return ok;
 }
 
-bool pass_check_deadlock(Plan *p, Diag *d) {
-    return simulate(p, d, 0) && simulate(p, d, 1);
+bool pass_check_deadlock(const Plan *p, Diag *d) {
+    return simulate(p, d, false) && simulate(p, d, true);
 }

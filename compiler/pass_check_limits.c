@@ -123,8 +123,9 @@ static void check_entry(Ctx *c, const PlanOp *op, const PlanRef *e, const char *
         if (buf == bad)
             FAIL(c, op->loc, "%s: %s entry %d reaches the %s buffer of rank %d through a %s; in an "
                  "in-place %s that buffer starts at a rank-dependent offset, which the executor "
-                 "adds on this rank's side (spec §3.7), so the address would be wrong; use the %s "
-                 "buffer", on, side, k, plan_buf_long_name(buf), owner,
+                 "adds on this rank's side, so the address would be wrong; use the %s buffer "
+                 "(mscclrt-run(1), --inplace, shows the in-place layouts)", on, side, k,
+                 plan_buf_long_name(buf), owner,
                  e->kind == PLAN_REF_REMOTE ? "channel" : "switch channel",
                  plan_coll_name(c->p->collective), plan_buf_long_name(bad == PLAN_BUF_INPUT ? PLAN_BUF_OUTPUT : PLAN_BUF_INPUT));
     }
@@ -246,13 +247,15 @@ static void check_op(Ctx *c, const PlanOp *op, bool inner) {
             FAIL(c, op->loc, "port %s: thread t pushes destination t on channel t, but there are "
                  "%d destinations and %d channel ids", on, op->ndst, op->nchan);
         if ((op->kind == PLAN_OP_PWS || op->kind == PLAN_OP_PWSF) && op->chan_type == PLAN_CHAN_MEMORY)
-            FAIL(c, op->loc, "%s on a memory channel is a plain put: the executor sends no signal "
-                 "(spec §5.4)", on);
+            FAIL(c, op->loc, "%s on a memory channel is a plain put: the executor sends the signal "
+                 "of pws and pwsf (put_signal in coll(5), Operations) only on port channels; on "
+                 "a memory channel, put and then signal", on);
         if (op->chan_type == PLAN_CHAN_MEMORY && op->kind != PLAN_OP_RPPKT)
             for (int i = 1; i < op->nsrc; i++)
                 if (op->src[i].kind != op->src[0].kind || op->src[i].type != op->src[0].type) {
                     FAIL(c, op->loc, "%s reads source %d from the %s buffer but source 0 from the "
-                         "%s buffer: the executor uses source 0's buffer for all (spec §5.4)", on,
+                         "%s buffer: the executor reads every source of a memory put from "
+                         "source 0's buffer", on,
                          i, plan_buf_long_name(op->src[i].type), plan_buf_long_name(op->src[0].type));
                     break;
                 }
@@ -263,7 +266,8 @@ static void check_op(Ctx *c, const PlanOp *op, bool inner) {
         for (int i = 0; i < op->nsrc && i < op->ndst; i++)
             if (op->src[i].index != op->dst[i].index) {
                 FAIL(c, op->loc, "get copies remote chunk %u into local chunk %u: the executor "
-                     "swaps the two offsets (spec §5.4), so both sides must use the same index",
+                     "swaps the local and remote offsets of a get, so both sides must use the same "
+                     "index",
                      op->src[i].index, op->dst[i].index);
                 break;
             }
@@ -272,14 +276,16 @@ static void check_op(Ctx *c, const PlanOp *op, bool inner) {
         if (pass_is_glre(op))
             FAIL(c, op->loc, "switch reduce is not followed by a broadcast of its result to the "
                  "same switch channel, so it cannot become a glres; the executor has no "
-                 "standalone reduce (glre, spec §5.1)");
+                 "standalone switch reduce (glre): follow sw.reduce(dst, src) with "
+                 "sw.broadcast(dst, dst) in the same thread block (coll(5), Operations)");
         else if (op->nsrc != 1 || op->ndst != 1 || op->src[0].kind != PLAN_REF_SWITCH ||
                  op->dst[0].kind != PLAN_REF_SWITCH)
             FAIL(c, op->loc, "glres needs one switch source and one switch destination");
         break;
     case PLAN_OP_PIPELINE:
         if (inner) {
-            FAIL(c, op->loc, "nested pipeline: the executor flattens only one level (spec §5.7)");
+            FAIL(c, op->loc, "nested pipeline: the executor flattens only one level of pipelines "
+                 "(mscclrt-plan(5), Operations)");
             break;
         }
         if (op->unit_size == 0 || op->unit_size > UINT32_MAX) {
@@ -341,7 +347,7 @@ static void check_barriers(Ctx *c, const PlanGpu *g) {
     }
 }
 
-bool pass_check_limits(Plan *p, Diag *d) {
+bool pass_check_limits(const Plan *p, Diag *d) {
     Ctx c = {.p = p, .d = d, .ok = true};
     PlanLoc none = {0, 0};
     if (p->threads < 1 || p->threads > PLAN_MAX_THREADS)
@@ -363,7 +369,8 @@ bool pass_check_limits(Plan *p, Diag *d) {
             PlanLoc at = tb->nops > 0 ? tb->ops[0].loc : none;
             if (tb->id != t)
                 FAIL(&c, at, "rank %d: thread block at position %d has id %d; the executor runs "
-                     "block b from position b but indexes its channels by id (spec §9.14)", r, t,
+                     "block b from position b but indexes its channels by id, so the two must "
+                     "agree (mscclrt-plan(5): thread block t has id t)", r, t,
                      tb->id);
             for (int ty = 0; ty < PLAN_CHAN_TYPES; ty++) {
                 if (tb->nchan[ty] > PLAN_MAX_TB_CHANNELS)

@@ -1,7 +1,8 @@
 /*
  * pass_check_races.c - after pass_check_deadlock: a happens-before analysis of one launch.
- * Runs the plan once more as the deadlock pass's forward schedule does (every TB of every rank a
- * sequential process) and keeps two vector clocks per process, indexed by (rank, TB):
+ * Follows the deadlock pass's forward schedule of the shared simulation (launch_sim.h: every TB of
+ * every rank a sequential process) as its observer, and keeps two vector clocks per process,
+ * indexed by (rank, TB):
  *   - the data clock, advanced by thread-block program order and joined along the edges that
  *     order memory on a GPU: strict signal -> its wait (per §6.2-paired channel, k-th signal to
  *     k-th wait, with the earlier signals of that channel), sem_release -> sem_acquire, barrier
@@ -27,30 +28,16 @@
  * Plans of more than RACE_MAX_TBS thread blocks in all are not analysed (clocks grow with their
  * square): a warning says so.
  */
+#include "launch_sim.h"
 #include "passes.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SCALE 720720ull        /* lcm(1..16): TB-group slices and pipeline halves are exact */
 #define RACE_MAX_TBS 4096
 #define RACE_MAX_REPORTS 64
 
-typedef struct {
-    const PlanOp *op;
-    int top, inner;     /* ops[top], or ops[top].inner[inner] when inner >= 0 */
-    int iter, niter;    /* pipeline iteration modelled, of niter (1 outside pipelines) */
-    uint32_t pipe_k;    /* the pipeline's num_chunks */
-} Step;
-
-typedef struct {
-    Step *steps;
-    int n, pc;
-    int *clk;           /* [2T]: data clock, then execution clock */
-    bool arrived;       /* at a barrier, waiting for the others */
-    unsigned gen_at;    /* the barrier's generation when it arrived */
-} Proc;
 
 /* One access of an op: its place (owner rank's buffer, scaled span) and kind. */
 typedef struct {
@@ -75,7 +62,7 @@ typedef struct {
 } SegMap;
 
 typedef struct {
-    uint64_t lo, hi;
+    uint64_t lo, hi;    /* launch_sim.h's scale (not doubled like packet accesses) */
     int *clk;           /* [2T] of the writer at the write */
 } PktWrite;
 
@@ -91,16 +78,12 @@ typedef struct {
 } Queue;
 
 typedef struct {
-    int count;
-    unsigned gen;
-    int *acc, *rel;
+    int *acc, *rel;             /* the current generation's arrivals joined; the last released */
 } Barrier;
 
 typedef struct {
-    Proc *procs;
     Queue *queue[2];            /* per GPU-level channel of this rank: signals arriving on it */
     Barrier bar[PLAN_MAX_BARRIERS];
-    int *sem;                   /* values */
     int **sem_clk;              /* join of the releases so far, or NULL */
     PktWrite *pk;
     int npk, cappk;
@@ -117,6 +100,8 @@ typedef struct {
     Diag *d;
     int T;                      /* thread blocks in all */
     int *base;                  /* [ngpus + 1]: global index of rank r's TB 0 */
+    LaunchSim ls;               /* the processes and what blocks them */
+    int **clk;                  /* [T][2T]: each TB's data clock, then its execution clock */
     Rank *rk;
     Access *acc;
     int nacc, capacc;
@@ -157,45 +142,14 @@ static void clk_join(const Sim *s, int *dst, const int *src, bool data, bool exe
             if (src[i] > dst[i]) dst[i] = src[i];
 }
 
-/* ---- steps ----------------------------------------------------------------------------- */
-
-static bool build_steps(Sim *s, int r, const PlanTb *tb, Proc *pr) {
-    int n = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            pr->steps = malloc((size_t)(n > 0 ? n : 1) * sizeof *pr->steps);
-            if (!pr->steps) return false;
-            pr->n = n;
-            n = 0;
-        }
-        for (int i = 0; i < tb->nops; i++) {
-            const PlanOp *op = &tb->ops[i];
-            if (op->kind != PLAN_OP_PIPELINE) {
-                if (pass == 1) pr->steps[n] = (Step){op, i, -1, 0, 1, 0};
-                n++;
-                continue;
-            }
-            uint64_t it;
-            int reps = 2;
-            if (op->num_chunks == 0) reps = 0;
-            else if (pass_pipeline_max_iterations(s->p, r, op, &it) && it <= 1) reps = (int)it;
-            for (int k = 0; k < reps; k++)
-                for (int j = 0; j < op->ninner; j++) {
-                    if (pass == 1) pr->steps[n] = (Step){&op->inner[j], i, j, k, reps, op->num_chunks};
-                    n++;
-                }
-        }
-    }
-    return true;
-}
 
 /* ---- accesses of an op --------------------------------------------------------------------- */
 
 /* The scaled span of entry e of the op at step st: its TB-group slice (§3.4), the pipeline
  * iteration's part of it (§5.0), doubled for packets (§4.1). false when it touches nothing. */
-static bool step_span(const Step *st, const PlanRef *e, bool packet, uint64_t *lo, uint64_t *hi) {
+static bool step_span(const SimStep *st, const PlanRef *e, bool packet, uint64_t *lo, uint64_t *hi) {
     const PlanOp *op = st->op;
-    uint64_t base = (uint64_t)e->index * SCALE, len = (uint64_t)e->size * SCALE;
+    uint64_t base = (uint64_t)e->index * SIM_SCALE, len = (uint64_t)e->size * SIM_SCALE;
     uint64_t a = base, b = base + len;
     if (op->tbg_size > 0) {
         uint64_t g = (uint64_t)op->tbg_size, t = (uint64_t)op->tbg_id;
@@ -203,7 +157,7 @@ static bool step_span(const Step *st, const PlanRef *e, bool packet, uint64_t *l
         b = base + len * (t + 1) / g;
     }
     if (st->niter > 1 && !packet) {
-        uint64_t unit = (uint64_t)st->pipe_k * SCALE / (uint64_t)st->niter;
+        uint64_t unit = (uint64_t)st->pipe_k * SIM_SCALE / (uint64_t)st->niter;
         uint64_t x = a + unit * (uint64_t)st->iter, y = x + unit;
         if (st->iter == st->niter - 1 || y > b) y = b;
         if (x >= b) return false;
@@ -238,7 +192,7 @@ static bool in_list(const int *idx, int n, int v) {
 }
 
 /* Adds the places entry e of (rank r, TB tb) touches. */
-static void add_entry(const Sim *s, int r, const PlanTb *tb, const Step *st, const PlanRef *e,
+static void add_entry(const Sim *s, int r, const PlanTb *tb, const SimStep *st, const PlanRef *e,
                       bool write, bool packet, bool packet_read, Touches *out) {
     const Plan *p = s->p;
     const PlanOp *op = st->op;
@@ -271,7 +225,7 @@ static void add_entry(const Sim *s, int r, const PlanTb *tb, const Step *st, con
         out->t[out->n++] = (Touch){owners[k], buf, lo, hi, write, packet, write && owners[k] != r};
 }
 
-static void op_touches(const Sim *s, int r, const PlanTb *tb, const Step *st, Touches *out) {
+static void op_touches(const Sim *s, int r, const PlanTb *tb, const SimStep *st, Touches *out) {
     const PlanOp *op = st->op;
     int rd[PLAN_MAX_OP_ENTRIES], wr[PLAN_MAX_OP_ENTRIES];
     int nrd = pass_packet_reads(op, rd), nwr = pass_packet_writes(op, wr);
@@ -315,7 +269,7 @@ static void op_touches(const Sim *s, int r, const PlanTb *tb, const Step *st, To
 /* ---- reporting ---------------------------------------------------------------------------- */
 
 static void step_pos(const Sim *s, int r, int t, int k, char *buf, size_t n) {
-    const Step *st = &s->rk[r].procs[t].steps[k];
+    const SimStep *st = &s->ls.rs[r].procs[t].steps[k];
     char it[32] = "";
     if (st->niter > 1) snprintf(it, sizeof it, ", pipeline iteration %d", st->iter);
     if (st->inner >= 0)
@@ -326,7 +280,7 @@ static void step_pos(const Sim *s, int r, int t, int k, char *buf, size_t n) {
 }
 
 static PlanLoc loc_of(const Sim *s, const Access *a) {
-    return s->rk[a->r].procs[a->t].steps[a->step].op->loc;
+    return s->ls.rs[a->r].procs[a->t].steps[a->step].op->loc;
 }
 
 /* "rank 1's output[0:1]" for the scaled span [lo, hi) (packet spans are halved back). */
@@ -335,8 +289,8 @@ static void place(const Access *a, uint64_t lo, uint64_t hi, char *buf, size_t n
         lo /= 2;
         hi = (hi + 1) / 2;
     }
-    unsigned long long c0 = lo / SCALE, c1 = (hi + SCALE - 1) / SCALE;
-    const char *part = lo % SCALE || hi % SCALE ? " (part of it)" : "";
+    unsigned long long c0 = lo / SIM_SCALE, c1 = (hi + SIM_SCALE - 1) / SIM_SCALE;
+    const char *part = lo % SIM_SCALE || hi % SIM_SCALE ? " (part of it)" : "";
     if (c1 == c0 + 1)
         snprintf(buf, n, "rank %d's %s chunk %llu%s%s", a->owner, plan_buf_long_name(a->buf), c0,
                  a->packet ? " as packets" : "", part);
@@ -490,140 +444,152 @@ static void check_access(Sim *s, int x, const int *clk) {
     }
 }
 
-/* ---- the simulation ------------------------------------------------------------------------- */
+/* ---- following the simulation (launch_sim.h's observer) ------------------------------------ */
 
 static Queue *queue_of(Sim *s, int r, PlanChanType ct, int ch) {
     return &s->rk[r].queue[ct][ch];
 }
 
-/* Packet writes of rank r covering [lo, hi) of its scratch: false if not all have arrived;
- * else joins their clocks into clk. */
-static bool packets_ready(Sim *s, int r, uint64_t lo, uint64_t hi, int *clk) {
-    Rank *rk = &s->rk[r];
-    /* coverage: repeatedly advance lo past a write that contains it (writes are few per slot) */
-    uint64_t x = lo;
-    bool moved = true;
-    while (x < hi && moved) {
-        moved = false;
-        for (int i = 0; i < rk->npk; i++)
-            if (rk->pk[i].lo <= x && rk->pk[i].hi > x) {
-                x = rk->pk[i].hi;
-                moved = true;
-            }
-    }
-    if (x < hi) return false;
-    if (clk)
-        for (int i = 0; i < rk->npk; i++)
-            if (rk->pk[i].lo < hi && rk->pk[i].hi > lo) clk_join(s, clk, rk->pk[i].clk, true, true);
-    return true;
+static const SimStep *cur_step(const Sim *s, int r, int t) {
+    const SimProc *pr = &s->ls.rs[r].procs[t];
+    return &pr->steps[pr->pc];
 }
 
-/* Whether the sync part of the op can complete now; if so, performs it (joins clocks). */
-static bool step_sync(Sim *s, int r, int t) {
-    const Plan *p = s->p;
+static int *clk_of(const Sim *s, int r, int t) {
+    return s->clk[s->base[r] + t];
+}
+
+/* A wait takes a signal: its clock joins the signal's (the data half only when both sides are
+ * strict). */
+static void on_wait(void *ctx, int r, int t, PlanChanType ct, int ch) {
+    Sim *s = ctx;
+    const PlanOp *op = cur_step(s, r, t)->op;
+    int *clk = clk_of(s, r, t);
+    Queue *q = queue_of(s, r, ct, ch);
+    /* a relaxed wait acquires nothing (a port wait is strict either way, §5.2); the signal side
+     * stored only its execution clock if it was relaxed */
+    bool strict = op->kind == PLAN_OP_WAIT || ct == PLAN_CHAN_PORT;
+    int take = q->head;
+    if (q->multi) {
+        /* waits of several TBs take their counts in any order: this one is sure only of the
+         * signals up to one past the waits ordered before it */
+        int before = 0;
+        for (int w = 0; w < q->nw; w++)
+            if (clk[s->T + q->wgtb[w]] >= q->wepoch[w]) before++;
+        take = before < take ? before : take;
+        int *gw = grow(s, q->wgtb, &q->capw, q->nw + 1, sizeof *q->wgtb);
+        if (!gw) return;
+        q->wgtb = gw;
+        int cap = q->capw, *e = realloc(q->wepoch, (size_t)cap * sizeof *e);
+        if (!e) {
+            s->oom = true;
+            return;
+        }
+        q->wepoch = e;
+        q->wgtb[q->nw] = s->base[r] + t;
+        q->wepoch[q->nw++] = s->ls.rs[r].procs[t].pc + 1;
+    }
+    if (take >= q->n) {
+        /* a signal the simulation counted but on_signal could not keep: only after an
+         * allocation failed, which already ends the run */
+        s->oom = true;
+        return;
+    }
+    clk_join(s, clk, q->q[take], strict, true);
+    if (!q->multi) {
+        free(q->q[q->head]);
+        q->q[q->head] = NULL;
+    }
+    q->head++;
+}
+
+static Barrier *barrier_of(Sim *s, int r, int id) {
+    Barrier *b = &s->rk[r].bar[id];
+    if (!b->acc && !(b->acc = clk_new(s))) return NULL;
+    if (!b->rel && !(b->rel = clk_new(s))) return NULL;
+    return b;
+}
+
+/* Barrier generations: the arrivals' clocks join, and each TB leaves with the join. */
+static void on_barrier_arrive(void *ctx, int r, int t, int id) {
+    Sim *s = ctx;
+    Barrier *b = barrier_of(s, r, id);
+    if (b) clk_join(s, b->acc, clk_of(s, r, t), true, true);
+}
+
+static void on_barrier_open(void *ctx, int r, int id) {
+    Sim *s = ctx;
+    Barrier *b = barrier_of(s, r, id);
+    if (!b) return;
+    memcpy(b->rel, b->acc, (size_t)2 * (size_t)s->T * sizeof(int));
+    memset(b->acc, 0, (size_t)2 * (size_t)s->T * sizeof(int));
+}
+
+static void on_barrier_leave(void *ctx, int r, int t, int id) {
+    Sim *s = ctx;
+    Barrier *b = barrier_of(s, r, id);
+    if (b) clk_join(s, clk_of(s, r, t), b->rel, true, true);
+}
+
+/* sem_release -> sem_acquire: an acquire is ordered after every release so far. */
+static void on_sem_acquire(void *ctx, int r, int t, int id) {
+    Sim *s = ctx;
+    if (s->rk[r].sem_clk[id]) clk_join(s, clk_of(s, r, t), s->rk[r].sem_clk[id], true, true);
+}
+
+static void on_sem_release(void *ctx, int r, int t, int id) {
+    Sim *s = ctx;
     Rank *rk = &s->rk[r];
-    Proc *pr = &rk->procs[t];
-    const PlanGpu *g = &p->gpus[r];
-    const PlanTb *tb = &g->tbs[t];
-    const Step *st = &pr->steps[pr->pc];
-    const PlanOp *op = st->op;
-    int ch[PLAN_MAX_OP_CHANNELS];
-    PlanChanType ct;
-    /* LL packets first: checked before any state changes */
-    int idx[PLAN_MAX_OP_ENTRIES];
-    int n = pass_packet_reads(op, idx);
-    for (int i = 0; i < n; i++) {
-        uint64_t lo, hi;
-        if (step_span(st, &op->src[idx[i]], true, &lo, &hi) && !packets_ready(s, r, lo, hi, NULL))
-            return false;
+    if (!rk->sem_clk[id] && !(rk->sem_clk[id] = clk_new(s))) return;
+    clk_join(s, rk->sem_clk[id], clk_of(s, r, t), true, true);
+}
+
+/* A packet read waits for the flags of the packet writes that cover its range: it is ordered
+ * after each of them. */
+static void on_packet_read(void *ctx, int r, int t, SimSpan sp) {
+    Sim *s = ctx;
+    Rank *rk = &s->rk[r];
+    int *clk = clk_of(s, r, t);
+    for (int i = 0; i < rk->npk; i++)
+        if (rk->pk[i].lo < sp.hi && rk->pk[i].hi > sp.lo)
+            clk_join(s, clk, rk->pk[i].clk, true, true);
+}
+
+static void on_packet_write(void *ctx, int r, int t, int owner, SimSpan sp) {
+    Sim *s = ctx;
+    Rank *o = &s->rk[owner];
+    PktWrite *np = grow(s, o->pk, &o->cappk, o->npk + 1, sizeof *o->pk);
+    if (!np) return;
+    o->pk = np;
+    int *c = clk_new(s);
+    if (!c) return;
+    memcpy(c, clk_of(s, r, t), (size_t)2 * (size_t)s->T * sizeof(int));
+    o->pk[o->npk++] = (PktWrite){sp.lo, sp.hi, c};
+}
+
+/* A signal carries the sender's clock (the data half only when strict: relaxed signals order
+ * execution, not data), joined with the channel's earlier signals. */
+static void on_signal(void *ctx, int r, int t, int q, PlanChanType ct, int qch) {
+    Sim *s = ctx;
+    const PlanOp *op = cur_step(s, r, t)->op;
+    Queue *qu = queue_of(s, q, ct, qch);
+    int *c = clk_new(s);
+    if (!c) return;
+    bool strict = op->kind != PLAN_OP_RLXSIGNAL || ct == PLAN_CHAN_PORT;
+    clk_join(s, c, clk_of(s, r, t), strict, true);
+    if (qu->last) clk_join(s, c, qu->last, true, true);
+    else if (!(qu->last = clk_new(s))) {
+        free(c);
+        return;
     }
-    switch (op->kind) {
-    case PLAN_OP_WAIT: case PLAN_OP_RLXWAIT:
-        n = pass_sync_channels(g, tb, op, false, ch, &ct);
-        for (int i = 0; i < n; i++) {
-            int need = 0;
-            for (int j = 0; j < n; j++) need += ch[j] == ch[i];
-            Queue *q = queue_of(s, r, ct, ch[i]);
-            if (q->n - q->head < need) return false;
-        }
-        for (int i = 0; i < n; i++) {
-            Queue *q = queue_of(s, r, ct, ch[i]);
-            /* a relaxed wait acquires nothing (a port wait is strict either way, §5.2); the
-             * signal side stored only its execution clock if it was relaxed */
-            bool strict = op->kind == PLAN_OP_WAIT || ct == PLAN_CHAN_PORT;
-            int take = q->head;
-            if (q->multi) {
-                /* waits of several TBs take their counts in any order: this one is sure only
-                 * of the signals up to one past the waits ordered before it */
-                int before = 0;
-                for (int w = 0; w < q->nw; w++)
-                    if (pr->clk[s->T + q->wgtb[w]] >= q->wepoch[w]) before++;
-                take = before < take ? before : take;
-                int *gw = grow(s, q->wgtb, &q->capw, q->nw + 1, sizeof *q->wgtb);
-                if (!gw) return false;
-                q->wgtb = gw;
-                int cap = q->capw, *e = realloc(q->wepoch, (size_t)cap * sizeof *e);
-                if (!e) {
-                    s->oom = true;
-                    return false;
-                }
-                q->wepoch = e;
-                q->wgtb[q->nw] = s->base[r] + t;
-                q->wepoch[q->nw++] = pr->pc + 1;
-            }
-            clk_join(s, pr->clk, q->q[take], strict, true);
-            if (!q->multi) {
-                free(q->q[q->head]);
-                q->q[q->head] = NULL;
-            }
-            q->head++;
-        }
-        break;
-    case PLAN_OP_BARRIER: {
-        int id = op->barrier_id;
-        if (op->num_threadblocks <= 1 || id < 0 || id >= PLAN_MAX_BARRIERS) break;
-        Barrier *b = &rk->bar[id];
-        if (!b->acc && !(b->acc = clk_new(s))) return false;
-        if (!b->rel && !(b->rel = clk_new(s))) return false;
-        if (!pr->arrived) {
-            clk_join(s, b->acc, pr->clk, true, true);
-            pr->arrived = true;
-            pr->gen_at = b->gen;
-            if (++b->count >= op->num_threadblocks) {
-                memcpy(b->rel, b->acc, (size_t)2 * (size_t)s->T * sizeof(int));
-                memset(b->acc, 0, (size_t)2 * (size_t)s->T * sizeof(int));
-                b->count = 0;
-                b->gen++;
-            }
-        }
-        if (b->gen == pr->gen_at) return false;
-        pr->arrived = false;
-        clk_join(s, pr->clk, b->rel, true, true);
-        break;
+    memcpy(qu->last, c, (size_t)2 * (size_t)s->T * sizeof(int));
+    int **nq = grow(s, qu->q, &qu->cap, qu->n + 1, sizeof *qu->q);
+    if (!nq) {
+        free(c);
+        return;
     }
-    case PLAN_OP_SEM_ACQUIRE:
-        for (int i = 0; i < op->nsem; i++) {
-            int id = op->sem_ids[i], need = 0;
-            for (int j = 0; j < op->nsem; j++) need += op->sem_ids[j] == id;
-            if (id >= 0 && id < g->nsems && rk->sem[id] < need) return false;
-        }
-        for (int i = 0; i < op->nsem; i++) {
-            int id = op->sem_ids[i];
-            if (id < 0 || id >= g->nsems) continue;
-            rk->sem[id]--;
-            if (rk->sem_clk[id]) clk_join(s, pr->clk, rk->sem_clk[id], true, true);
-        }
-        break;
-    default:
-        break;
-    }
-    /* the packets this op reads: ordered after their writers */
-    n = pass_packet_reads(op, idx);
-    for (int i = 0; i < n; i++) {
-        uint64_t lo, hi;
-        if (step_span(st, &op->src[idx[i]], true, &lo, &hi)) packets_ready(s, r, lo, hi, pr->clk);
-    }
-    return true;
+    qu->q = nq;
+    qu->q[qu->n++] = c;
 }
 
 /* Whether rank q has an op that execution-happens-before the current point of clk. */
@@ -633,71 +599,17 @@ static bool entered(const Sim *s, int q, const int *clk) {
     return false;
 }
 
-/* The op's effects after its accesses: signals, releases, packet writes. */
-static void step_release(Sim *s, int r, int t, const Touches *tc) {
-    const Plan *p = s->p;
-    Rank *rk = &s->rk[r];
-    Proc *pr = &rk->procs[t];
-    const PlanGpu *g = &p->gpus[r];
-    const PlanTb *tb = &g->tbs[t];
-    const PlanOp *op = pr->steps[pr->pc].op;
-    int ch[PLAN_MAX_OP_CHANNELS];
-    PlanChanType ct;
-    int n = pass_sync_channels(g, tb, op, true, ch, &ct);
-    for (int i = 0; i < n; i++) {
-        int q, pc = pass_paired_channel(p, r, ct, ch[i], &q);
-        if (pc < 0) continue;
-        Queue *qu = queue_of(s, q, ct, pc);
-        int *c = clk_new(s);
-        if (!c) return;
-        bool strict = op->kind != PLAN_OP_RLXSIGNAL || ct == PLAN_CHAN_PORT;
-        clk_join(s, c, pr->clk, strict, true);
-        if (qu->last) clk_join(s, c, qu->last, true, true);
-        else if (!(qu->last = clk_new(s))) {
-            free(c);
-            return;
-        }
-        memcpy(qu->last, c, (size_t)2 * (size_t)s->T * sizeof(int));
-        int **nq = grow(s, qu->q, &qu->cap, qu->n + 1, sizeof *qu->q);
-        if (!nq) {
-            free(c);
-            return;
-        }
-        qu->q = nq;
-        qu->q[qu->n++] = c;
-    }
-    if (op->kind == PLAN_OP_SEM_RELEASE)
-        for (int i = 0; i < op->nsem; i++) {
-            int id = op->sem_ids[i];
-            if (id < 0 || id >= g->nsems) continue;
-            rk->sem[id]++;
-            if (!rk->sem_clk[id] && !(rk->sem_clk[id] = clk_new(s))) return;
-            clk_join(s, rk->sem_clk[id], pr->clk, true, true);
-        }
-    for (int i = 0; i < tc->n; i++) {
-        const Touch *x = &tc->t[i];
-        if (!x->write || !x->packet || x->buf != PLAN_BUF_SCRATCH) continue;
-        Rank *o = &s->rk[x->owner];
-        PktWrite *np = grow(s, o->pk, &o->cappk, o->npk + 1, sizeof *o->pk);
-        if (!np) return;
-        o->pk = np;
-        int *c = clk_new(s);
-        if (!c) return;
-        memcpy(c, pr->clk, (size_t)2 * (size_t)s->T * sizeof(int));
-        o->pk[o->npk++] = (PktWrite){x->lo, x->hi, c};
-    }
-}
-
-/* Tries to complete the current op of process (r, t). */
-static bool step(Sim *s, int r, int t) {
-    Proc *pr = &s->rk[r].procs[t];
-    if (!step_sync(s, r, t)) return false;
+/* The op itself: advances its TB's clocks and checks each of its accesses. */
+static void on_op(void *ctx, int r, int t) {
+    Sim *s = ctx;
+    int pc = s->ls.rs[r].procs[t].pc;
+    int *clk = clk_of(s, r, t);
     int gtb = s->base[r] + t;
-    int epoch = pr->pc + 1;
-    pr->clk[gtb] = epoch;
-    pr->clk[s->T + gtb] = epoch;
+    int epoch = pc + 1;
+    clk[gtb] = epoch;
+    clk[s->T + gtb] = epoch;
     Touches tc;
-    op_touches(s, r, &s->p->gpus[r].tbs[t], &pr->steps[pr->pc], &tc);
+    op_touches(s, r, &s->p->gpus[r].tbs[t], cur_step(s, r, t), &tc);
     for (int i = 0; i < tc.n && !s->oom; i++) {
         const Touch *x = &tc.t[i];
         Access *na = grow(s, s->acc, &s->capacc, s->nacc + 1, sizeof *s->acc);
@@ -706,8 +618,8 @@ static bool step(Sim *s, int r, int t) {
         int id = s->nacc++;
         bool ev = true;
         if (x->remote_write && !(x->packet && x->buf == PLAN_BUF_SCRATCH && s->p->double_scratch))
-            ev = entered(s, x->owner, pr->clk);
-        s->acc[id] = (Access){r, t, pr->pc, gtb, epoch, x->owner, x->buf, x->lo, x->hi, x->write,
+            ev = entered(s, x->owner, clk);
+        s->acc[id] = (Access){r, t, pc, gtb, epoch, x->owner, x->buf, x->lo, x->hi, x->write,
                               x->packet, ev};
         if (!ev) {
             int *nc = grow(s, s->cand, &s->capcand, s->ncand + 1, sizeof *s->cand);
@@ -716,11 +628,13 @@ static bool step(Sim *s, int r, int t) {
                 s->cand[s->ncand++] = id;
             }
         }
-        check_access(s, id, pr->clk);
+        check_access(s, id, clk);
     }
-    step_release(s, r, t, &tc);
-    pr->pc++;
-    return true;
+}
+
+static bool on_stop(void *ctx) {
+    const Sim *s = ctx;
+    return s->oom || diag_stopped(s->d);
 }
 
 /* ---- the entry handshake ------------------------------------------------------------------- */
@@ -742,7 +656,8 @@ static int cmp_own(const void *a, const void *b) {
 /* The join of rank r's execution clocks at the end of the launch, into out[T..2T). */
 static void end_clock(const Sim *s, int r, int *out) {
     memset(out, 0, (size_t)2 * (size_t)s->T * sizeof(int));
-    for (int t = 0; t < s->p->gpus[r].ntbs; t++) clk_join(s, out, s->rk[r].procs[t].clk, false, true);
+    for (int t = 0; t < s->p->gpus[r].ntbs; t++)
+        clk_join(s, out, s->clk[s->base[r] + t], false, true);
 }
 
 /* Reports each remote write without entry evidence into chunks its owner also accesses, unless
@@ -816,19 +731,15 @@ static void check_handshakes(Sim *s) {
     free(end);
 }
 
+
 /* ---- driver ------------------------------------------------------------------------------------ */
 
 static void free_sim(Sim *s) {
     const Plan *p = s->p;
+    sim_free(&s->ls);
     if (s->rk)
         for (int r = 0; r < p->ngpus; r++) {
             Rank *rk = &s->rk[r];
-            if (rk->procs)
-                for (int t = 0; t < p->gpus[r].ntbs; t++) {
-                    free(rk->procs[t].steps);
-                    free(rk->procs[t].clk);
-                }
-            free(rk->procs);
             for (int k = 0; k < 2; k++) {
                 if (rk->queue[k])
                     for (int c = 0; c < p->gpus[r].npeers[k]; c++) {
@@ -848,7 +759,6 @@ static void free_sim(Sim *s) {
             if (rk->sem_clk)
                 for (int i = 0; i < p->gpus[r].nsems; i++) free(rk->sem_clk[i]);
             free(rk->sem_clk);
-            free(rk->sem);
             for (int i = 0; i < rk->npk; i++) free(rk->pk[i].clk);
             free(rk->pk);
             for (int b = 0; b < PLAN_BUF_COUNT; b++) {
@@ -856,13 +766,16 @@ static void free_sim(Sim *s) {
                 free(rk->maps[b].s);
             }
         }
+    if (s->clk)
+        for (int i = 0; i < s->T; i++) free(s->clk[i]);
+    free(s->clk);
     free(s->rk);
     free(s->base);
     free(s->acc);
     free(s->cand);
 }
 
-static bool init_sim(Sim *s) {
+static bool init_sim(Sim *s, const SimObserver *obs) {
     const Plan *p = s->p;
     s->base = calloc((size_t)p->ngpus + 1, sizeof(int));
     s->rk = calloc((size_t)(p->ngpus > 0 ? p->ngpus : 1), sizeof *s->rk);
@@ -870,19 +783,19 @@ static bool init_sim(Sim *s) {
     for (int r = 0; r < p->ngpus; r++) s->base[r + 1] = s->base[r] + p->gpus[r].ntbs;
     s->T = s->base[p->ngpus];
     if (s->T > RACE_MAX_TBS) return true;
+    s->clk = calloc((size_t)(s->T > 0 ? s->T : 1), sizeof *s->clk);
+    if (!s->clk) return false;
+    for (int i = 0; i < s->T; i++)
+        if (!(s->clk[i] = clk_new(s))) return false;
     for (int r = 0; r < p->ngpus; r++) {
         const PlanGpu *g = &p->gpus[r];
         Rank *rk = &s->rk[r];
-        rk->procs = calloc((size_t)(g->ntbs > 0 ? g->ntbs : 1), sizeof *rk->procs);
-        if (!rk->procs) return false;
         for (int k = 0; k < 2; k++) {
             rk->queue[k] = calloc((size_t)(g->npeers[k] > 0 ? g->npeers[k] : 1), sizeof(Queue));
             if (!rk->queue[k]) return false;
         }
-        rk->sem = malloc((size_t)(g->nsems > 0 ? g->nsems : 1) * sizeof(int));
         rk->sem_clk = calloc((size_t)(g->nsems > 0 ? g->nsems : 1), sizeof(int *));
-        if (!rk->sem || !rk->sem_clk) return false;
-        for (int i = 0; i < g->nsems; i++) rk->sem[i] = g->sem_init[i];
+        if (!rk->sem_clk) return false;
         for (int k = 0; k < 2; k++)
             for (int c = 0; c < g->npeers[k]; c++) rk->queue[k][c].waiter = -1;
         for (int t = 0; t < g->ntbs; t++)
@@ -901,18 +814,21 @@ static bool init_sim(Sim *s) {
                     }
                 }
             }
-        for (int t = 0; t < g->ntbs; t++) {
-            if (!build_steps(s, r, &g->tbs[t], &rk->procs[t])) return false;
-            if (!(rk->procs[t].clk = clk_new(s))) return false;
-        }
     }
-    return true;
+    return sim_init(&s->ls, p, obs);
 }
 
-bool pass_check_races(Plan *p, Diag *d) {
+bool pass_check_races(const Plan *p, Diag *d) {
     Sim s = {.p = p, .d = d};
+    const SimObserver obs = {
+        .ctx = &s, .wait = on_wait, .barrier_arrive = on_barrier_arrive,
+        .barrier_open = on_barrier_open, .barrier_leave = on_barrier_leave,
+        .sem_acquire = on_sem_acquire, .packet_read = on_packet_read, .op = on_op,
+        .signal = on_signal, .sem_release = on_sem_release, .packet_write = on_packet_write,
+        .stop = on_stop,
+    };
     int errors = diag_errors(d);
-    if (!init_sim(&s)) {
+    if (!init_sim(&s, &obs)) {
         free_sim(&s);
         diag_error(d, (PlanLoc){0, 0}, "out of memory checking the plan for races");
         return false;
@@ -924,19 +840,11 @@ bool pass_check_races(Plan *p, Diag *d) {
         return true;
     }
     /* the deadlock pass's forward schedule: ranks and TBs in order, each as far as it gets */
-    bool progress = true;
-    while (progress && !s.oom && !diag_stopped(d)) {
-        progress = false;
-        for (int r = 0; r < p->ngpus; r++)
-            for (int t = 0; t < p->gpus[r].ntbs; t++) {
-                Proc *pr = &s.rk[r].procs[t];
-                while (pr->pc < pr->n && !s.oom && step(&s, r, t)) progress = true;
-            }
-    }
-    if (!s.oom) check_handshakes(&s);
-    if (s.more > 0 && !s.oom)
+    (void)sim_run(&s.ls, false);
+    if (!s.oom && !s.ls.oom) check_handshakes(&s);
+    bool oom = s.oom || s.ls.oom;
+    if (s.more > 0 && !oom)
         diag_note(d, (PlanLoc){0, 0}, "%d more pairs of racing accesses not shown", s.more);
-    bool oom = s.oom;
     free_sim(&s);
     if (oom) {
         diag_error(d, (PlanLoc){0, 0}, "out of memory checking the plan for races");

@@ -61,7 +61,7 @@ static void free_counts(Counts *c, int n) {
     free(c);
 }
 
-bool pass_check_signals(Plan *p, Diag *d) {
+bool pass_check_signals(const Plan *p, Diag *d) {
     Counts *cnt = calloc(p->ngpus > 0 ? (size_t)p->ngpus : 1, sizeof *cnt);
     if (!cnt) {
         diag_error(d, (PlanLoc){0, 0}, "out of memory checking signals");

@@ -16,9 +16,9 @@
  *                          looks at chunk indices or channels as the user wrote them;
  *   6. pass_check_limits   on the final shape: executor limits (§2.8) and what the executor
  *                          would misread (§9); the simulation below assumes a plan that passed;
- *   7. pass_check_deadlock simulates the final plan (all ranks, all TBs);
- *   8. pass_check_races    happens-before analysis of the final plan; assumes it finishes
- *                          (step 7), so its simulation cannot get stuck.
+ *   7. pass_check_deadlock simulates the final plan (all ranks, all TBs; launch_sim.h);
+ *   8. pass_check_races    happens-before analysis of the final plan, following the same
+ *                          simulation; assumes it finishes (step 7), so it cannot get stuck.
  * Op numbers in messages ("rank 0 tb 1 op 3", "op 3.1" = inner op 1 of pipeline op 3) are
  * positions in the TB's op list at that pass: for passes 6-7, the positions in the emitted plan.
  * Every pass tolerates an invalid plan without crashing (it may then report nonsense); only
@@ -46,7 +46,7 @@
 
 /* §6.2: every signal/rlxsignal (and port pws/pwsf) on r's k-th channel to p must be consumed by
  * a wait/rlxwait on p's k-th channel to r, per channel type; counts must be equal. */
-bool pass_check_signals(Plan *p, Diag *d);
+bool pass_check_signals(const Plan *p, Diag *d);
 
 /* §8.6 fusion, including nop/barrier/sync-op interactions. Never exceeds the executor limits
  * (8 channel ids, 10 entries, 16 semaphores), never fuses memory puts/ppkts whose sources lie in
@@ -70,12 +70,12 @@ long pass_auto_sync_count(const Plan *p);
 bool pass_replicate(Plan *p, int instances, Diag *d);
 
 /* §2.8 limits and §9 misreads, each a located error. */
-bool pass_check_limits(Plan *p, Diag *d);
+bool pass_check_limits(const Plan *p, Diag *d);
 
 /* Runs every TB of every rank as a sequential process (signal/wait counters per paired channel,
  * barriers, semaphores, LL packet arrival); if they cannot all finish, reports the wait cycle.
  * Also reports signals or semaphore counts left unbalanced at the end of a launch. */
-bool pass_check_deadlock(Plan *p, Diag *d);
+bool pass_check_deadlock(const Plan *p, Diag *d);
 
 /* Happens-before analysis of one launch (vector clocks per rank x TB): two accesses of
  * overlapping chunks, at least one a write, by different TBs or ranks, that no strict
@@ -83,7 +83,7 @@ bool pass_check_deadlock(Plan *p, Diag *d);
  * signal/wait order execution only); a write into another rank's buffer that rank also uses,
  * with no sign in this launch that it has entered (the entry handshake), is an error too.
  * Errors name both ops (rank, TB, op index, chunks) at both source positions. */
-bool pass_check_races(Plan *p, Diag *d);
+bool pass_check_races(const Plan *p, Diag *d);
 
 /* ---- helpers shared by the passes (pass_util.c); also handy for lowering and tests ---------- */
 

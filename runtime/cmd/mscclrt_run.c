@@ -9,6 +9,7 @@
 #include "check/check.h"
 #include "core/api_plan.h"
 #include "core/numarg.h"
+#include "mscclc.h"
 #include "mscclrt.h"
 #include "plan.h"
 
@@ -29,8 +30,8 @@
 
 static const char *usage_text =
     "usage: mscclrt-run PLAN.json [--ranks N] [--size BYTES] [--dtype T] [--op OP]\n"
-    "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check] [--save DIR]\n"
-    "                   [--inplace|--outofplace] [--packet ll16|ll8]\n"
+    "                   [--backend cpu|gpu] [--iters K] [--seed S] [--check [--no-static-check]]\n"
+    "                   [--save DIR] [--inplace|--outofplace] [--packet ll16|ll8]\n"
     "                   [--launch single|procs|env] [--timeout SECONDS] [--alloc device|cumem]\n"
     "                   [--gpus K] [--schedules K]\n"
     "       mscclrt-run --version | --help\n";
@@ -47,7 +48,9 @@ static const struct { const char *name, *arg, *help; } options[] = {
     {"--backend", "cpu|gpu", "the CPU reference backend (default) or the GPUs"},
     {"--iters", "K", "calls to make (default 1)"},
     {"--seed", "S", "seed of the input pattern (default 1)"},
-    {"--check", NULL, "check every rank's output against a float64 reference"},
+    {"--check", NULL, "check every rank's output against a float64 reference, after the "
+                      "static checks of mscclc --check (races, deadlocks, entry handshakes)"},
+    {"--no-static-check", NULL, "with --check: skip the static checks (a plan known to fail them)"},
     {"--save", "DIR", "write DIR/rankR.in.bin and rankR.out.bin (cpu backend)"},
     {"--inplace", NULL, "run in place (default: the plan's \"inplace\")"},
     {"--outofplace", NULL, "run out of place"},
@@ -132,6 +135,7 @@ typedef struct {
     unsigned long long seed;
     long schedules;                     /* --schedules: serial CPU schedules to run; 0: threads */
     bool check;
+    bool no_static;                     /* --no-static-check: --check without mscclc's checks */
     int inplace;                        /* -1: the plan's "inplace" */
 } Opts;
 
@@ -174,6 +178,8 @@ static int parse_opts(int argc, char **argv, Opts *o) {
             exit(0);
         } else if (strcmp(a, "--check") == 0) {
             o->check = true;
+        } else if (strcmp(a, "--no-static-check") == 0) {
+            o->no_static = true;
         } else if (strcmp(a, "--inplace") == 0) {
             o->inplace = 1;
         } else if (strcmp(a, "--outofplace") == 0) {
@@ -233,7 +239,25 @@ static int parse_opts(int argc, char **argv, Opts *o) {
         }
     }
     if (!o->plan) return usage_error("%s", "no plan file given");
+    if (o->no_static && !o->check) return usage_error("%s: only with --check", "--no-static-check");
     return 0;
+}
+
+/* ---- static checks ------------------------------------------------------------------------- */
+/* --check: mscclc --check's static checks on the loaded plan, before it runs. A run tries a few
+ * schedules; a race or a missing entry handshake that they happen to hide must still keep the
+ * run from printing "check passed". Diagnostics name the ops by rank, thread block and index. */
+static bool static_check(const mscclrt_plan *plan, const char *path) {
+    int errors = 0;
+    if (mscclc_check_plan(api_plan_model(plan), path, stderr, 0, &errors) < 0) {
+        fprintf(stderr, "mscclrt-run: --check: out of memory in the static checks of %s\n", path);
+        return false;
+    }
+    if (errors == 0) return true;
+    fprintf(stderr, "mscclrt-run: --check: the static checks (those of mscclc --check) found %d "
+            "error%s in %s, so it was not run; --no-static-check runs it anyway\n", errors,
+            errors == 1 ? "" : "s", path);
+    return false;
 }
 
 /* ---- output files --------------------------------------------------------------------------- */
@@ -819,6 +843,7 @@ int main(int argc, char **argv) {
                 "postcondition\n", coll_name, name);
         goto out;
     }
+    if (o.check && !o.no_static && !static_check(plan, o.plan)) goto out;
     bool inplace = o.inplace < 0 ? info.inplace != 0 : o.inplace != 0;
     if (bytes == 0) {
         /* an empty collective, as NCCL's count 0: nothing moves, so nothing runs or is wrong */

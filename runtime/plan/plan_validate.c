@@ -378,9 +378,9 @@ static bool check_op_channels(Va *V, const char *path, const PlanOp *op, int r, 
         int back = count_peer(&p->gpus[peer], ct, r);
         if (k >= back)
             return vf(V, ip, "%s channel %d (to rank %d) has no partner: rank %d declares %d %s "
-                      "channel(s) to rank %d, and the k-th channel pairs with the k-th "
-                      "(spec §6.2)", plan_chan_name(ct), gc, peer, peer, back,
-                      plan_chan_name(ct), r);
+                      "channel(s) to rank %d, and a rank's k-th channel to a peer pairs with "
+                      "the peer's k-th channel back (mscclrt-plan(5), Validation)",
+                      plan_chan_name(ct), gc, peer, peer, back, plan_chan_name(ct), r);
     }
     bool sync = flags & OPF_SYNC;
     if (sync && op->nchan == 0) return vf(V, path, "'%s' needs at least one channel in channel_ids", name);

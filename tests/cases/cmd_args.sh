@@ -76,6 +76,8 @@ t run_unknown_last 2 "unknown option --foo" "$RUN" "$plan" --check --foo
 t run_needs_value 2 "option --size needs a value" "$RUN" "$plan" --size
 t run_version 0 "mscclrt-run 0.1.0" "$RUN" --version
 t run_help 0 "--check                    check every rank's output" "$RUN" --help
+t run_no_static_alone 2 "mscclrt-run: --no-static-check: only with --check" "$RUN" "$plan" \
+    --no-static-check
 t perf_version 0 "mscclrt-perf 0.1.0" "$PERF" --version
 t perf_help 0 "--plan FILE                    an algorithm" "$PERF" --help
 t perf_name 2 "mscclrt-perf: invalid option -- 'x'" "$PERF" -x

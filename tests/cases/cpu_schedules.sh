@@ -4,8 +4,11 @@
 #     groups read a peer's scratch slice that the peer's other block writes (a real race, which
 #     the serial scheduler confirms below); and on tests/plans/racy/chain_broadcast.json (the
 #     chain broadcast with one signal/wait pair removed): the race, located by op index;
-#   - mscclrt-run --schedules: that racy plan fails under 16 serial schedules, names the seed,
-#     and the printed replay command fails again with the same seed, every time;
+#   - mscclrt-run --check runs those static checks first: the racy plan fails with the same
+#     diagnostic and is not run;
+#   - mscclrt-run --schedules (with --no-static-check, so the plan runs): that racy plan fails
+#     under 16 serial schedules, names the seed, and the printed replay command fails again with
+#     the same seed, every time;
 #   - MSCCLRT_CPU_SCHEDULES=8 (each call run under 8 schedules, results compared) fails the racy
 #     plan without any postcondition;
 #   - every stdlib program (N = 4, hierarchical ones G = 2) and the other compat plans pass
@@ -45,13 +48,24 @@ printf '{"name": 1}' >"$tmp/bad.json"
 "$MSCCLC" --check "$tmp/none.json" >/dev/null 2>&1; [ $? = 2 ]; result mscclc-check/missing-plan $?
 "$MSCCLC" --check "$racy" "$racy" >/dev/null 2>&1; [ $? = 2 ]; result mscclc-check/usage $?
 
-# ---- run time: the racy plan under serial schedules ------------------------------------------
+# ---- mscclrt-run --check: the static checks first -------------------------------------------
 "$RUN" "$racy" --check --schedules 16 >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "^$racy: error: data race: rank 1 tb 0 op 12 (put) reads rank 1's output chunk 1" "$tmp/out" &&
+    grep -q "^mscclrt-run: --check: the static checks (those of mscclc --check) found 1 error in $racy, so it was not run" "$tmp/out" &&
+    ! grep -q "check passed\|schedule" "$tmp/out" || cat "$tmp/out"
+result run-check-static $?
+"$RUN" tests/plans/compat/reduce_tbg.json --check >"$tmp/out" 2>&1
+[ $? = 1 ] && grep -q "error: data race: rank 0 tb 0 op 7 (get) reads rank 1's scratch chunk 1" "$tmp/out" &&
+    grep -q "found 4 errors in tests/plans/compat/reduce_tbg.json, so it was not run; --no-static-check runs it anyway" "$tmp/out" || cat "$tmp/out"
+result run-check-static/reduce_tbg $?
+
+# ---- run time: the racy plan under serial schedules ------------------------------------------
+"$RUN" "$racy" --check --no-static-check --schedules 16 >"$tmp/out" 2>&1
 st=$?
 seed=$(sed -n 's/^mscclrt-run: schedule [0-9]* of 16 (seed \([0-9]*\)) failed.*/\1/p' "$tmp/out")
 replay=$(sed -n 's/^mscclrt-run: replay it with: //p' "$tmp/out")
 [ "$st" = 1 ] && [ -n "$seed" ] && grep -q "check failed" "$tmp/out" &&
-    [ "$replay" = "mscclrt-run $racy --check --schedules 1 --seed $seed" ] || cat "$tmp/out"
+    [ "$replay" = "mscclrt-run $racy --check --no-static-check --schedules 1 --seed $seed" ] || cat "$tmp/out"
 result racy-fails $?
 # the replay fails the same way, every time
 ok=0
@@ -66,14 +80,14 @@ for k in 1 2 3; do
 done
 result racy-replays $ok
 # the same 16 schedules, run again, fail at the same seed
-"$RUN" "$racy" --check --schedules 16 >"$tmp/again" 2>&1
+"$RUN" "$racy" --check --no-static-check --schedules 16 >"$tmp/again" 2>&1
 cmp -s "$tmp/out" "$tmp/again" || { diff "$tmp/out" "$tmp/again"; false; }
 result racy-deterministic $?
 # the serial scheduler through the environment and with several iterations
-MSCCLRT_CPU_SEED=$seed "$RUN" "$racy" --check --seed "$seed" >"$tmp/out" 2>&1
+MSCCLRT_CPU_SEED=$seed "$RUN" "$racy" --check --no-static-check --seed "$seed" >"$tmp/out" 2>&1
 [ $? = 1 ] && grep -q "check failed" "$tmp/out" || cat "$tmp/out"
 result racy-env-seed $?
-"$RUN" "$racy" --check --schedules 2 --seed 0 >"$tmp/out" 2>&1
+"$RUN" "$racy" --check --no-static-check --schedules 2 --seed 0 >"$tmp/out" 2>&1
 [ $? = 2 ] || cat "$tmp/out"
 result seed-zero-refused $?
 

@@ -3,7 +3,9 @@
 # test-sanitize` (ONLY=tsan runs only this script): every MSCCL++ plan (tests/tools/mscclpp_plans.sh
 # says which directory) under --check with repeated calls, LL16 and LL8, plus the op-semantics
 # unit test binary when it is built.
-# Any data race or lock-order report makes the run exit non-zero under TSan.
+# Any data race or lock-order report makes the run exit non-zero under TSan. reduce_tbg.json,
+# whose thread-block groups race in the plan itself (mscclc --check says so), runs with
+# --no-static-check: what is tested here is the backend, which must not race on its own.
 BUILD=${BUILD:-build}
 RUN=$BUILD/bin/mscclrt-run
 [ -x "$RUN" ] || { echo "cpu_tsan: $RUN not built"; exit 1; }
@@ -13,8 +15,11 @@ export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
 fail=0
 for plan in "$plans"/*.json; do
     p=$(basename "$plan" .json)
-    if "$RUN" "$plan" --size 65536 --iters 3 --check >/dev/null 2>"$BUILD/cpu_tsan.$p.err" &&
-       "$RUN" "$plan" --size 16384 --iters 2 --packet ll8 --dtype float16 --check >/dev/null \
+    nostatic=
+    [ "$p" = reduce_tbg ] && nostatic=--no-static-check
+    # shellcheck disable=SC2086
+    if "$RUN" "$plan" --size 65536 --iters 3 --check $nostatic >/dev/null 2>"$BUILD/cpu_tsan.$p.err" &&
+       "$RUN" "$plan" --size 16384 --iters 2 --packet ll8 --dtype float16 --check $nostatic >/dev/null \
            2>>"$BUILD/cpu_tsan.$p.err"; then
         echo "testing cpu_tsan/$p ... passed"
     else

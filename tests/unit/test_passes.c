@@ -933,7 +933,8 @@ static void t_limits_standalone_glre(void) {
     PlanOp g = data_op(PLAN_OP_GLRES, SW(sw, 0, 1), L(PLAN_BUF_SCRATCH, 0, 1));
     g.chan_type = PLAN_CHAN_SWITCH;
     add(p, 0, 0, g);
-    expect_limit(p, "executor has no standalone reduce (glre", 1);
+    expect_limit(p, "executor has no standalone switch reduce (glre): follow sw.reduce(dst, src) "
+                    "with sw.broadcast(dst, dst) in the same thread block (coll(5), Operations)", 1);
 }
 
 static void t_limits_get_offset_swap(void) {
@@ -1003,7 +1004,8 @@ static void t_limits_pws_memory(void) {
     PlanOp o = data_op(PLAN_OP_PWSF, L(PLAN_BUF_INPUT, 0, 1), R(rb, 0, 1));
     o.chan_type = PLAN_CHAN_MEMORY;
     add(p, 0, 0, o);
-    expect_limit(p, "pwsf on a memory channel is a plain put: the executor sends no signal", 1);
+    expect_limit(p, "pwsf on a memory channel is a plain put: the executor sends the signal of "
+                    "pws and pwsf (put_signal in coll(5), Operations) only on port channels", 1);
 }
 static void t_limits_inplace_remote_offsets(void) {
     Plan *p = mkplan(2, 1);
@@ -1017,8 +1019,9 @@ static void t_limits_inplace_remote_offsets(void) {
     CHECK(!pass_check_limits(p, d));
     CHECK_STR("t.coll:2:5: error: put: destination entry 0 reaches the input buffer of rank 1 through "
               "a channel; in an in-place allgather that buffer starts at a rank-dependent offset, "
-              "which the executor adds on this rank's side (spec §3.7), so the address would be "
-              "wrong; use the output buffer\n", diag_text(d));
+              "which the executor adds on this rank's side, so the address would be wrong; use the "
+              "output buffer (mscclrt-run(1), --inplace, shows the in-place layouts)\n",
+              diag_text(d));
     diag_free(d);
     p->inplace = false;   /* out of place: both fine */
     d = mkdiag();

@@ -197,7 +197,8 @@ static const Case cases[] = {
      "plan.json: gpus[0].channels: memory channel 0 connects to rank 7, outside 0..1"},
     {"unpaired", {{"gpus/0/channels/0/connected_to", "[1,1]"}, {TB0 "channels/0/channel_ids", "[1]"}},
      P0 "ops[1].channel_ids[0]: memory channel 1 (to rank 1) has no partner: rank 1 declares 1 "
-        "memory channel(s) to rank 0, and the k-th channel pairs with the k-th (spec §6.2)"},
+        "memory channel(s) to rank 0, and a rank's k-th channel to a peer pairs with the peer's "
+        "k-th channel back (mscclrt-plan(5), Validation)"},
     {"switch_mismatch", {{"gpus/1/channels/2/buffer_type", "\"i\""}},
      "plan.json: gpus[0] switch channel 0: rank 1 does not declare the same switch channel (same "
      "ranks, same buffer, same order): multicast groups are created collectively"},
