@@ -114,8 +114,9 @@ mscclrt_result exec_size_get(mscclrt_comm *c, ExecCtx *x, const void *send, cons
         if (need > x->scratch_bytes)
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: reuse_resources plan '%s': chunks of "
                            "%llu bytes (in %llu / out %llu bytes) need %llu bytes of scratch, more "
-                           "than the fixed %zu; the GPU executor does not wrap scratch offsets "
-                           "(spec §5.0): use smaller messages", c->rank, PLAN_ESC(x->plan->name),
+                           "than the fixed %zu such plans keep; MSCCL++ would wrap scratch "
+                           "offsets past it, the generated kernels do not: use smaller messages "
+                           "(libmscclrt(3), Calls)", c->rank, PLAN_ESC(x->plan->name),
                            (unsigned long long)g.chunk_bytes, (unsigned long long)in,
                            (unsigned long long)out, (unsigned long long)need, x->scratch_bytes);
     }
