@@ -21,11 +21,12 @@
 /* The grid of a send/recv group: fixed for the communicator, since both sides of a pair must
  * cut transfers the same way and neither knows the other's group. All 32 blocks (the slot
  * path's bandwidth, and 256 KiB per entry as packets), fewer where ranks share a process and
- * GPU (native_default_grid's cap, the same on every rank). */
+ * GPU (exec_native_block_cap, the same on every rank). */
 #define P2P_THREADS 1024
 static int p2p_blocks(mscclrt_comm *c) {
     int blocks = 0, threads = P2P_THREADS;
-    native_default_grid(UINT64_MAX, UINT64_MAX, 0, 0, exec_context_share_max(c), &blocks, &threads);
+    native_default_grid(UINT64_MAX, UINT64_MAX, 0, 0, exec_native_block_cap(c, MN_MAX_BLOCKS),
+                        &blocks, &threads);
     return blocks;
 }
 

@@ -190,7 +190,8 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     for (int i = 0; i < n && res == MSCCLRT_SUCCESS; i++) {
         CuContext prev;
         TRY_GOTO(exec_cuda_current(cs[i], &prev), res, out);
-        (void)exec_context_share_max(cs[i]);   /* now, while every comm of a group is there */
+        (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
+                                                                 group is there */
         res = native_publish(cs[i], ncs[i]);
         exec_cuda_restore(cs[i], prev);
     }
@@ -259,10 +260,8 @@ uint64_t native_peer_bytes(const mscclrt_request *req, int nranks) {
 }
 
 void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
-                         int share, int *blocks, int *threads) {
-    /* ranks in one process on one GPU wait for each other, so all their blocks must be resident
-     * at once: 128 blocks of 1024 threads among them (an H100 has 132 multiprocessors) */
-    const int cap = share > 4 ? (128 / share > 0 ? 128 / share : 1) : MN_MAX_BLOCKS;
+                         int cap, int *blocks, int *threads) {
+    if (cap < 1 || cap > MN_MAX_BLOCKS) cap = MN_MAX_BLOCKS;
     /* packets: one slot's data per block, so every block's share is one message per peer */
     if (pk_data && peer <= pk_max && peer <= (uint64_t)cap * pk_data) {
         const uint64_t b = (peer + pk_data - 1) / pk_data;
@@ -296,7 +295,7 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     if (blocks <= 0 || threads <= 0)
         native_default_grid(req->message_bytes, native_peer_bytes(req, c->nranks),
                             nc->host.pk_slot_bytes / 2, nc->host.pk_max_bytes,
-                            exec_context_share_max(c), &blocks, &threads);
+                            exec_native_block_cap(c, MN_MAX_BLOCKS), &blocks, &threads);
     if (blocks < 1 || blocks > MN_MAX_BLOCKS || threads < 32 || threads > 1024 || threads % 32)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks x %d threads "
                        "(blocks 1..%d, threads a multiple of 32 up to 1024)", algo->desc.name,

@@ -31,10 +31,10 @@ uint64_t native_peer_bytes(const mscclrt_request *req, int nranks);
 /* blocks/threads 0: the defaults for a message of `bytes` exchanging `peer` bytes with each
  * peer (deterministic in them, so every rank picks the same grid): while peer is at most pk_max
  * (MSCCLRT_NATIVE_PACKET_BYTES), one block per pk_data bytes (a packet slot's data; 0: no
- * packet slots), so the kernels send packets; else by message size. share: the most ranks in
- * one process on one GPU (exec_context_share_max), which caps the blocks. */
+ * packet slots), so the kernels send packets; else by message size. cap: the most blocks
+ * (exec_native_block_cap: ranks sharing a process and GPU must all be resident at once). */
 void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
-                         int share, int *blocks, int *threads);
+                         int cap, int *blocks, int *threads);
 /* Bytes of one packet slot for n ranks and a scratch of `scratch` bytes (0: none). */
 uint64_t native_pk_slot_bytes(int n, uint64_t scratch);
 /* Slot bytes of the native layout for n ranks and a scratch of `scratch` bytes (0: too small);

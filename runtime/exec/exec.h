@@ -101,6 +101,8 @@ struct mscclrt_comm {
     int context_share_max;         /* the most ranks of the group in one process on one device
                                       (their kernels must all be resident at once), the same on
                                       every rank; 0 until known (exec_context_share_max) */
+    int sm_min;                    /* the fewest multiprocessors of any rank's GPU (0: unknown),
+                                      the same on every rank */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
@@ -241,6 +243,10 @@ mscclrt_result exec_last_launch(const mscclrt_comm *c, CuFunction *fn, int *bloc
  * rank would not fit; success when no rank shares the GPU in this process. */
 /* c->context_share_max, computed from the clique on first use for a single-process group. */
 int exec_context_share_max(mscclrt_comm *c);
+/* The most thread blocks (of up to 1024 threads) a native launch may use so that the kernels of
+ * every rank sharing a process and GPU are resident at once: the fewest multiprocessors of the
+ * group's GPUs over context_share_max, 1 at least, the same on every rank; `limit` at most. */
+int exec_native_block_cap(mscclrt_comm *c, int limit);
 mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
                                        int threads, const char *what);
 

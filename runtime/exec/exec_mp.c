@@ -50,12 +50,23 @@ static int group_shares(const Boot *b, const int *devs, int n) {
 }
 
 /* Which ranks of the group share this rank's GPU (one CUDA context when also its process:
- * exec_share.c), learnt from every rank's device. Collective. */
+ * exec_share.c), learnt from every rank's device, and the fewest multiprocessors of any rank's
+ * GPU (exec_native_block_cap). Collective. */
 static mscclrt_result mp_sharing(mscclrt_comm *c, const char *fn) {
-    int *devs = calloc((size_t)c->nranks, sizeof *devs);
+    int *devs = calloc(2 * (size_t)c->nranks, sizeof *devs);   /* device, then SMs, per rank */
     if (!devs) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
-    devs[c->rank] = c->device;
-    mscclrt_result res = boot_allgather(c->boot, devs, sizeof *devs);
+    int sms = 0;
+    if (cu.cuDeviceGetAttribute(&sms, CU_ATTR_SM_COUNT, c->dev) != CU_OK) sms = 0;
+    devs[2 * c->rank] = c->device;
+    devs[2 * c->rank + 1] = sms;
+    mscclrt_result res = boot_allgather(c->boot, devs, 2 * sizeof *devs);
+    int sm_min = 0;
+    for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
+        const int k = devs[2 * q + 1];
+        if (k > 0 && (sm_min == 0 || k < sm_min)) sm_min = k;
+        devs[q] = devs[2 * q];   /* compact to one device per rank (q <= 2q: read before written) */
+    }
+    c->sm_min = sm_min;
     int same = 0;
     for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
         if (q == c->rank || devs[q] != c->device || boot_node_of(c->boot, q) != boot_node(c->boot))

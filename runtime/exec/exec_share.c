@@ -47,9 +47,16 @@ int exec_context_share_max(mscclrt_comm *c) {
     int most = 1;
     int *devs = q ? malloc((size_t)q->nranks * sizeof *devs) : NULL;
     if (devs) {   /* every comm of the clique is in this process: count each device's */
-        int k = 0;
-        for (int i = 0; i < q->nranks; i++)
-            if (q->comms[i]) devs[k++] = q->comms[i]->device;
+        int k = 0, sm_min = 0;
+        for (int i = 0; i < q->nranks; i++) {
+            if (!q->comms[i]) continue;
+            devs[k++] = q->comms[i]->device;
+            int sms = 0;
+            if (cu.cuDeviceGetAttribute(&sms, CU_ATTR_SM_COUNT, q->comms[i]->dev) == CU_OK &&
+                sms > 0 && (sm_min == 0 || sms < sm_min))
+                sm_min = sms;
+        }
+        c->sm_min = sm_min;
         qsort(devs, (size_t)k, sizeof *devs, int_cmp);
         for (int i = 1, run = 1; i < k; i++) {
             run = devs[i] == devs[i - 1] ? run + 1 : 1;
@@ -61,6 +68,16 @@ int exec_context_share_max(mscclrt_comm *c) {
     }
     c->context_share_max = most;
     return most;
+}
+
+int exec_native_block_cap(mscclrt_comm *c, int limit) {
+    const int share = exec_context_share_max(c);
+    /* a GPU of unknown size: 128 multiprocessors, below every Hopper's 132. Ranks sharing one
+     * get half of them among them: test_gpu_coll with 4 ranks of 32 blocks each (128 of 132)
+     * on one H200 did not finish in 90 s; with 16 blocks each it always had */
+    const int sms = c->sm_min > 0 ? c->sm_min : 128;
+    const int cap = share > 1 ? sms / (2 * share) : limit;
+    return cap < 1 ? 1 : cap < limit ? cap : limit;
 }
 
 /* CUDA_DEVICE_MAX_CONNECTIONS as the driver reads it (1..32, default 8) */

@@ -11,6 +11,7 @@
 #include "algo/algo_native.h"
 #include "codegen/codegen.h"
 #include "core/err.h"
+#include "exec/exec.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,21 +69,37 @@ static void t_grid(void) {
                                      200001, 262143, 262144, 262145, 1u << 20, 1u << 30};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         int b = 0, t = 0;
-        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 1, &b, &t);
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, &b, &t);
         CHECK(b >= 1 && b <= MN_MAX_BLOCKS);
         CHECK(t >= 32 && t <= 1024 && t % 32 == 0);
         const uint64_t share = ((sizes[i] + (uint64_t)b - 1) / (uint64_t)b + 15) / 16 * 16;
         if (sizes[i] <= pk_max) CHECK(share <= pk_data);
         else CHECK(share > pk_data);
         int b2 = 0, t2 = 0;   /* no packet slots: the size rule alone */
-        native_default_grid(sizes[i], sizes[i], 0, pk_max, 1, &b2, &t2);
+        native_default_grid(sizes[i], sizes[i], 0, pk_max, MN_MAX_BLOCKS, &b2, &t2);
         CHECK(b2 >= 1 && b2 <= MN_MAX_BLOCKS);
-        int b8 = 0, t8 = 0;   /* 8 ranks in one process on one GPU: 16 blocks each at most */
-        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 8, &b8, &t8);
+        int b8 = 0, t8 = 0;   /* a cap of 16 (4 ranks on a 132-SM GPU): 16 blocks at most */
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 16, &b8, &t8);
         CHECK(b8 >= 1 && b8 <= 16);
         int b3 = 5, t3 = 0;   /* a given block count stays */
-        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 1, &b3, &t3);
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, &b3, &t3);
         CHECK_EQ_INT(5, b3);
+    }
+}
+
+/* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
+static void t_block_cap(void) {
+    static const struct { int share, sms, want; } v[] = {
+        {1, 132, 32}, {2, 132, 32}, {4, 132, 16}, {8, 132, 8}, {8, 108, 6},
+        {3, 108, 18}, {200, 132, 1}, {8, 0, 8},   /* unknown size: as 128 */
+    };
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        mscclrt_comm c;
+        memset(&c, 0, sizeof c);
+        c.context_share_max = v[i].share;
+        c.sm_min = v[i].sms;
+        CHECK_EQ_INT(v[i].want, exec_native_block_cap(&c, MN_MAX_BLOCKS));
+        CHECK_EQ_INT(v[i].want < 8 ? v[i].want : 8, exec_native_block_cap(&c, 8));
     }
 }
 
@@ -92,6 +109,7 @@ int main(void) {
     }
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
+    TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
          t_compiles(getenv("MSCCLRT_TEST_QUICK") == NULL));
     return harness_report();
