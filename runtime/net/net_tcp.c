@@ -534,9 +534,10 @@ static mscclrt_result post(Tcp *t, TcpSock *s, const TcpItem *it) {
                                                       s->peer->rank);
         }
         /* the socket is full: the tx thread writes the rest (the queue was empty, and only
-         * this thread queues, so the message becomes the head) */
+         * this thread queues, so the message becomes the head; hdone belongs to the head and
+         * is set here only) */
+        s->hdone = done;
     }
-    s->hdone = done;
     s->q[s->qtail++ % TCP_QMAX] = *it;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
