@@ -50,7 +50,8 @@ struct Proxy {
      * it until the thread took more triggers (the thread broadcasts while drainers > 0) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool kicked;                   /* under mu: work is coming, stop sleeping */
+    _Atomic int kicked;            /* work is coming: spin again (set by proxy_kick) */
+    _Atomic int sleeping;          /* the thread is in (or entering) its timed wait */
     _Atomic int drainers;          /* threads in proxy_drain */
 };
 
@@ -120,10 +121,15 @@ static struct timespec mono_in(long us) {
     return ts;
 }
 
+/* On a launch's path: an atomic store, and the lock only when the thread sleeps. The store of
+ * kicked before the load of sleeping, against the thread's store of sleeping before its load
+ * of kicked (all sequentially consistent), means one side sees the other: a kick is never lost
+ * for longer than one 50 us wait. */
 void proxy_kick(Proxy *p) {
     if (!p) return;
+    atomic_store(&p->kicked, 1);
+    if (!atomic_load(&p->sleeping)) return;
     pthread_mutex_lock(&p->mu);
-    p->kicked = true;
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
@@ -154,17 +160,20 @@ static void *proxy_main(void *arg) {
             continue;
         }
         double t = rt_now_s() * 1e6;
-        pthread_mutex_lock(&p->mu);
-        if (p->kicked) {   /* a launch is coming: spin for it as if triggers had just flowed */
-            p->kicked = false;
+        if (atomic_exchange(&p->kicked, 0)) {   /* a launch is coming: spin for it afresh */
             idle_since = t;
         } else if (idle_since < 0) {
             idle_since = t;
         } else if (t - idle_since > spin) {
-            struct timespec dl = mono_in(50);
-            pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+            pthread_mutex_lock(&p->mu);
+            atomic_store(&p->sleeping, 1);
+            if (!atomic_load(&p->kicked)) {
+                struct timespec dl = mono_in(50);
+                pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+            }
+            atomic_store(&p->sleeping, 0);
+            pthread_mutex_unlock(&p->mu);
         }
-        pthread_mutex_unlock(&p->mu);
     }
     return NULL;
 }
@@ -180,6 +189,8 @@ mscclrt_result proxy_create(Proxy **out, void *ctx, int rank) {
     p->rank = rank;
     atomic_init(&p->stop, 0);
     atomic_init(&p->drainers, 0);
+    atomic_init(&p->kicked, 0);
+    atomic_init(&p->sleeping, 0);
     pthread_mutex_init(&p->mu, NULL);
     {
         pthread_condattr_t ca;

@@ -10,7 +10,8 @@
  * and memory: host and device allocations are both malloc'd, a device pointer is the host address,
  * so copies and memsets are memcpy and memset; streams and events exist, and their work is done
  * at once (an asynchronous copy is a memcpy, a stream write a store). Enough for
- * mscclrt_comm_init_all and mscclrt_comm_destroy and for the socket transport's device mode, and
+ * mscclrt_comm_init_all and mscclrt_comm_destroy, the port proxy's thread and the socket
+ * transport's device mode, and
  * under ASan a leaked device or host allocation is a leaked malloc.
  *
  * Fault injection: FAKE_CUDA_FAIL=name:N[,name:N...] makes the N-th call (from 1) of the named
@@ -125,6 +126,7 @@ static int fake_enter(int ix) {
 #define FAKE_HAS_cuMemcpyDtoH ~, 1
 #define FAKE_HAS_cuMemsetD8 ~, 1
 #define FAKE_HAS_cuMemcpyHtoDAsync ~, 1
+#define FAKE_HAS_cuMemcpyAsync ~, 1
 #define FAKE_HAS_cuMemcpyDtoHAsync ~, 1
 #define FAKE_HAS_cuStreamCreate ~, 1
 #define FAKE_HAS_cuStreamDestroy ~, 1
@@ -346,6 +348,12 @@ CuResult cuMemcpyHtoDAsync(CuDevPtr dst, const void *src, size_t n, CuStream st)
     FAKE_ENTER(cuMemcpyHtoDAsync);
     if (!st) return FAKE_ERR_INVALID_VALUE;   /* the callers here never use the legacy stream */
     memcpy((void *)(uintptr_t)dst, src, n);
+    return 0;
+}
+CuResult cuMemcpyAsync(CuDevPtr dst, CuDevPtr src, size_t n, CuStream st) {
+    FAKE_ENTER(cuMemcpyAsync);
+    if (!st) return FAKE_ERR_INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return 0;
 }
 CuResult cuMemcpyDtoHAsync(void *dst, CuDevPtr src, size_t n, CuStream st) {
