@@ -19,8 +19,8 @@
  * itself, with one sendmsg that never blocks: waking the tx thread would cost more than the
  * message (what the socket does not take at once is left to the tx thread). Everything else is
  * queued and the tx thread sends it once its staging copy's event completes (so copies and
- * sends overlap). The rx thread polls its socket for MSCCLRT_SOCKET_SPIN_US after a message
- * before it sleeps in poll(). It reads a piece straight into host memory, or into one of its
+ * sends overlap). The rx thread polls its socket for MSCCLRT_SOCKET_SPIN_US (200 us) after a
+ * message before it sleeps in poll(): back-to-back calls then find it awake. It reads a piece straight into host memory, or into one of its
  * TCP_RX_SLOTS pinned slots and then cuMemcpyHtoDAsync into the target on the peer's one
  * receive stream, without waiting: the piece counts as landed once its copy is queued, a
  * signal is a cuStreamWriteValue64 queued behind it on the same stream (so the GPU sees the
