@@ -20,8 +20,9 @@
  * message (what the socket does not take at once is left to the tx thread). Everything else is
  * queued and the tx thread sends it once its staging copy's event completes (so copies and
  * sends overlap). The rx thread polls its socket for MSCCLRT_SOCKET_SPIN_US (200 us) after a
- * message before it sleeps in poll(): back-to-back calls then find it awake. It reads a piece straight into host memory, or into one of its
- * TCP_RX_SLOTS pinned slots and then cuMemcpyHtoDAsync into the target on the peer's one
+ * message before it sleeps in poll(): back-to-back calls then find it awake. It reads a piece
+ * straight into host memory, or into one of its TCP_RX_SLOTS pinned slots and then
+ * cuMemcpyHtoDAsync into the target on the peer's one
  * receive stream, without waiting: the piece counts as landed once its copy is queued, a
  * signal is a cuStreamWriteValue64 queued behind it on the same stream (so the GPU sees the
  * data before the flag, with no host round trip per message), and a flush's ACK waits for the
@@ -40,8 +41,9 @@
  * call; a clean shutdown sends BYE first so the peer knows the close is not a failure.
  *
  * Tracing: at MSCCLRT_DEBUG=TRACE (subsystem XPORT) every stage of a message logs its time in
- * microseconds of CLOCK_MONOTONIC ("t=..."), which processes of one host share: post (inline or
- * queued), staged, sent; received, payload in, landed (copy queued), signal applied, flush acked.
+ * microseconds of CLOCK_MONOTONIC ("t=..."), which processes of one host share: posted, sent
+ * inline or queued, staged and sent by the tx thread; a header received, a piece landed (its
+ * copy queued), a signal applied, a flush acked, a flush confirmed by every peer.
  */
 #include "net/net_internal.h"
 #include "core/clock.h"

@@ -15,7 +15,8 @@
 # the size/iteration flags. NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT
 # and PROXY) to the logs. nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC,
 # MPI_HOME, CUDA_HOME); the real NCCL from MSCCLRT_NCCL_LIB_PATH, else
-# $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh). Logs and tables: $GPU_LOG_DIR/net_bench.
+# $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh). Logs and tables:
+# $GPU_LOG_DIR/net_bench.
 # Exits 77 (skipped) without 2 GPUs, mpirun, nccl-tests or the real NCCL.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -23,10 +24,16 @@ log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/net_bench
 mkdir -p "$log"
 G=${NB_G:-1}
 ngpu=$(sh tests/gpu/gpu_count.sh)
-[ "$ngpu" -ge 2 ] || { echo "net_bench.sh: needs 2 GPUs (one per node)"; echo "skipped (needs 2 GPUs)"; exit 77; }
+if [ "$ngpu" -lt 2 ]; then
+    echo "net_bench.sh: needs 2 GPUs (one per node)"; echo "skipped (needs 2 GPUs)"; exit 77
+fi
 command -v mpirun >/dev/null 2>&1 || { echo "skipped (needs mpirun)"; exit 77; }
 real=${MSCCLRT_NCCL_LIB_PATH:-$PWD/$BUILD/third_party/nccl-2.28.9/lib/libnccl.so.2}
-[ -f "$real" ] || { echo "net_bench.sh: no real NCCL at $real (sh tests/tools/fetch_nccl.sh $BUILD/third_party/nccl-2.28.9)"; echo "skipped (needs the real NCCL 2.28.9)"; exit 77; }
+if [ ! -f "$real" ]; then
+    echo "net_bench.sh: no real NCCL at $real (sh tests/tools/fetch_nccl.sh" \
+         "$BUILD/third_party/nccl-2.28.9)"
+    echo "skipped (needs the real NCCL 2.28.9)"; exit 77
+fi
 ours=$PWD/$BUILD/lib/nccl/libnccl.so.2
 [ -f "$ours" ] || { echo "net_bench.sh: $ours missing: build first"; exit 2; }
 

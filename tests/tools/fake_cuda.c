@@ -388,7 +388,10 @@ CuResult cuEventRecord(CuEvent e, CuStream st) {
     FAKE_ENTER(cuEventRecord);
     return e && st ? 0 : FAKE_ERR_INVALID_VALUE;
 }
-CuResult cuEventSynchronize(CuEvent e) { FAKE_ENTER(cuEventSynchronize); return e ? 0 : FAKE_ERR_INVALID_VALUE; }
+CuResult cuEventSynchronize(CuEvent e) {
+    FAKE_ENTER(cuEventSynchronize);
+    return e ? 0 : FAKE_ERR_INVALID_VALUE;
+}
 
 /* ---- for the tests (dlsym) ------------------------------------------------------------------ */
 FAKE_EXPORT int fake_cuda_ctx_refs(int dev);
