@@ -20,3 +20,6 @@ $(BUILD)/tests/test_comm_init_fail: $(BUILD)/obj/tests/unit/test_comm_init_fail.
                                     $(LIBMSCCLC_A) $(FAKE_CUDA)
 	@mkdir -p $(@D)
 	$(call Q,LINK)$(CC) $(LDFLAGS) -Wl,--wrap=calloc -o $@ $< $(LIBRT_A) $(LIBMSCCLC_A) $(LDLIBS)
+
+# the port proxy's thread runs on the fake driver (tests/unit/test_proxy_thread.c)
+$(BUILD)/tests/test_proxy_thread: | $(FAKE_CUDA)

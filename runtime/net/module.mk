@@ -22,3 +22,6 @@ $(FAKE_IBVERBS): tests/tools/fake_ibverbs.c | $(DEPS_STAMP)
 fake-ibverbs: $(FAKE_IBVERBS)
 .PHONY: fake-ibverbs
 test: $(FAKE_IBVERBS)
+
+# test_net_tcp runs device mode on the fake CUDA driver (runtime/cuda/module.mk builds it)
+$(BUILD)/tests/test_net_tcp: | $(BUILD)/tests/fake_cuda/libcuda.so.1

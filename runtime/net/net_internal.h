@@ -202,6 +202,16 @@ int64_t net_now_ms(void);            /* CLOCK_MONOTONIC */
  * (ETIMEDOUT when the wait ran out, EPIPE when the peer closed). */
 int net_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms);
 int net_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms);
+struct iovec;
+/* Writes the bytes of iov[0..iovcnt) (at most 4 entries) from byte *done on, advancing *done.
+ * wait_ms < 0: waits for progress forever; > 0: at most that long (ETIMEDOUT); 0: never waits:
+ * -1 with errno EAGAIN once the socket would block, *done telling how far it got. 0, or -1
+ * with errno otherwise (as net_sock_send_all). */
+int net_sock_sendv(int fd, const struct iovec *iov, int iovcnt, size_t *done, int wait_ms);
+/* net_sock_recv_all without a timeout, but while nothing has arrived it polls the socket for up
+ * to spin_us microseconds (yielding the CPU between tries) before it sleeps in poll(): a
+ * receiver woken by the kernel loses tens of microseconds per message. */
+int net_sock_recv_spin(int fd, void *buf, size_t len, int spin_us);
 void net_sock_format(const NetAddr *a, char *buf, size_t len);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * net_sock.c - the socket plumbing of the network transport: the interface an address is taken
  * from (MSCCLRT_SOCKET_IFNAME in NCCL's syntax), listening, connecting with a deadline, and
- * whole-buffer sends and receives that wait with poll() so a silent peer becomes a timeout.
+ * whole-buffer sends and receives that wait with poll() so a silent peer becomes a timeout
+ * (a gathered send that can also give up at once, a receive that spins a while before it sleeps).
  */
 #include "net/net_internal.h"
 #include "core/err.h"
@@ -15,8 +16,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,4 +204,57 @@ int net_sock_send_all(int fd, const void *buf, size_t len, int timeout_ms) {
 
 int net_sock_recv_all(int fd, void *buf, size_t len, int timeout_ms) {
     return xfer_all(fd, buf, len, timeout_ms, false);
+}
+
+int net_sock_sendv(int fd, const struct iovec *iov, int iovcnt, size_t *done, int wait_ms) {
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++) total += iov[i].iov_len;
+    while (*done < total) {
+        struct iovec rest[4];   /* iov past the *done bytes already written */
+        int n = 0;
+        size_t skip = *done;
+        for (int i = 0; i < iovcnt && n < 4; i++) {
+            if (skip >= iov[i].iov_len) { skip -= iov[i].iov_len; continue; }
+            rest[n].iov_base = (char *)iov[i].iov_base + skip;
+            rest[n++].iov_len = iov[i].iov_len - skip;
+            skip = 0;
+        }
+        struct msghdr m = {.msg_iov = rest, .msg_iovlen = (size_t)n};
+        ssize_t k = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0) {
+            *done += (size_t)k;
+            continue;
+        }
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        if (wait_ms == 0) { errno = EAGAIN; return -1; }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int pr;
+        do pr = poll(&pf, 1, wait_ms); while (pr < 0 && errno == EINTR);
+        if (pr == 0) { errno = ETIMEDOUT; return -1; }
+        if (pr < 0) return -1;
+    }
+    return 0;
+}
+
+int net_sock_recv_spin(int fd, void *buf, size_t len, int spin_us) {
+    char *p = buf;
+    size_t got = 0;
+    int64_t until = -1;   /* set at the first empty read: only idle time counts */
+    while (got < len) {
+        ssize_t k = recv(fd, p + got, len - got, MSG_DONTWAIT);
+        if (k > 0) { got += (size_t)k; continue; }
+        if (k == 0) { errno = EPIPE; return -1; }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        if (got || spin_us <= 0) break;   /* a message has begun: the rest comes at wire speed */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t now = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+        if (until < 0) until = now + spin_us;
+        else if (now >= until) break;
+        /* a thread this one spins beside may need the core (ranks can outnumber cores) */
+        sched_yield();
+    }
+    return got == len ? 0 : xfer_all(fd, p + got, len - got, -1, false);
 }

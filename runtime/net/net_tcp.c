@@ -10,13 +10,23 @@
  * at most NET_PENDING_MAX of them), so neither the order of ranks nor strangers connecting to
  * the port can stall the setup past its timeout.
  *
- * Threads: each socket has a sender (tx) and a receiver (rx) thread. The proxy thread only
- * queues work: a put is cut into pieces of at most TCP_PIECE bytes spread round-robin over the
- * peer's sockets; in device mode each piece is first copied device->pinned host with
- * cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS staging slots and its tx thread sends it
- * as soon as that copy's event completes (so copies and sends overlap). The receiver reads a
- * piece straight into host memory, or into its pinned slot and then cuMemcpyHtoDAsync into the
- * target (completed before the piece counts as landed).
+ * Threads: each socket has a sender (tx) and a receiver (rx) thread. A put is cut into pieces of
+ * at most TCP_PIECE bytes spread round-robin over the peer's sockets (a put of at most
+ * TCP_INLINE bytes goes on socket 0, with the signals that follow it); in device mode each piece
+ * is first copied device->pinned host with cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS
+ * staging slots. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a
+ * socket that is idle (nothing queued, nobody writing) is written by the calling (proxy) thread
+ * itself, with one sendmsg that never blocks: waking the tx thread would cost more than the
+ * message (what the socket does not take at once is left to the tx thread). Everything else is
+ * queued and the tx thread sends it once its staging copy's event completes (so copies and
+ * sends overlap). The rx thread polls its socket for MSCCLRT_SOCKET_SPIN_US (200 us) after a
+ * message before it sleeps in poll(): back-to-back calls then find it awake. It reads a piece
+ * straight into host memory, or into one of its TCP_RX_SLOTS pinned slots and then
+ * cuMemcpyHtoDAsync into the target on the peer's one
+ * receive stream, without waiting: the piece counts as landed once its copy is queued, a
+ * signal is a cuStreamWriteValue64 queued behind it on the same stream (so the GPU sees the
+ * data before the flag, with no host round trip per message), and a flush's ACK waits for the
+ * stream. A slot is reused only after its copy's event completed.
  *
  * Ordering across sockets: the sender counts the pieces it queued per peer; a SIGNAL or FLUSH
  * carries that count ("need") and always travels on socket 0, so they stay in issue order. The
@@ -29,8 +39,14 @@
  * Failures (a closed connection, a malformed header, a peer that stops reading or answering
  * for MSCCLRT_NET_TIMEOUT_MS) are recorded once with the peer's rank and returned by the next
  * call; a clean shutdown sends BYE first so the peer knows the close is not a failure.
+ *
+ * Tracing: at MSCCLRT_DEBUG=TRACE (subsystem XPORT) every stage of a message logs its time in
+ * microseconds of CLOCK_MONOTONIC ("t=..."), which processes of one host share: posted, sent
+ * inline or queued, staged and sent by the tx thread; a header received, a piece landed (its
+ * copy queued), a signal applied, a flush acked, a flush confirmed by every peer.
  */
 #include "net/net_internal.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -44,10 +60,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #define TCP_SLOTS   4                    /* device mode: pinned staging pieces per socket */
+#define TCP_RX_SLOTS 2                   /* device mode: pinned receive pieces per socket */
+#define TCP_INLINE  (64u << 10)          /* pieces up to this size may be sent by the caller */
 #define TCP_QMAX    64                   /* queued items per socket */
 #define TCP_PEND_MAX (1u << 16)          /* a peer's SIGNAL/FLUSH waiting for its data, at most */
 
@@ -64,18 +83,23 @@ typedef struct TcpSock {
     int idx, fd;
     pthread_t rx, tx;
     bool rx_on, tx_on;
-    pthread_mutex_t mu;      /* the queue, slots, ack */
+    pthread_mutex_t mu;      /* the queue, slots, ack, sending */
     pthread_cond_t cv;
     TcpItem q[TCP_QMAX];
     unsigned qhead, qtail;   /* qtail - qhead items queued; qhead's is being sent */
+    size_t hdone;            /* bytes of qhead's message already written (header first) */
+    bool sending;            /* a thread (tx, or the caller inline) is writing to fd */
     bool ack_due;            /* rx threads ask tx to send an ACK of ack_value (never block) */
     uint64_t ack_value;
     bool dead;               /* tx stopped after a failure: producers stop waiting */
     /* device mode */
-    char *tx_stage, *rx_stage;   /* pinned, TCP_SLOTS and 1 pieces */
+    char *tx_stage, *rx_stage;   /* pinned, TCP_SLOTS and TCP_RX_SLOTS pieces */
     bool busy[TCP_SLOTS];
     CuEvent ev[TCP_SLOTS];
-    CuStream tx_stream, rx_stream;
+    CuStream tx_stream;
+    CuEvent rx_ev[TCP_RX_SLOTS]; /* rx thread only: the slot's HtoD copy, once rx_used */
+    bool rx_used[TCP_RX_SLOTS];
+    unsigned rx_next;            /* the slot the next piece is read into */
 } TcpSock;
 
 typedef struct TcpPending { int type; uint32_t region; uint64_t off, value, need; } TcpPending;
@@ -88,6 +112,7 @@ struct TcpPeer {
     unsigned next;           /* round-robin socket of the next piece */
     pthread_mutex_t mu;      /* landed, pending, acked, gone */
     pthread_cond_t cv;
+    CuStream h2d;            /* device mode: every piece's HtoD copy and every signal, in order */
     uint64_t landed;         /* pieces from this peer written into our memory */
     TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for landed >= need */
     size_t phead, ptail, pcap;
@@ -101,6 +126,7 @@ typedef struct Tcp {
     Net *n;
     TcpPeer **peers;         /* [nranks]; NULL for ranks on this node */
     int nsocks;
+    int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
     _Atomic int stopping;
     CuContext ctx;
 } Tcp;
@@ -128,6 +154,9 @@ static TcpHdr hdr(Net *n, int type) {
                     .rank = (uint32_t)n->rank};
 }
 
+/* Trace timestamps: microseconds of CLOCK_MONOTONIC, comparable between processes of a host. */
+static double trace_us(void) { return rt_now_s() * 1e6; }
+
 static const char *cu_name(CuResult r) {
     const char *s = "?";
     if (cu.cuGetErrorName) cu.cuGetErrorName(r, &s);
@@ -147,8 +176,10 @@ static void sock_dead(TcpSock *s) {
 
 /* ==== receiving ============================================================================= */
 
-/* Applies the pending entries whose data has landed; p->mu held. Returns false on a failure. */
-static bool pending_run(TcpPeer *p, TcpSock *via) {
+/* Applies the pending entries whose data has landed; p->mu held. Returns false on a failure.
+ * Device mode: a signal is queued on p->h2d behind the copies of the pieces it counts (they
+ * were queued before landed grew); a flush is answered once that stream has completed. */
+static bool pending_run(TcpPeer *p) {
     Net *n = p->t->n;
     while (p->phead != p->ptail) {
         TcpPending *e = &p->pend[p->phead % p->pcap];
@@ -165,16 +196,27 @@ static bool pending_run(TcpPeer *p, TcpSock *via) {
             if (n->opt.host_mem) {
                 __atomic_store_n((uint64_t *)(uintptr_t)addr, e->value, __ATOMIC_RELEASE);
             } else {
-                uint64_t v = e->value;
-                CuResult cr = cu.cuMemcpyHtoDAsync(addr, &v, 8, via->rx_stream);
-                if (cr == CU_OK) cr = cu.cuStreamSynchronize(via->rx_stream);
+                CuResult cr = cu.cuStreamWriteValue64(p->h2d, addr, e->value, 0);
                 if (cr != CU_OK) {
-                    net_set_error(n, "net: writing rank %d's signal: cuMemcpyHtoDAsync: %s",
+                    net_set_error(n, "net: writing rank %d's signal: cuStreamWriteValue64: %s",
                                   p->rank, cu_name(cr));
                     return false;
                 }
             }
+            LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu from rank %d (after %llu pieces) applied "
+                      "t=%.1f", (unsigned long long)e->value, p->rank,
+                      (unsigned long long)e->need, trace_us());
         } else {   /* FLUSH: socket 0's tx thread answers */
+            if (!n->opt.host_mem) {   /* "landed" means queued: the ACK promises completion */
+                CuResult cr = cu.cuStreamSynchronize(p->h2d);
+                if (cr != CU_OK) {
+                    net_set_error(n, "net: copying rank %d's data into device memory: "
+                                  "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
+                    return false;
+                }
+            }
+            LOG_TRACE(LOG_SUB_XPORT, "net: flush from rank %d (%llu pieces) acked t=%.1f",
+                      p->rank, (unsigned long long)e->need, trace_us());
             TcpSock *s0 = &p->s[0];
             pthread_mutex_lock(&s0->mu);
             s0->ack_due = true;
@@ -240,19 +282,33 @@ static bool rx_put(TcpSock *s, const TcpRx *rx) {
         if (net_sock_recv_all(s->fd, (void *)(uintptr_t)rx->addr, rx->len, to) != 0)
             goto recv_fail;
     } else {
-        if (net_sock_recv_all(s->fd, s->rx_stage, rx->len, to) != 0) goto recv_fail;
-        CuResult cr = cu.cuMemcpyHtoDAsync(rx->addr, s->rx_stage, rx->len, s->rx_stream);
-        if (cr == CU_OK) cr = cu.cuStreamSynchronize(s->rx_stream);
+        const unsigned k = s->rx_next++ % TCP_RX_SLOTS;
+        char *stage = s->rx_stage + (size_t)k * TCP_PIECE;
+        CuResult cr = s->rx_used[k] ? cu.cuEventSynchronize(s->rx_ev[k]) : CU_OK;
+        if (cr != CU_OK) {
+            net_set_error(n, "net: writing a piece from rank %d into device memory: "
+                          "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
+            return false;
+        }
+        if (net_sock_recv_all(s->fd, stage, rx->len, to) != 0) goto recv_fail;
+        /* queued before landed grows (below): a signal counting this piece is queued after it */
+        cr = cu.cuMemcpyHtoDAsync(rx->addr, stage, rx->len, p->h2d);
+        if (cr == CU_OK) cr = cu.cuEventRecord(s->rx_ev[k], p->h2d);
         if (cr != CU_OK) {
             net_set_error(n, "net: writing %llu bytes from rank %d into device memory: "
                           "cuMemcpyHtoDAsync: %s", (unsigned long long)rx->len, p->rank,
                           cu_name(cr));
             return false;
         }
+        s->rx_used[k] = true;
     }
     pthread_mutex_lock(&p->mu);
     p->landed++;
-    bool ok = pending_run(p, s);
+    LOG_TRACE(LOG_SUB_XPORT, "net: piece %llu from rank %d (%llu bytes at offset %llu of "
+              "region %u, socket %d) landed t=%.1f", (unsigned long long)p->landed, p->rank,
+              (unsigned long long)rx->len, (unsigned long long)rx->off, rx->region, s->idx,
+              trace_us());
+    bool ok = pending_run(p);
     pthread_mutex_unlock(&p->mu);
     return ok;
 recv_fail:
@@ -272,7 +328,7 @@ static void *rx_main(void *arg) {
     if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
     for (;;) {
         TcpHdr h;
-        if (net_sock_recv_all(s->fd, &h, sizeof h, -1) != 0) {
+        if (net_sock_recv_spin(s->fd, &h, sizeof h, t->spin_us) != 0) {
             if (atomic_load(&t->stopping)) break;
             pthread_mutex_lock(&p->mu);
             bool gone = p->gone;
@@ -285,13 +341,16 @@ static void *rx_main(void *arg) {
         }
         TcpRx rx;
         if (!rx_check(s, &h, &rx)) break;   /* nothing of it touched memory */
+        LOG_TRACE(LOG_SUB_XPORT, "net: message type %u from rank %d on socket %d (len/value "
+                  "%llu, count %llu) received t=%.1f", (unsigned)h.type, p->rank, s->idx,
+                  (unsigned long long)h.len, (unsigned long long)h.arg, trace_us());
         bool ok = true;
         if (rx.type == TCP_PUT) {
             ok = rx_put(s, &rx);
         } else if (rx.type == TCP_SIGNAL || rx.type == TCP_FLUSH) {
             TcpPending e = {rx.type, rx.region, rx.off, rx.value, rx.count};
             pthread_mutex_lock(&p->mu);
-            ok = pending_push(p, &e) && pending_run(p, s);
+            ok = pending_push(p, &e) && pending_run(p);
             pthread_mutex_unlock(&p->mu);
         } else if (rx.type == TCP_ACK) {
             pthread_mutex_lock(&p->mu);
@@ -312,6 +371,28 @@ static void *rx_main(void *arg) {
 
 /* ==== sending =============================================================================== */
 
+/* Writes it's message (its header, then a PUT's payload) from byte *done on; wait_ms as
+ * net_sock_sendv (0: returns -1 with EAGAIN once the socket would block). */
+static int send_msg(TcpSock *s, const TcpItem *it, size_t *done, int wait_ms) {
+    struct iovec iov[2] = {
+        {.iov_base = (void *)&it->h, .iov_len = sizeof it->h},
+        {.iov_base = (void *)it->data, .iov_len = it->h.type == TCP_PUT ? it->h.len : 0},
+    };
+    return net_sock_sendv(s->fd, iov, 2, done, wait_ms);
+}
+
+/* Records a failed send on s (errno says why) and stops the socket; s->mu not held. */
+static void send_failed(TcpSock *s) {
+    Tcp *t = s->peer->t;
+    if (!atomic_load(&t->stopping))
+        net_set_error(t->n, "net: sending to rank %d on socket %d: %s", s->peer->rank, s->idx,
+                      errno == ETIMEDOUT ? "the rank took no data within "
+                      "MSCCLRT_NET_TIMEOUT_MS (not answering)" : errno == EPIPE ||
+                      errno == ECONNRESET ? "the rank closed its connection" :
+                      strerror(errno));
+    sock_dead(s);
+}
+
 static void *tx_main(void *arg) {
     TcpSock *s = arg;
     TcpPeer *p = s->peer;
@@ -321,14 +402,26 @@ static void *tx_main(void *arg) {
     if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!atomic_load(&t->stopping) && s->qhead == s->qtail && !s->ack_due)
+        /* an inline write by the caller owns the socket until it is done */
+        while (s->sending ||
+               (!atomic_load(&t->stopping) && s->qhead == s->qtail && !s->ack_due))
             pthread_cond_wait(&s->cv, &s->mu);
-        if (s->ack_due) {   /* acks first: a peer's flush waits on them */
+        if (s->ack_due && s->hdone == 0) {   /* acks first (a peer's flush waits on them), but
+                                                never inside a message already begun */
             TcpHdr h = hdr(n, TCP_ACK);
             h.arg = s->ack_value;
             s->ack_due = false;
+            s->sending = true;
             pthread_mutex_unlock(&s->mu);
-            if (net_sock_send_all(s->fd, &h, sizeof h, to) != 0) goto send_fail;
+            int rc = net_sock_send_all(s->fd, &h, sizeof h, to);
+            pthread_mutex_lock(&s->mu);
+            s->sending = false;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            if (rc != 0) {
+                send_failed(s);
+                break;
+            }
             continue;
         }
         if (s->qhead == s->qtail) {   /* stopping with nothing left: say goodbye */
@@ -338,8 +431,10 @@ static void *tx_main(void *arg) {
             break;
         }
         TcpItem it = s->q[s->qhead % TCP_QMAX];
+        size_t done = s->hdone;
+        s->sending = true;
         pthread_mutex_unlock(&s->mu);
-        if (it.slot >= 0) {
+        if (it.slot >= 0 && done == 0) {   /* a message begun inline was staged already */
             CuResult cr = cu.cuEventSynchronize(s->ev[it.slot]);
             if (cr != CU_OK) {
                 net_set_error(n, "net: staging a put to rank %d: cuMemcpyDtoHAsync: %s",
@@ -347,25 +442,26 @@ static void *tx_main(void *arg) {
                 sock_dead(s);
                 break;
             }
+            LOG_TRACE(LOG_SUB_XPORT, "net: put to rank %d (%llu bytes, socket %d) staged "
+                      "t=%.1f", p->rank, (unsigned long long)it.h.len, s->idx, trace_us());
         }
-        if (net_sock_send_all(s->fd, &it.h, sizeof it.h, to) != 0) goto send_fail;
-        if (it.h.type == TCP_PUT && net_sock_send_all(s->fd, it.data, it.h.len, to) != 0)
-            goto send_fail;
+        int rc = send_msg(s, &it, &done, to);
         pthread_mutex_lock(&s->mu);
-        s->qhead++;
-        if (it.slot >= 0) s->busy[it.slot] = false;
+        s->sending = false;
+        if (rc == 0) {
+            s->hdone = 0;
+            s->qhead++;
+            if (it.slot >= 0) s->busy[it.slot] = false;
+        }
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
-        continue;
-send_fail:
-        if (!atomic_load(&t->stopping))
-            net_set_error(n, "net: sending to rank %d on socket %d: %s", p->rank, s->idx,
-                          errno == ETIMEDOUT ? "the rank took no data within "
-                          "MSCCLRT_NET_TIMEOUT_MS (not answering)" : errno == EPIPE ||
-                          errno == ECONNRESET ? "the rank closed its connection" :
-                          strerror(errno));
-        sock_dead(s);
-        break;
+        if (rc != 0) {
+            send_failed(s);
+            break;
+        }
+        LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket %d) "
+                  "sent by the tx thread t=%.1f", (unsigned)it.h.type, p->rank,
+                  (unsigned long long)it.h.len, s->idx, trace_us());
     }
     return NULL;
 }
@@ -397,25 +493,82 @@ static int wait_room(Tcp *t, TcpSock *s, bool want_slot) {
     }
 }
 
+/* Hands it (room made by wait_room; a put's slot staged or being staged) to socket s: written
+ * at once by this thread when s is idle and the message small (what the socket does not take
+ * without blocking is left to the tx thread), else queued for the tx thread. s->mu held;
+ * unlocked on return. */
+static mscclrt_result post(Tcp *t, TcpSock *s, const TcpItem *it) {
+    Net *n = t->n;
+    const bool small = it->h.type != TCP_PUT || it->h.len <= TCP_INLINE;
+    size_t done = 0;
+    if (small && !s->sending && s->qhead == s->qtail) {
+        s->sending = true;
+        pthread_mutex_unlock(&s->mu);
+        CuResult cr = it->slot >= 0 ? cu.cuEventSynchronize(s->ev[it->slot]) : CU_OK;
+        int rc = cr == CU_OK ? send_msg(s, it, &done, 0) : 0;
+        int err = errno;
+        pthread_mutex_lock(&s->mu);
+        s->sending = false;
+        if (cr == CU_OK && rc == 0) {   /* all of it went: nothing to queue */
+            if (it->slot >= 0) s->busy[it->slot] = false;
+            pthread_cond_broadcast(&s->cv);   /* the tx thread may owe an ACK */
+            pthread_mutex_unlock(&s->mu);
+            LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket "
+                      "%d) sent inline t=%.1f", (unsigned)it->h.type, s->peer->rank,
+                      (unsigned long long)it->h.len, s->idx, trace_us());
+            return MSCCLRT_SUCCESS;
+        }
+        if (cr != CU_OK || err != EAGAIN) {
+            if (it->slot >= 0) s->busy[it->slot] = false;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            if (cr != CU_OK) {
+                net_set_error(n, "net: staging a put to rank %d: cuMemcpyDtoHAsync: %s",
+                              s->peer->rank, cu_name(cr));
+                sock_dead(s);
+            } else {
+                errno = err;
+                send_failed(s);
+            }
+            mscclrt_result r = net_check(n);
+            return r != MSCCLRT_SUCCESS ? r : rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d: "
+                                                      "sending to rank %d failed", n->rank,
+                                                      s->peer->rank);
+        }
+        /* the socket is full: the tx thread writes the rest (the queue was empty, and only
+         * this thread queues, so the message becomes the head; hdone belongs to the head and
+         * is set here only) */
+        s->hdone = done;
+    }
+    s->q[s->qtail++ % TCP_QMAX] = *it;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket %d) "
+              "queued (%zu bytes written inline) t=%.1f", (unsigned)it->h.type, s->peer->rank,
+              (unsigned long long)it->h.len, s->idx, done, trace_us());
+    return MSCCLRT_SUCCESS;
+}
+
 static mscclrt_result enqueue(Tcp *t, TcpSock *s, const TcpItem *it) {
     pthread_mutex_lock(&s->mu);
     if (wait_room(t, s, false) < 0) {
         pthread_mutex_unlock(&s->mu);
         return t->n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
     }
-    s->q[s->qtail++ % TCP_QMAX] = *it;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return MSCCLRT_SUCCESS;
+    return post(t, s, it);
 }
 
 static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
                               uint64_t bytes) {
     Tcp *t = tcp_of(n);
     TcpPeer *p = t->peers[w->peer];
+    LOG_TRACE(LOG_SUB_XPORT, "net: put of %llu bytes to rank %d posted t=%.1f",
+              (unsigned long long)bytes, p->rank, trace_us());
     for (uint64_t o = 0; o < bytes; o += TCP_PIECE) {
         uint64_t len = bytes - o < TCP_PIECE ? bytes - o : TCP_PIECE;
-        TcpSock *s = &p->s[p->next++ % (unsigned)t->nsocks];
+        /* a small put travels with the signals on socket 0: the receiver then wakes one
+         * thread, which finds the data and its signal in order; large ones spread out */
+        TcpSock *s = bytes <= TCP_INLINE ? &p->s[0] : &p->s[p->next++ % (unsigned)t->nsocks];
         TcpItem it = {.h = hdr(n, TCP_PUT), .data = (const void *)(uintptr_t)(src + o),
                       .slot = -1};
         it.h.region = w->id;
@@ -443,9 +596,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
                                (unsigned long long)len, (unsigned long long)(src + o), p->rank,
                                cu_name(cr));
             }
-            s->q[s->qtail++ % TCP_QMAX] = it;
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
+            TRY(post(t, s, &it));
         }
         p->sent++;
     }
@@ -460,6 +611,8 @@ static mscclrt_result tcp_signal(Net *n, const NetWindow *w, uint64_t off, uint6
     it.h.off = off;
     it.h.len = value;
     it.h.arg = p->sent;
+    LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu to rank %d (after %llu pieces) posted t=%.1f",
+              (unsigned long long)value, p->rank, (unsigned long long)p->sent, trace_us());
     return enqueue(t, &p->s[0], &it);
 }
 
@@ -502,6 +655,7 @@ static mscclrt_result tcp_flush(Net *n) {
                        "answering", n->rank, q, (unsigned long long)(sent - acked),
                        now_ms() - t0);
     }
+    LOG_TRACE(LOG_SUB_XPORT, "net: flush confirmed by every peer t=%.1f", trace_us());
     return MSCCLRT_SUCCESS;
 }
 
@@ -519,16 +673,17 @@ static mscclrt_result sock_init(Tcp *t, TcpPeer *p, int idx) {
     TRY(cu_check(cu.cuMemHostAlloc(&h, (size_t)TCP_SLOTS * TCP_PIECE, CU_HOSTALLOC_PORTABLE),
                  "cuMemHostAlloc(socket staging)"));
     s->tx_stage = h;
-    TRY(cu_check(cu.cuMemHostAlloc(&h, TCP_PIECE, CU_HOSTALLOC_PORTABLE),
+    TRY(cu_check(cu.cuMemHostAlloc(&h, (size_t)TCP_RX_SLOTS * TCP_PIECE, CU_HOSTALLOC_PORTABLE),
                  "cuMemHostAlloc(socket staging)"));
     s->rx_stage = h;
     /* non-blocking streams: staging must never wait behind a kernel on the legacy stream */
     TRY(cu_check(cu.cuStreamCreate(&s->tx_stream, CU_STREAM_FLAG_NON_BLOCKING),
                  "cuStreamCreate(socket tx)"));
-    TRY(cu_check(cu.cuStreamCreate(&s->rx_stream, CU_STREAM_FLAG_NON_BLOCKING),
-                 "cuStreamCreate(socket rx)"));
     for (int i = 0; i < TCP_SLOTS; i++)
         TRY(cu_check(cu.cuEventCreate(&s->ev[i], CU_EVENT_FLAG_DISABLE_TIMING), "cuEventCreate"));
+    for (int i = 0; i < TCP_RX_SLOTS; i++)
+        TRY(cu_check(cu.cuEventCreate(&s->rx_ev[i], CU_EVENT_FLAG_DISABLE_TIMING),
+                     "cuEventCreate"));
     return MSCCLRT_SUCCESS;
 }
 
@@ -538,8 +693,10 @@ static void sock_fini(Tcp *t, TcpSock *s) {
     if (!t->n->opt.host_mem) {
         for (int i = 0; i < TCP_SLOTS; i++)
             if (s->ev[i]) cu.cuEventDestroy(s->ev[i]);
+        for (int i = 0; i < TCP_RX_SLOTS; i++)
+            if (s->rx_ev[i]) cu.cuEventDestroy(s->rx_ev[i]);
+        if (s->tx_stream) cu.cuStreamSynchronize(s->tx_stream);
         if (s->tx_stream) cu.cuStreamDestroy(s->tx_stream);
-        if (s->rx_stream) cu.cuStreamDestroy(s->rx_stream);
         if (s->tx_stage) cu.cuMemFreeHost(s->tx_stage);
         if (s->rx_stage) cu.cuMemFreeHost(s->rx_stage);
     }
@@ -573,6 +730,10 @@ static void tcp_close(Net *n) {
     for (int q = 0; q < n->nranks; q++) {
         TcpPeer *p = t->peers ? t->peers[q] : NULL;
         if (!p) continue;
+        if (p->h2d) {   /* its copies read the receive slots freed below */
+            cu.cuStreamSynchronize(p->h2d);
+            cu.cuStreamDestroy(p->h2d);
+        }
         for (int i = 0; i < t->nsocks; i++) sock_fini(t, &p->s[i]);
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->cv);
@@ -674,6 +835,9 @@ static mscclrt_result tcp_connect(Net *n) {
     mscclrt_result res = MSCCLRT_SUCCESS;
     int lfd = -1;
     NetAddr *addrs = NULL;
+    long long spin;
+    TRY_GOTO(param_int(PARAM_SOCKET_SPIN_US, &spin), res, fail);
+    t->spin_us = (int)spin;
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);
         t->ctx = (CuContext)n->opt.cu_ctx;
@@ -698,6 +862,9 @@ static mscclrt_result tcp_connect(Net *n) {
         pthread_cond_init(&p->cv, NULL);
         for (int i = 0; i < 16; i++) p->s[i].fd = -1;
         for (int i = 0; i < t->nsocks; i++) TRY_GOTO(sock_init(t, p, i), res, fail);
+        if (!n->opt.host_mem)   /* non-blocking: never behind a kernel on the legacy stream */
+            TRY_GOTO(cu_check(cu.cuStreamCreate(&p->h2d, CU_STREAM_FLAG_NON_BLOCKING),
+                              "cuStreamCreate(socket receive)"), res, fail);
     }
     NetAddr *me = &addrs[n->rank];
     TRY_GOTO(net_sock_pick(n->opt.ifname ? n->opt.ifname : param_str(PARAM_SOCKET_IFNAME), me), res, fail);

@@ -3,7 +3,10 @@
  * memory (kernels write it across PCIe, the thread reads it in place), the MkFifo descriptor and
  * counters in device memory, a non-blocking stream on which every trigger becomes a copy-engine
  * cuMemcpyAsync or a cuStreamWriteValue64 (signals and flush marks, ordered after the copies
- * before them), and the thread that polls: busy while work flows, every 50 us once idle.
+ * before them), and the thread that polls: busy while work flows and MSCCLRT_PROXY_SPIN_US
+ * after, then every 50 us on a condition variable that proxy_kick (a launch that will push
+ * triggers) cuts short. The producers are kernels, which cannot wake a host thread, so some
+ * polling stays; the kick takes it off the path of a launch after a long idle.
  * Triggers to window addresses (ranks on other nodes) are routed to the network transport.
  */
 #include "proxy/proxy.h"
@@ -17,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 /* Device block: the descriptor, then the three device-side counters. */
 typedef struct {
@@ -44,6 +46,13 @@ struct Proxy {
     pthread_t thread;
     bool running;
     _Atomic int stop;
+    /* idle waits: the thread sleeps on cv (at most 50 us) until kicked; proxy_drain sleeps on
+     * it until the thread took more triggers (the thread broadcasts while drainers > 0) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    _Atomic int kicked;            /* work is coming: spin again (set by proxy_kick) */
+    _Atomic int sleeping;          /* the thread is in (or entering) its timed wait */
+    _Atomic int drainers;          /* threads in proxy_drain */
 };
 
 static int ops_copy(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes, char *err, size_t n) {
@@ -103,6 +112,28 @@ mscclrt_result proxy_route_net(Proxy *p, Net *n) {
     return MSCCLRT_SUCCESS;
 }
 
+/* A monotonic deadline us microseconds from now (the condition variable uses CLOCK_MONOTONIC). */
+static struct timespec mono_in(long us) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += us * 1000;
+    while (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    return ts;
+}
+
+/* On a launch's path: an atomic store, and the lock only when the thread sleeps. The store of
+ * kicked before the load of sleeping, against the thread's store of sleeping before its load
+ * of kicked (all sequentially consistent), means one side sees the other: a kick is never lost
+ * for longer than one 50 us wait. */
+void proxy_kick(Proxy *p) {
+    if (!p) return;
+    atomic_store(&p->kicked, 1);
+    if (!atomic_load(&p->sleeping)) return;
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 static void *proxy_main(void *arg) {
     Proxy *p = arg;
     if (cu.cuCtxSetCurrent(p->ctx) != CU_OK) {
@@ -121,11 +152,28 @@ static void *proxy_main(void *arg) {
         }
         if (n > 0) {
             idle_since = -1;
+            if (atomic_load_explicit(&p->drainers, memory_order_acquire)) {
+                pthread_mutex_lock(&p->mu);
+                pthread_cond_broadcast(&p->cv);
+                pthread_mutex_unlock(&p->mu);
+            }
             continue;
         }
         double t = rt_now_s() * 1e6;
-        if (idle_since < 0) idle_since = t;
-        else if (t - idle_since > spin) usleep(50);
+        if (atomic_exchange(&p->kicked, 0)) {   /* a launch is coming: spin for it afresh */
+            idle_since = t;
+        } else if (idle_since < 0) {
+            idle_since = t;
+        } else if (t - idle_since > spin) {
+            pthread_mutex_lock(&p->mu);
+            atomic_store(&p->sleeping, 1);
+            if (!atomic_load(&p->kicked)) {
+                struct timespec dl = mono_in(50);
+                pthread_cond_timedwait(&p->cv, &p->mu, &dl);
+            }
+            atomic_store(&p->sleeping, 0);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
     return NULL;
 }
@@ -140,6 +188,17 @@ mscclrt_result proxy_create(Proxy **out, void *ctx, int rank) {
     p->ctx = (CuContext)ctx;
     p->rank = rank;
     atomic_init(&p->stop, 0);
+    atomic_init(&p->drainers, 0);
+    atomic_init(&p->kicked, 0);
+    atomic_init(&p->sleeping, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&p->cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     mscclrt_result res;
     void *h = NULL;
     TRY_GOTO(cu_check(cu.cuMemHostAlloc(&h, sizeof(HostBlock), CU_HOSTALLOC_PORTABLE |
@@ -181,6 +240,8 @@ fail:
     if (p->stream) cu.cuStreamDestroy(p->stream);
     if (p->dev) cu.cuMemFree(p->dev);
     if (p->host) cu.cuMemFreeHost(p->host);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
     free(p);
     return res;
 }
@@ -188,6 +249,7 @@ fail:
 uint64_t proxy_fifo_addr(const Proxy *p) { return p->dev + offsetof(DevBlock, desc); }
 
 mscclrt_result proxy_register(Proxy *p, const uint64_t *counters, int n) {
+    proxy_kick(p);   /* a new context: its first launch follows */
     return proxy_fifo_register(&p->fifo, counters, n);
 }
 
@@ -205,15 +267,27 @@ mscclrt_result proxy_drain(Proxy *p, double secs) {
     TRY(cu_check(cu.cuMemcpyDtoH(&head, p->dev + offsetof(DevBlock, head), sizeof head),
                  "cuMemcpyDtoH(proxy FIFO head)"));
     double t0 = rt_now_s();
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    atomic_fetch_add(&p->drainers, 1);
+    proxy_kick(p);
+    pthread_mutex_lock(&p->mu);
     while (atomic_load_explicit(&p->fifo.taken, memory_order_acquire) < head) {
-        TRY(proxy_check(p));
-        if (rt_now_s() - t0 > secs)
-            return rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: the port proxy took %llu of %llu "
-                           "triggers within %.0f s", p->rank,
-                           (unsigned long long)atomic_load(&p->fifo.taken),
-                           (unsigned long long)head, secs);
-        usleep(20);
+        if (atomic_load_explicit(&p->fifo.failed, memory_order_acquire)) break;
+        if (rt_now_s() - t0 > secs) {
+            res = rt_fail(MSCCLRT_ERR_TIMEOUT, "rank %d: the port proxy took %llu of %llu "
+                          "triggers within %.0f s", p->rank,
+                          (unsigned long long)atomic_load(&p->fifo.taken),
+                          (unsigned long long)head, secs);
+            break;
+        }
+        /* the thread broadcasts after each batch it takes; the bound covers a thread that
+         * failed or stopped */
+        struct timespec dl = mono_in(1000);
+        pthread_cond_timedwait(&p->cv, &p->mu, &dl);
     }
+    pthread_mutex_unlock(&p->mu);
+    atomic_fetch_sub(&p->drainers, 1);
+    TRY(res);
     TRY(proxy_check(p));
     /* every trigger is taken, so the proxy thread issues nothing more: the network's own
      * completion can be awaited from here */
@@ -232,5 +306,7 @@ void proxy_destroy(Proxy *p) {
     cu.cuStreamDestroy(p->stream);
     cu.cuMemFree(p->dev);
     cu.cuMemFreeHost(p->host);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
     free(p);
 }

@@ -5,6 +5,7 @@
  * taken so producers can reuse them. Pure C (no CUDA): tests drive it from host threads.
  */
 #include "proxy/proxy.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -139,8 +140,10 @@ static const ProxyOps *route_of(ProxyFifo *f, const ProxyOps *dflt, uint64_t add
 static int perform(ProxyFifo *f, const ProxyOps *dflt, uint64_t slot, const MkTrigger *t) {
     char err[400] = "";
     const ProxyOps *ops = t->kind == MK_TRIG_FLUSH ? dflt : route_of(f, dflt, t->dst);
+    /* t: microseconds of CLOCK_MONOTONIC, as the network transport's trace lines */
     LOG_TRACE(LOG_SUB_PROXY, "trigger #%" PRIu64 ": kind %u dst 0x%" PRIx64 " src 0x%" PRIx64
-              " bytes %" PRIu64, slot, t->kind, t->dst, t->src, t->bytes);
+              " bytes %" PRIu64 " taken t=%.1f", slot, t->kind, t->dst, t->src, t->bytes,
+              rt_now_s() * 1e6);
     switch (t->kind) {
     case MK_TRIG_PUT:
         if (ops->copy(ops->ctx, t->dst, t->src, t->bytes, err, sizeof err) != 0)
@@ -166,6 +169,8 @@ static int perform(ProxyFifo *f, const ProxyOps *dflt, uint64_t slot, const MkTr
         }
         if (ops->write(ops->ctx, f->flushed_addr, slot + 1, err, sizeof err) != 0)
             return fail_at(f, slot, err);
+        LOG_TRACE(LOG_SUB_PROXY, "trigger #%" PRIu64 ": flush done t=%.1f", slot,
+                  rt_now_s() * 1e6);
         return 0;
     default:
         snprintf(err, sizeof err, "unknown trigger kind %u", t->kind);

@@ -10,6 +10,7 @@
 # GPU_PER_RANK=1: one process per GPU (nccl-tests' own device choice; the process counts
 # default to the GPU count) instead of every rank on GPU 0.
 # NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
+# NT_BUILD_ONLY=1: build $BUILD/nccl-tests-mpi and stop (tests/gpu/net_bench.sh uses it).
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 src=${NCCL_TESTS_SRC:-../shared/third_party/nccl-tests}
@@ -20,6 +21,7 @@ mkdir -p "$log"
 command -v mpirun >/dev/null 2>&1 || { echo "nccl_tests.sh: no mpirun"; exit 77; }
 # shellcheck source=tests/gpu/nccl_tests_build.sh
 . tests/gpu/nccl_tests_build.sh
+[ "${NT_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 export NCCL_NVLS_ENABLE=0
 unset MSCCLRT_ENABLE_NVLS

@@ -4,9 +4,10 @@
  * processes in the same run. Host buffers by default; --gpu stages device memory (one GPU,
  * both ranks on it) and also times the parts of the staging path (DtoH into pinned memory,
  * HtoD from pinned memory). Sizes 4 KiB to --max (default 1 GiB).
- *   usage: net_bench [--gpu] [--max BYTES] [--nsocks N]
+ *   usage: net_bench [--gpu] [--max BYTES] [--nsocks N] [--lat-bytes N] [--lat-only]
  * Output: one line per size: size, transport GB/s, plain stream GB/s, ratio; then the
- * round-trip latencies of an 8-byte put+signal and of an 8-byte message on the plain stream.
+ * round-trip latencies of a --lat-bytes (default 8) put+signal and of a message of that size
+ * on the plain stream (median and mean of 2000 round trips). --lat-only skips the sizes.
  */
 #include "net/net_internal.h"
 #include "core/err.h"
@@ -51,7 +52,19 @@ static mscclrt_result addr_of_rank1(Boot *b, int rank, NetAddr *a) {
     return MSCCLRT_SUCCESS;
 }
 
-static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nsocks) {
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n samples (sorts them). */
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nsocks,
+                     uint64_t lat_bytes, bool lat_only) {
     Boot *b = NULL;
     OK(boot_init(&b, id, rank, 2, 30000), "boot_init");
     CuContext ctx = NULL;
@@ -101,8 +114,9 @@ static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nso
     char *hb = malloc(max < (64u << 20) ? max : (64u << 20));   /* plain stream's host buffer */
     if (!hb) return die("malloc");
     const size_t hbl = max < (64u << 20) ? max : (64u << 20);
-    if (rank == 0) printf("%12s %10s %10s %7s\n", "bytes", "net GB/s", "plain GB/s", "ratio");
-    for (uint64_t size = 4096; size <= max; size *= 4) {
+    if (rank == 0 && !lat_only)
+        printf("%12s %10s %10s %7s\n", "bytes", "net GB/s", "plain GB/s", "ratio");
+    for (uint64_t size = 4096; !lat_only && size <= max; size *= 4) {
         uint64_t it = iters_for(size);
         OK(boot_barrier(b), "barrier");
         double tn = 0, tp = 0;
@@ -135,13 +149,16 @@ static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nso
             if (net_sock_send_all(fd, &c, 1, -1)) return die("plain ack");
         }
     }
-    /* latency: ping-pong of an 8-byte put + signal, then of 8 bytes on the plain stream */
+    /* latency: ping-pong of a lat_bytes put + signal, then of lat_bytes on the plain stream;
+     * each round trip timed alone (the median resists the shared machine's hiccups) */
     OK(boot_barrier(b), "barrier");
-    const int rounds = 2000;
-    double t0 = now_s();
-    for (int i = 1; i <= rounds; i++) {
+    enum { ROUNDS = 2000 };
+    static double rt[ROUNDS];
+    double sum_net = 0;
+    for (int i = 1; i <= ROUNDS; i++) {
+        double t0 = now_s();
         if (rank == 0) {
-            OK(net_put(n, wbuf, buf, 8), "put");
+            OK(net_put(n, wbuf, buf, lat_bytes), "put");
             OK(net_signal(n, wctr, (uint64_t)i), "signal");
         }
         uint64_t v = 0;   /* wait for the peer's signal number i */
@@ -151,23 +168,32 @@ static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nso
             if (v < (uint64_t)i) sched_yield();   /* leave the CPU to the socket threads */
         } while (v < (uint64_t)i);
         if (rank == 1) {
-            OK(net_put(n, wbuf, buf, 8), "put");
+            OK(net_put(n, wbuf, buf, lat_bytes), "put");
             OK(net_signal(n, wctr, (uint64_t)i), "signal");
         }
+        rt[i - 1] = now_s() - t0;
+        sum_net += rt[i - 1];
     }
-    double lat_net = (now_s() - t0) / rounds;
+    double med_net = median(rt, ROUNDS);
     OK(boot_barrier(b), "barrier");
-    t0 = now_s();
-    for (int i = 0; i < rounds; i++) {
-        char m[8];
-        if (rank == 0 && net_sock_send_all(fd, m, 8, -1)) return die("ping");
-        if (net_sock_recv_all(fd, m, 8, -1)) return die("pong");
-        if (rank == 1 && net_sock_send_all(fd, m, 8, -1)) return die("ping");
+    char *m = malloc(lat_bytes);
+    if (!m) return die("malloc");
+    memset(m, 0, lat_bytes);
+    double sum_plain = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        double t0 = now_s();
+        if (rank == 0 && net_sock_send_all(fd, m, lat_bytes, -1)) return die("ping");
+        if (net_sock_recv_all(fd, m, lat_bytes, -1)) return die("pong");
+        if (rank == 1 && net_sock_send_all(fd, m, lat_bytes, -1)) return die("ping");
+        rt[i] = now_s() - t0;
+        sum_plain += rt[i];
     }
-    double lat_plain = (now_s() - t0) / rounds;
+    free(m);
+    double med_plain = median(rt, ROUNDS);
     if (rank == 0)
-        printf("round trip, 8 bytes: put+signal %.1f us, plain stream %.1f us\n", lat_net * 1e6,
-               lat_plain * 1e6);
+        printf("round trip, %llu bytes: put+signal median %.1f us (mean %.1f), plain stream "
+               "median %.1f us (mean %.1f)\n", (unsigned long long)lat_bytes, med_net * 1e6,
+               sum_net / ROUNDS * 1e6, med_plain * 1e6, sum_plain / ROUNDS * 1e6);
     if (gpu && rank == 0) {   /* the staging path's parts: DtoH and HtoD through pinned memory */
         void *pin = NULL;
         OK(cu_check(cu.cuMemHostAlloc(&pin, 64u << 20, 0), "cuMemHostAlloc"), "pin");
@@ -194,8 +220,13 @@ int main(int argc, char **argv) {
     bool gpu = false;
     uint64_t max = 1ull << 30;
     int nsocks = 2;
+    uint64_t lat_bytes = 8;
+    bool lat_only = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--gpu") == 0) gpu = true;
+        else if (strcmp(argv[i], "--lat-only") == 0) lat_only = true;
+        else if (strcmp(argv[i], "--lat-bytes") == 0 && i + 1 < argc)
+            lat_bytes = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--nsocks") == 0 && i + 1 < argc) nsocks = atoi(argv[++i]);
         else if (strcmp(argv[i], "--child") == 0 && i + 2 < argc) {
@@ -205,27 +236,37 @@ int main(int argc, char **argv) {
                 sscanf(argv[i + 2] + 2 * k, "%2x", &v);
                 id.bytes[k] = (unsigned char)v;
             }
-            return rank_main(atoi(argv[i + 1]), &id, gpu, max, nsocks);
+            return rank_main(atoi(argv[i + 1]), &id, gpu, max, nsocks, lat_bytes, lat_only);
         } else {
-            fprintf(stderr, "usage: net_bench [--gpu] [--max BYTES] [--nsocks N]\n");
+            fprintf(stderr, "usage: net_bench [--gpu] [--max BYTES] [--nsocks N] [--lat-bytes N] "
+                    "[--lat-only]\n");
             return 2;
         }
     }
     if (max < 4096) max = 4096;
     BootId id;
     OK(boot_get_unique_id(&id), "boot_get_unique_id");
-    char hex[2 * BOOT_ID_BYTES + 1], ms[32], ns[16];
+    char hex[2 * BOOT_ID_BYTES + 1], ms[32], ns[16], ls[32];
     for (int k = 0; k < BOOT_ID_BYTES; k++) sprintf(hex + 2 * k, "%02x", id.bytes[k]);
     snprintf(ms, sizeof ms, "%llu", (unsigned long long)max);
     snprintf(ns, sizeof ns, "%d", nsocks);
+    snprintf(ls, sizeof ls, "%llu", (unsigned long long)lat_bytes);
     pid_t pid[2];
     for (int r = 0; r < 2; r++) {
         fflush(stdout);
         if ((pid[r] = fork()) == 0) {
             setenv("MSCCLRT_HOSTID", r ? "bench-node1" : "bench-node0", 1);
-            execl(argv[0], argv[0], "--max", ms, "--nsocks", ns, gpu ? "--gpu" : "--nsocks",
-                  gpu ? "--gpu" : ns,
-                  "--child", r ? "1" : "0", hex, (char *)NULL);
+            const char *args[16];
+            int k = 0;
+            args[k++] = argv[0];
+            args[k++] = "--max", args[k++] = ms;
+            args[k++] = "--nsocks", args[k++] = ns;
+            args[k++] = "--lat-bytes", args[k++] = ls;
+            if (gpu) args[k++] = "--gpu";
+            if (lat_only) args[k++] = "--lat-only";
+            args[k++] = "--child", args[k++] = r ? "1" : "0", args[k++] = hex;
+            args[k] = NULL;
+            execv(argv[0], (char *const *)args);
             _exit(127);
         }
     }

@@ -8,8 +8,11 @@
  * What works: FAKE_CUDA_DEVICES devices (default 2) of compute capability 9.0 that all reach each
  * other, primary contexts (reference counted), the current context (per thread), peer access,
  * and memory: host and device allocations are both malloc'd, a device pointer is the host address,
- * so copies and memsets are memcpy and memset. Enough for mscclrt_comm_init_all and
- * mscclrt_comm_destroy, and under ASan a leaked device or host allocation is a leaked malloc.
+ * so copies and memsets are memcpy and memset; streams and events exist, and their work is done
+ * at once (an asynchronous copy is a memcpy, a stream write a store). Enough for
+ * mscclrt_comm_init_all and mscclrt_comm_destroy, the port proxy's thread and the socket
+ * transport's device mode, and
+ * under ASan a leaked device or host allocation is a leaked malloc.
  *
  * Fault injection: FAKE_CUDA_FAIL=name:N[,name:N...] makes the N-th call (from 1) of the named
  * function return CUDA_ERROR_OUT_OF_MEMORY (2) and do nothing; the name is the plain CUDA name
@@ -122,6 +125,17 @@ static int fake_enter(int ix) {
 #define FAKE_HAS_cuMemcpyHtoD ~, 1
 #define FAKE_HAS_cuMemcpyDtoH ~, 1
 #define FAKE_HAS_cuMemsetD8 ~, 1
+#define FAKE_HAS_cuMemcpyHtoDAsync ~, 1
+#define FAKE_HAS_cuMemcpyAsync ~, 1
+#define FAKE_HAS_cuMemcpyDtoHAsync ~, 1
+#define FAKE_HAS_cuStreamCreate ~, 1
+#define FAKE_HAS_cuStreamDestroy ~, 1
+#define FAKE_HAS_cuStreamSynchronize ~, 1
+#define FAKE_HAS_cuStreamWriteValue64 ~, 1
+#define FAKE_HAS_cuEventCreate ~, 1
+#define FAKE_HAS_cuEventDestroy ~, 1
+#define FAKE_HAS_cuEventRecord ~, 1
+#define FAKE_HAS_cuEventSynchronize ~, 1
 
 #define FAKE_CAT_(a, b) a##b
 #define FAKE_CAT(a, b) FAKE_CAT_(a, b)
@@ -323,6 +337,60 @@ CuResult cuMemsetD8(CuDevPtr p, unsigned char v, size_t n) {
     FAKE_ENTER(cuMemsetD8);
     memset((void *)(uintptr_t)p, v, n);
     return 0;
+}
+
+/* ---- streams and events: work runs at once, in the calling thread ---------------------------
+ * An "asynchronous" copy is done when its call returns, so every stream is always idle and
+ * every event complete; what this checks is the calling code's bookkeeping (each stream and
+ * event created in a context and destroyed once, copies aimed at allocations), not its timing.
+ * Handles are allocations, so a leaked stream or event shows in fake_cuda_allocs. */
+CuResult cuMemcpyHtoDAsync(CuDevPtr dst, const void *src, size_t n, CuStream st) {
+    FAKE_ENTER(cuMemcpyHtoDAsync);
+    if (!st) return FAKE_ERR_INVALID_VALUE;   /* the callers here never use the legacy stream */
+    memcpy((void *)(uintptr_t)dst, src, n);
+    return 0;
+}
+CuResult cuMemcpyAsync(CuDevPtr dst, CuDevPtr src, size_t n, CuStream st) {
+    FAKE_ENTER(cuMemcpyAsync);
+    if (!st) return FAKE_ERR_INVALID_VALUE;
+    memcpy((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return 0;
+}
+CuResult cuMemcpyDtoHAsync(void *dst, CuDevPtr src, size_t n, CuStream st) {
+    FAKE_ENTER(cuMemcpyDtoHAsync);
+    if (!st) return FAKE_ERR_INVALID_VALUE;
+    memcpy(dst, (const void *)(uintptr_t)src, n);
+    return 0;
+}
+CuResult cuStreamCreate(CuStream *st, unsigned flags) {
+    FAKE_ENTER(cuStreamCreate);
+    if (!fake_ctx_valid(fake_current)) return FAKE_ERR_INVALID_CONTEXT;
+    return (*st = fake_alloc(16)) ? 0 : FAKE_ERR_OUT_OF_MEMORY;
+}
+CuResult cuStreamDestroy(CuStream st) { FAKE_ENTER(cuStreamDestroy); fake_free(st); return 0; }
+CuResult cuStreamSynchronize(CuStream st) {
+    FAKE_ENTER(cuStreamSynchronize);
+    return st ? 0 : FAKE_ERR_INVALID_VALUE;
+}
+CuResult cuStreamWriteValue64(CuStream st, CuDevPtr addr, uint64_t v, unsigned flags) {
+    FAKE_ENTER(cuStreamWriteValue64);
+    if (!st || addr % 8) return FAKE_ERR_INVALID_VALUE;
+    __atomic_store_n((uint64_t *)(uintptr_t)addr, v, __ATOMIC_RELEASE);
+    return 0;
+}
+CuResult cuEventCreate(CuEvent *e, unsigned flags) {
+    FAKE_ENTER(cuEventCreate);
+    if (!fake_ctx_valid(fake_current)) return FAKE_ERR_INVALID_CONTEXT;
+    return (*e = fake_alloc(16)) ? 0 : FAKE_ERR_OUT_OF_MEMORY;
+}
+CuResult cuEventDestroy(CuEvent e) { FAKE_ENTER(cuEventDestroy); fake_free(e); return 0; }
+CuResult cuEventRecord(CuEvent e, CuStream st) {
+    FAKE_ENTER(cuEventRecord);
+    return e && st ? 0 : FAKE_ERR_INVALID_VALUE;
+}
+CuResult cuEventSynchronize(CuEvent e) {
+    FAKE_ENTER(cuEventSynchronize);
+    return e ? 0 : FAKE_ERR_INVALID_VALUE;
 }
 
 /* ---- for the tests (dlsym) ------------------------------------------------------------------ */

@@ -3,11 +3,19 @@
  * with host buffers: ranks are split into "nodes" by MSCCLRT_HOSTID in re-executed children
  * (the environment is read once per process). Puts of 1 B to 64 MiB at odd sizes and offsets,
  * each followed by a signal the receiver checks the data behind (ordering over 3 sockets),
- * flush; 4 ranks on 2 nodes; a peer that dies (closed sockets) and a peer that stops answering
- * (SIGSTOP) must give errors naming the rank within the timeout, never a hang.
+ * flush; 4 ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
+ * caller began inline and the tx thread finishes); the same in device mode on the fake CUDA
+ * driver (tests/tools/fake_cuda.c: staging slots, the receive stream, signals as stream
+ * writes); a peer that dies (closed sockets) and a peer that stops answering (SIGSTOP) must
+ * give errors naming the rank within the timeout, never a hang.
  */
 #define BIG (64u << 20)
 #include "test_net_util.h"
+#include "cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
 
 static int tcp_open(Side *s, int rank, int n, const BootId *id, int nsocks, int timeout_ms) {
     NetOptions o = {.host_mem = true, .timeout_ms = timeout_ms, .nsocks = nsocks,
@@ -15,10 +23,30 @@ static int tcp_open(Side *s, int rank, int n, const BootId *id, int nsocks, int 
     return side_open(s, rank, n, id, &o, "socket", NULL);
 }
 
+/* Device mode on the fake driver, which this child must have loaded (LD_LIBRARY_PATH set by
+ * the parent): its "device" pointers are host addresses, so Side's buffers serve as both. */
+static int tcp_open_dev(Side *s, int rank, int n, const BootId *id, int nsocks) {
+    CHECK_OK(cu_load());
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib || !dlsym(lib, "fake_cuda_allocs")) {
+        fprintf(stderr, "the libcuda.so.1 loaded is not tests/tools/fake_cuda.c's\n");
+        CHECK(!"fake CUDA driver loaded");
+        return 1;
+    }
+    CuDevice d = 0;
+    CuContext ctx = NULL;
+    CHECK_OK(cu_check(cu.cuDeviceGet(&d, 0), "cuDeviceGet"));
+    CHECK_OK(cu_check(cu.cuDevicePrimaryCtxRetain(&ctx, d), "cuDevicePrimaryCtxRetain"));
+    CHECK_OK(cu_check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
+    NetOptions o = {.host_mem = false, .cu_ctx = ctx, .cu_device = 0, .timeout_ms = 10000,
+                    .nsocks = nsocks, .force = "socket", .ifname = "lo"};
+    return h_failed ? 1 : side_open(s, rank, n, id, &o, "socket", NULL);
+}
+
 /* ---- every rank puts to every remote rank at many sizes; checks what it receives ------------ */
-static int rank_exchange(int rank, int n, const BootId *id) {
+static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
     Side s;
-    if (tcp_open(&s, rank, n, id, 3, 10000)) return 1;
+    if (dev ? tcp_open_dev(&s, rank, n, id, 3) : tcp_open(&s, rank, n, id, 3, 10000)) return 1;
     static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, (512u << 10) + 1,
                                      (1u << 20) + 7, (8u << 20) - 5, BIG};
     const int nsz = (int)(sizeof sizes / sizeof *sizes);
@@ -34,6 +62,39 @@ static int rank_exchange(int rank, int n, const BootId *id) {
         CHECK_EQ_INT(MSCCLRT_ERR_INTERNAL, net_put(s.net, 0x1000, (uint64_t)(uintptr_t)src, 8));
         CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, net_signal(s.net, s.win_ctr[q] + 3, 1));
         break;
+    }
+    free(src);
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
+/* ---- a burst: more small puts than the sockets hold ------------------------------------------
+ * Rank 0 puts 6000 pieces of 4093 bytes (about 24 MB, beyond loopback's socket buffers) back
+ * to back into consecutive offsets of rank 1's area, then one signal. Small pieces are written
+ * inline by the caller until a socket would block; the tx thread must finish such a message
+ * before anything else goes on that socket (an ACK included), or the stream breaks. */
+static int rank_burst(int rank, int n, const BootId *id, bool dev) {
+    Side s;
+    if (dev ? tcp_open_dev(&s, rank, n, id, 2) : tcp_open(&s, rank, n, id, 2, 10000)) return 1;
+    enum { PIECES = 6000, LEN = 4093 };
+    unsigned char *src = malloc((size_t)PIECES * LEN);
+    if (!src) return 1;
+    for (uint64_t i = 0; i < (uint64_t)PIECES * LEN; i++) src[i] = pat(0, i, 7);
+    if (rank == 0) {
+        for (int k = 0; k < PIECES; k++) {
+            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)k * LEN,
+                             (uint64_t)(uintptr_t)(src + (size_t)k * LEN), LEN));
+            if (k % 1000 == 999) CHECK_OK(net_flush(s.net));   /* ACKs amid the burst */
+        }
+        CHECK_OK(net_signal(s.net, s.win_ctr[1], 1));
+        CHECK_OK(net_flush(s.net));
+    } else {
+        CHECK(wait_ctr(&s, 0, 1));
+        uint64_t bad = first_bad(s.recv, 0, (uint64_t)PIECES * LEN, 7);
+        if (bad != (uint64_t)PIECES * LEN)
+            fprintf(stderr, "burst: first bad byte %llu\n", (unsigned long long)bad);
+        CHECK(bad == (uint64_t)PIECES * LEN);
     }
     free(src);
     CHECK_OK(boot_barrier(s.boot));
@@ -78,13 +139,21 @@ static int rank_fault(int rank, int n, const BootId *id, int mode) {
 }
 
 /* ---- the parent: re-executes itself per rank with MSCCLRT_HOSTID set ---------------------- */
-/* Rank 1 of a "fault" scenario is the faulty one: rank 0's verdict counts. */
+static char fake_dir[PATH_MAX + 32];   /* LD_LIBRARY_PATH of device-mode ranks */
+
+/* Rank 1 of a "fault" scenario is the faulty one: rank 0's verdict counts. Device-mode
+ * scenarios ("dev-...") run their ranks on the fake CUDA driver. */
 static int run(const char *scen, int n, const char *const *hostids) {
-    return run_ranks(scen, n, hostids, NULL, strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
+    const char *const dev_env[] = {"LD_LIBRARY_PATH", fake_dir, NULL};
+    return run_ranks(scen, n, hostids, strncmp(scen, "dev-", 4) == 0 ? dev_env : NULL,
+                     strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
 }
 
 static int rank_main(const char *scen, int rank, int n, const BootId *id) {
-    return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id)
+    const bool dev = strncmp(scen, "dev-", 4) == 0;
+    if (dev) scen += 4;
+    return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
+           : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
            : strcmp(scen, "fault-close") == 0 ? rank_fault(rank, n, id, 1)
            : rank_fault(rank, n, id, 2);
 }
@@ -101,6 +170,20 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("exchange", 4, four)));
     TEST("net/tcp all pairs across nodes (4 ranks, 4 nodes)",
          CHECK_EQ_INT(0, run("exchange", 4, four4)));
+    TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
+         CHECK_EQ_INT(0, run("burst", 2, two)));
+    /* the fake driver lies in fake_cuda/ next to this binary (runtime/cuda/module.mk) */
+    char exe[PATH_MAX], lib[sizeof fake_dir + 16];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[len > 0 ? len : 0] = '\0';
+    snprintf(fake_dir, sizeof fake_dir, "%s/fake_cuda", dirname(exe));
+    snprintf(lib, sizeof lib, "%s/libcuda.so.1", fake_dir);
+    TEST("net/tcp device mode (fake driver): puts 1 B..64 MiB, signals after data (2 ranks)",
+         CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("dev-exchange", 2, two)));
+    TEST("net/tcp device mode (fake driver): all pairs across nodes (4 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
+    TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",
+         CHECK_EQ_INT(0, run("dev-burst", 2, two)));
     TEST("net/tcp a peer that closes its sockets is named", CHECK_EQ_INT(0, run("fault-close", 2, two)));
     TEST("net/tcp a peer that stops answering is named within the timeout",
          CHECK_EQ_INT(0, run("fault-silent", 2, two)));
