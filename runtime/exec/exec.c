@@ -16,8 +16,12 @@ const Plan *exec_plan(const mscclrt_plan *plan) { return api_plan_model(plan); }
 
 mscclrt_result exec_launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
                              const MkArgs *args, void *stream) {
-    /* a failed proxy would leave the kernel waiting for signals that never come */
-    if (x->proxy) TRY(proxy_check(x->proxy));
+    /* a failed proxy would leave the kernel waiting for signals that never come; an idle one
+     * sleeps up to 50 us between polls, so wake it for the triggers this kernel will push */
+    if (x->proxy) {
+        TRY(proxy_check(x->proxy));
+        proxy_kick(x->proxy);
+    }
     void *params[2] = {(void *)args, (void *)x->tab};
     return exec_launch_kernel(c, fn, x->layout.ntb, x->layout.threads, params, stream, "plan",
                               x->plan->name);

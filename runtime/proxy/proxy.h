@@ -87,7 +87,8 @@ uint64_t proxy_fifo_addr(const Proxy *p);
 /* Registers a context's channel counters (proxy_fifo_register); kicks the thread. */
 mscclrt_result proxy_register(Proxy *p, const uint64_t *counters, int n);
 /* Says a launch that pushes triggers is coming: an idle thread stops sleeping and spins for
- * MSCCLRT_PROXY_SPIN_US again. Cheap (a lock and a broadcast); NULL is a no-op. */
+ * MSCCLRT_PROXY_SPIN_US again. Cheap: an atomic store, and a lock and a broadcast only when
+ * the thread sleeps (exec_launch calls it for every launch with a proxy); NULL is a no-op. */
 void proxy_kick(Proxy *p);
 void proxy_unregister(Proxy *p, const uint64_t *counters, int n);
 /* Waits (at most secs) until every trigger reserved so far has been taken and completed. The
