@@ -26,7 +26,7 @@
 static int p2p_blocks(mscclrt_comm *c) {
     int blocks = 0, threads = P2P_THREADS;
     native_default_grid(UINT64_MAX, UINT64_MAX, 0, 0, exec_native_block_cap(c, MN_MAX_BLOCKS),
-                        &blocks, &threads);
+                        exec_context_share_max(c) > 1, &blocks, &threads);
     return blocks;
 }
 

@@ -32,9 +32,10 @@ uint64_t native_peer_bytes(const mscclrt_request *req, int nranks);
  * peer (deterministic in them, so every rank picks the same grid): while peer is at most pk_max
  * (MSCCLRT_NATIVE_PACKET_BYTES), one block per pk_data bytes (a packet slot's data; 0: no
  * packet slots), so the kernels send packets; else by message size. cap: the most blocks
- * (exec_native_block_cap: ranks sharing a process and GPU must all be resident at once). */
+ * (exec_native_block_cap: ranks sharing a process and GPU must all be resident at once);
+ * shared: such ranks exist (fewer blocks for mid sizes). */
 void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
-                         int cap, int *blocks, int *threads);
+                         int cap, bool shared, int *blocks, int *threads);
 /* Bytes of one packet slot for n ranks and a scratch of `scratch` bytes (0: none). */
 uint64_t native_pk_slot_bytes(int n, uint64_t scratch);
 /* Slot bytes of the native layout for n ranks and a scratch of `scratch` bytes (0: too small);

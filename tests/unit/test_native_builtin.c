@@ -69,20 +69,23 @@ static void t_grid(void) {
                                      200001, 262143, 262144, 262145, 1u << 20, 1u << 30};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         int b = 0, t = 0;
-        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, &b, &t);
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, false, &b, &t);
         CHECK(b >= 1 && b <= MN_MAX_BLOCKS);
         CHECK(t >= 32 && t <= 1024 && t % 32 == 0);
         const uint64_t share = ((sizes[i] + (uint64_t)b - 1) / (uint64_t)b + 15) / 16 * 16;
         if (sizes[i] <= pk_max) CHECK(share <= pk_data);
         else CHECK(share > pk_data);
         int b2 = 0, t2 = 0;   /* no packet slots: the size rule alone */
-        native_default_grid(sizes[i], sizes[i], 0, pk_max, MN_MAX_BLOCKS, &b2, &t2);
+        native_default_grid(sizes[i], sizes[i], 0, pk_max, MN_MAX_BLOCKS, false, &b2, &t2);
         CHECK(b2 >= 1 && b2 <= MN_MAX_BLOCKS);
-        int b8 = 0, t8 = 0;   /* a cap of 16 (4 ranks on a 132-SM GPU): 16 blocks at most */
-        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 16, &b8, &t8);
+        int b8 = 0, t8 = 0;   /* a cap of 16 (8 ranks on a 132-SM GPU): 16 blocks at most */
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, 16, true, &b8, &t8);
         CHECK(b8 >= 1 && b8 <= 16);
+        int bs = 0, ts = 0;   /* ranks sharing a GPU: 8 blocks on the slot path up to 1 MiB */
+        native_default_grid(sizes[i], sizes[i], 0, pk_max, MN_MAX_BLOCKS, true, &bs, &ts);
+        CHECK(sizes[i] <= (64u << 10) ? bs == 1 : sizes[i] <= (1u << 20) ? bs == 8 : bs == 32);
         int b3 = 5, t3 = 0;   /* a given block count stays */
-        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, &b3, &t3);
+        native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, false, &b3, &t3);
         CHECK_EQ_INT(5, b3);
     }
 }
@@ -90,8 +93,8 @@ static void t_grid(void) {
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
 static void t_block_cap(void) {
     static const struct { int share, sms, want; } v[] = {
-        {1, 132, 32}, {2, 132, 32}, {4, 132, 16}, {8, 132, 8}, {8, 108, 6},
-        {3, 108, 18}, {200, 132, 1}, {8, 0, 8},   /* unknown size: as 128 */
+        {1, 132, 32}, {2, 132, 32}, {4, 132, 32}, {8, 132, 16}, {8, 108, 13},
+        {5, 108, 21}, {200, 132, 1}, {8, 0, 16},   /* unknown size: as 128 */
     };
     for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
         mscclrt_comm c;
