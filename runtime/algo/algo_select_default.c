@@ -38,10 +38,13 @@ static const struct {
      * buffers the Simple plans cannot use (not symmetric, out of place) */
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
     {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier_scratch"},   /* any buffers */
     {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},
     {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier_scratch"},   /* any buffers */
     {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
     {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier_scratch"},     /* any buffers */
     {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier"},
     {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier"},
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
