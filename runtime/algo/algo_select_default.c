@@ -35,8 +35,10 @@ static const struct {
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier"},
     /* across nodes (only the multi-node programs are candidates there): one cross-node packet
      * hop while small, the two-level Simple plans above, the packet plan up to its 1 MB for
-     * buffers the Simple plans cannot use (not symmetric, out of place) */
+     * buffers the Simple plans cannot use (not symmetric, out of place), and above it the
+     * Simple plan through scratch that any buffers can use */
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch"},
     {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
     {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier_scratch"},   /* any buffers */
     {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},

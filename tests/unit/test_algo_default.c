@@ -42,7 +42,8 @@ static const char *single_node[] = {
 /* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
 static const char *multi_node[] = {
     "stdlib/allgather/hier", "stdlib/allgather/hier_scratch", "stdlib/allreduce/hier",
-    "stdlib/allreduce/hier_packet", "stdlib/alltoall/hier", "stdlib/alltoall/hier_scratch",
+    "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_scratch", "stdlib/alltoall/hier",
+    "stdlib/alltoall/hier_scratch",
     "stdlib/broadcast/hier", "stdlib/broadcast/hier_scratch", "stdlib/gather/hier",
     "stdlib/reduce/hier",
     "stdlib/reducescatter/hier", "stdlib/scatter/hier",
@@ -254,10 +255,10 @@ static void t_any_runs_in_place(void) {
      * fullmesh_put, gather, reduce, scatter */
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(13, run_any_in_place(ns[i], ns[i], true));
     /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x2 (hier,
-     * hier_scratch), allreduce/hier_packet, broadcast x2 (hier, hier_scratch), gather, reduce,
-     * reducescatter, scatter (every size) */
+     * hier_scratch), allreduce x2 (hier_packet, hier_scratch), broadcast x2 (hier,
+     * hier_scratch), gather, reduce, reducescatter, scatter (every size) */
     static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(9, run_any_in_place(layouts[i][0], layouts[i][1], false));
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(10, run_any_in_place(layouts[i][0], layouts[i][1], false));
 }
 
 /* ---- the plan cache on disk ------------------------------------------------------------------- */
@@ -662,8 +663,7 @@ static void t_multinode_heuristics(void) {
             int inplace, sym, root;   /* root -2: the last rank */
             const char *want;
         } none[] = {
-            /* out of place above hier_packet's 1 MB (hier runs in place on windows only) */
-            {MSCCLRT_COLL_ALLREDUCE, 4 * MB, 0, 0, -1, "no algorithm serves allreduce of 4194304"},
+            /* alltoall needs distinct buffers */
             {MSCCLRT_COLL_ALLTOALL, 1 * MB, 1, 1, -1, "no algorithm serves alltoall of 1048576"},
             /* the leaders write into the root's buffers (gather), or the root into theirs */
             {MSCCLRT_COLL_GATHER, 1 * MB, 0, 0, 0, "no algorithm serves gather of 1048576"},
@@ -683,6 +683,19 @@ static void t_multinode_heuristics(void) {
             CHECK_CONTAINS(got, none[c].want);
             CHECK_CONTAINS(got, "per node): the communicator spans nodes: only the multi-node "
                            "stdlib programs and registered algorithms serve it");
+        }
+        /* plain buffers above hier_packet's 1 MB: the programs through scratch */
+        static const struct { mscclrt_coll coll; const char *want; } any[] = {
+            {MSCCLRT_COLL_ALLREDUCE, "stdlib/allreduce/hier_scratch"},
+            {MSCCLRT_COLL_ALLGATHER, "stdlib/allgather/hier_scratch"},
+            {MSCCLRT_COLL_ALLTOALL, "stdlib/alltoall/hier_scratch"},
+            {MSCCLRT_COLL_BROADCAST, "stdlib/broadcast/hier_scratch"},
+        };
+        for (size_t c = 0; c < sizeof any / sizeof *any; c++) {
+            mscclrt_request q = request(any[c].coll, 4 * MB, n, 0, 0);
+            q.ranks_per_node = rpn;
+            if (any[c].coll == MSCCLRT_COLL_BROADCAST) q.root = 0;
+            CHECK_STR(any[c].want, choose(s, &q));
         }
         /* the same collection does not serve a single-node request of that size */
         mscclrt_request r = request(MSCCLRT_COLL_ALLREDUCE, 1 * KB, n, 0, 0);
