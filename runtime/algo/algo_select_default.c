@@ -39,16 +39,22 @@ static const struct {
      * Simple plan through scratch that any buffers can use */
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch"},
+    /* across nodes, each collective's hier program (it writes into peers' buffers: windows),
+     * then hier_scratch (any buffers: peers write only scratch) */
     {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier_scratch"},   /* any buffers */
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier_scratch"},
     {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier_scratch"},
     {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
-    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier_scratch"},   /* any buffers */
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier_scratch"},
     {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
+    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier_scratch"},
     {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier_scratch"},     /* any buffers */
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier_scratch"},
     {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier"},
+    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier_scratch"},
     {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier"},
+    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier_scratch"},
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
     /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
     {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine"},

@@ -45,8 +45,9 @@ static const char *multi_node[] = {
     "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_scratch", "stdlib/alltoall/hier",
     "stdlib/alltoall/hier_scratch",
     "stdlib/broadcast/hier", "stdlib/broadcast/hier_scratch", "stdlib/gather/hier",
-    "stdlib/reduce/hier",
-    "stdlib/reducescatter/hier", "stdlib/scatter/hier",
+    "stdlib/gather/hier_scratch", "stdlib/reduce/hier", "stdlib/reduce/hier_scratch",
+    "stdlib/reducescatter/hier", "stdlib/reducescatter/hier_scratch", "stdlib/scatter/hier",
+    "stdlib/scatter/hier_scratch",
 };
 #define NMULTI ((int)(sizeof multi_node / sizeof *multi_node))
 
@@ -255,10 +256,10 @@ static void t_any_runs_in_place(void) {
      * fullmesh_put, gather, reduce, scatter */
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(13, run_any_in_place(ns[i], ns[i], true));
     /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x2 (hier,
-     * hier_scratch), allreduce x2 (hier_packet, hier_scratch), broadcast x2 (hier,
-     * hier_scratch), gather, reduce, reducescatter, scatter (every size) */
+     * hier_scratch), allreduce x2 (hier_packet, hier_scratch), and hier and hier_scratch of
+     * broadcast, gather, reduce, reducescatter and scatter (every size) */
     static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(10, run_any_in_place(layouts[i][0], layouts[i][1], false));
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(14, run_any_in_place(layouts[i][0], layouts[i][1], false));
 }
 
 /* ---- the plan cache on disk ------------------------------------------------------------------- */
@@ -665,9 +666,6 @@ static void t_multinode_heuristics(void) {
         } none[] = {
             /* alltoall needs distinct buffers */
             {MSCCLRT_COLL_ALLTOALL, 1 * MB, 1, 1, -1, "no algorithm serves alltoall of 1048576"},
-            /* the leaders write into the root's buffers (gather), or the root into theirs */
-            {MSCCLRT_COLL_GATHER, 1 * MB, 0, 0, 0, "no algorithm serves gather of 1048576"},
-            {MSCCLRT_COLL_SCATTER, 1 * MB, 1, 0, 0, "no algorithm serves scatter of 1048576"},
             /* the multi-node programs are for root 0 */
             {MSCCLRT_COLL_BROADCAST, 16 * KB, 0, 1, 1, "no algorithm serves broadcast of 16384"},
             {MSCCLRT_COLL_GATHER, 1 * MB, 0, 1, 1, "no algorithm serves gather of 1048576"},
@@ -690,12 +688,19 @@ static void t_multinode_heuristics(void) {
             {MSCCLRT_COLL_ALLGATHER, "stdlib/allgather/hier_scratch"},
             {MSCCLRT_COLL_ALLTOALL, "stdlib/alltoall/hier_scratch"},
             {MSCCLRT_COLL_BROADCAST, "stdlib/broadcast/hier_scratch"},
+            {MSCCLRT_COLL_REDUCESCATTER, "stdlib/reducescatter/hier_scratch"},
+            {MSCCLRT_COLL_GATHER, "stdlib/gather/hier_scratch"},
+            {MSCCLRT_COLL_SCATTER, "stdlib/scatter/hier_scratch"},
         };
         for (size_t c = 0; c < sizeof any / sizeof *any; c++) {
             mscclrt_request q = request(any[c].coll, 4 * MB, n, 0, 0);
             q.ranks_per_node = rpn;
-            if (any[c].coll == MSCCLRT_COLL_BROADCAST) q.root = 0;
-            CHECK_STR(any[c].want, choose(s, &q));
+            if (any[c].coll == MSCCLRT_COLL_BROADCAST || any[c].coll == MSCCLRT_COLL_GATHER ||
+                any[c].coll == MSCCLRT_COLL_SCATTER)
+                q.root = 0;
+            /* with one rank per node, reducescatter/hier reads no peer's input: any buffers */
+            CHECK_STR(any[c].coll == MSCCLRT_COLL_REDUCESCATTER && rpn == 1
+                          ? "stdlib/reducescatter/hier" : any[c].want, choose(s, &q));
         }
         /* the same collection does not serve a single-node request of that size */
         mscclrt_request r = request(MSCCLRT_COLL_ALLREDUCE, 1 * KB, n, 0, 0);
