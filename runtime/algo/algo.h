@@ -67,6 +67,7 @@ typedef struct AlgoPremul AlgoPremul;
 typedef struct AlgoComm {
     int ranks_per_node;            /* ranks on this rank's host (bootstrap host ids) */
     AlgoSet *defaults;             /* the default collection, built on first use */
+    struct AlgoRooted *rooted;     /* its root-0 programs made for other roots (algo_rooted.c) */
     NativeCtx *native;             /* built-in native algorithms' context (algo_native.c) */
     AlgoWindow *windows;           /* registered windows (algo_coll.c) */
     AlgoPremul *premul;            /* PreMulSum operators: [npremul] (algo_coll.c) */
@@ -99,6 +100,22 @@ typedef struct AlgoBareLaunch {
 } AlgoBareLaunch;
 mscclrt_result algo_record_launches(mscclrt_comm *c, bool on);
 mscclrt_result algo_last_launch(mscclrt_comm *c, AlgoBareLaunch *out);
+/* algo_rooted.c: rooted collectives across nodes for roots other than 0. Whether req is one
+ * they serve (broadcast, reduce, gather or scatter, root > 0, several nodes of equal size); the permutation that
+ * makes `root` play rank 0 of a plan for n ranks in nodes of g, keeping nodes together; the
+ * comm's root-k forms of the collection's root-0 algorithms of req's collective (made on first
+ * use, kept until the comm goes: *out stays valid); and their release. */
+bool algo_rooted_serves(const mscclrt_request *req);
+void algo_rooted_roles(int n, int g, int root, int *role);
+/* The root-`root` forms of defs' root-0 plans of coll for nodes of rpn into v (room for
+ * defs->n), *n of them, each a new reference; none on failure. */
+mscclrt_result algo_rooted_make(const AlgoSet *defs, mscclrt_coll coll, int root, int rpn,
+                                mscclrt_algo **v, int *n);
+mscclrt_result algo_rooted_candidates(mscclrt_comm *c, const AlgoSet *defs,
+                                      const mscclrt_request *req, mscclrt_algo *const **out,
+                                      int *n);
+void algo_rooted_free(AlgoComm *a);
+
 /* The comm's algorithm state, created on first use (NULL only on out of memory, with the error
  * set); freed by algo_comm_free from comm_release (runtime/comm). */
 AlgoComm *algo_comm(mscclrt_comm *c);

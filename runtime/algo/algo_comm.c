@@ -57,6 +57,7 @@ void algo_comm_free(mscclrt_comm *c) {
     if (!a) return;
     algo_native_free(c);
     algo_coll_free(c);
+    algo_rooted_free(a);
     algo_set_free(a->defaults);
     a->defaults = NULL;
     free(a);

@@ -100,19 +100,6 @@ static void mem_put(PlanKey key, const char *json) {
     pthread_mutex_unlock(&mem_mu);
 }
 
-/* Wraps a validated model into a public handle (takes pl). */
-static mscclrt_result wrap_plan(Plan *pl, mscclrt_plan **out) {
-    mscclrt_plan *h = calloc(1, sizeof *h);
-    if (!h) {
-        plan_free(pl);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "default collection: out of memory");
-    }
-    h->magic = API_PLAN_MAGIC;
-    h->plan = pl;
-    *out = h;
-    return MSCCLRT_SUCCESS;
-}
-
 /* A cached plan's text as a handle when it is the plan we expect (valid, the program's
  * collective, world ranks); NULL otherwise, with the reason at INFO. */
 static mscclrt_plan *cached_plan(const char *json, const char *what, const char *coll, int world) {
@@ -129,7 +116,7 @@ static mscclrt_plan *cached_plan(const char *json, const char *what, const char 
         return NULL;
     }
     mscclrt_plan *h = NULL;
-    return wrap_plan(pl, &h) == MSCCLRT_SUCCESS ? h : NULL;
+    return api_plan_wrap(pl, &h, "default collection") == MSCCLRT_SUCCESS ? h : NULL;
 }
 
 
@@ -200,6 +187,6 @@ mscclrt_result algo_plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_ca
     mem_put(key, json);
     dcache_write(j->cache, name, json, strlen(json));   /* false (logged) when off */
     free(json);
-    return wrap_plan(pl, out);
+    return api_plan_wrap(pl, out, "default collection");
 }
 

@@ -832,14 +832,22 @@ mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, msccl
     reg_ordered(req->collective, reg, nreg, true);
     pthread_mutex_unlock(&reg_mu);
     const mscclrt_algo *stack_cand[64], **cand = stack_cand;
-    mscclrt_result res;
-    int total = nreg + defs->n, n = 0;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    /* across nodes, a rooted call for root k > 0 also gets the collection's root-0 programs
+     * made for root k */
+    mscclrt_algo *const *rooted = NULL;
+    int nrooted = 0;
+    if (algo_rooted_serves(req)) res = algo_rooted_candidates(comm, defs, req, &rooted, &nrooted);
+    if (res != MSCCLRT_SUCCESS) goto out;
+    int total = nreg + defs->n + nrooted, n = 0;
     if (total > 64 && !(cand = malloc((size_t)total * sizeof *cand))) {
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "selection: out of memory");
         goto out;
     }
     for (int i = 0; i < total; i++) {
-        const mscclrt_algo *a = i < nreg ? reg[i] : defs->v[i - nreg];
+        const mscclrt_algo *a = i < nreg               ? reg[i]
+                                : i < nreg + defs->n ? defs->v[i - nreg]
+                                                     : rooted[i - nreg - defs->n];
         if (algo_fits(a, req, NULL)) cand[n++] = a;
     }
     res = n ? algo_select_from(req, cand, n, choice) : none_fits(req, reg, nreg, defs);

@@ -17,16 +17,21 @@ const Plan *api_plan_model(const mscclrt_plan *p) {
     return p->plan;
 }
 
-/* Wraps a freshly loaded model into a handle (takes ownership of pl). */
-static mscclrt_result wrap(mscclrt_plan **out, Plan *pl, const char *fn) {
+mscclrt_result api_plan_wrap(Plan *pl, mscclrt_plan **out, const char *what) {
     mscclrt_plan *h = calloc(1, sizeof *h);
     if (!h) {
         plan_free(pl);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", what);
     }
     h->magic = API_PLAN_MAGIC;
     h->plan = pl;
     *out = h;
+    return MSCCLRT_SUCCESS;
+}
+
+/* Wraps a freshly loaded model into a handle (takes ownership of pl). */
+static mscclrt_result wrap(mscclrt_plan **out, Plan *pl, const char *fn) {
+    TRY(api_plan_wrap(pl, out, fn));
     LOG_INFO(LOG_SUB_PLAN, "loaded plan '%s' (%s, %d ranks, protocol %s)", PLAN_ESC(pl->name),
              PLAN_ESC(pl->collective_name), pl->ngpus, pl->protocol_ll ? "LL" : "Simple");
     return MSCCLRT_SUCCESS;

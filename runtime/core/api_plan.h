@@ -18,5 +18,8 @@ struct mscclrt_plan {
 /* The plan model of a live handle, or NULL for NULL or a handle that is not a plan (bad magic).
  * Borrowed: valid until mscclrt_plan_free. Callers report NULL as MSCCLRT_ERR_INVALID_ARG. */
 const Plan *api_plan_model(const mscclrt_plan *p);
+/* A handle for a validated model (takes pl, freed on failure); `what` names the caller in the
+ * out-of-memory error. */
+mscclrt_result api_plan_wrap(Plan *pl, mscclrt_plan **out, const char *what);
 
 #endif

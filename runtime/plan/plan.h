@@ -200,6 +200,12 @@ bool plan_redop_from_name(const char *s, PlanRedOp *out);
 Plan *plan_new(const char *name, PlanCollective coll, int ngpus);
 void plan_free(Plan *p);                           /* NULL is a no-op */
 Plan *plan_clone(const Plan *p);                   /* deep copy; NULL on OOM */
+/* A copy of p in which rank r runs the program of rank role[r] (role: a permutation of
+ * 0..ngpus-1) and every rank a program names is translated to the rank that now plays it
+ * (plan_relabel.c). indexed (a PlanBuf, or -1): the buffer whose chunk c belongs to rank c
+ * (gather's output, scatter's input), renumbered alike. NULL with *err on a role that is no
+ * permutation, an indexed buffer reached by ranges or by peers, or out of memory. */
+Plan *plan_relabel(const Plan *p, const int *role, int indexed, PlanErr *err);
 void plan_op_init(PlanOp *op, PlanOpKind kind);    /* zero + defaults (no channel, -1 ranks) */
 void plan_op_release(PlanOp *op);                  /* frees a pipeline's inner ops */
 PlanOp plan_op_clone(const PlanOp *op, bool *ok);  /* deep copy (pipelines) */

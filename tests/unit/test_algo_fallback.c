@@ -129,6 +129,14 @@ static void sweep(int n, int rpn, char *out, size_t cap) {
         const int roots = rooted(k) ? n : 1;
         for (int mode = 0; mode < modes; mode++) {
             for (int root = 0; root < roots; root++) {
+                /* broadcast and reduce for root > 0: also the root-0 plans made for it, as
+                 * selection adds them (algo_rooted.c) */
+                mscclrt_algo *rooted_v[64];
+                int nrooted = 0;
+                mscclrt_request rq = request(k, 1, dts[0], n, rpn, 2, 0, root);
+                if (algo_rooted_serves(&rq))
+                    CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_rooted_make(s, k, root, rpn, rooted_v,
+                                                                   &nrooted));
                 z.n = 0;
                 for (int e = 0; e <= 32; e++) {             /* message of 1 B .. 4 GiB ... */
                     for (int odd = 0; odd < 3; odd++) {     /* ... and counts of nothing */
@@ -144,8 +152,10 @@ static void sweep(int n, int rpn, char *out, size_t cap) {
                             mscclrt_request q = request(k, count, dts[di], n, rpn, inplace,
                                                         sym, root);
                             int nc = 0;
-                            for (int i = 0; i < s->n && nc < 64; i++)
-                                if (algo_fits(s->v[i], &q, NULL)) cand[nc++] = s->v[i];
+                            for (int i = 0; i < s->n + nrooted && nc < 64; i++) {
+                                const mscclrt_algo *a = i < s->n ? s->v[i] : rooted_v[i - s->n];
+                                if (algo_fits(a, &q, NULL)) cand[nc++] = a;
+                            }
                             if (z.n < 256) {
                                 z.bytes[z.n] = q.message_bytes;
                                 z.ok[z.n++] = nc > 0;
@@ -164,6 +174,7 @@ static void sweep(int n, int rpn, char *out, size_t cap) {
                         }
                     }
                 }
+                for (int i = 0; i < nrooted; i++) algo_release(rooted_v[i]);
                 const Class c = summarize(&z);
                 size_t len = strlen(out);
                 char mode_s[48];
