@@ -15,10 +15,12 @@
 # Logs go to $GPU_LOG_DIR when set. The GPU count is what CUDA_VISIBLE_DEVICES leaves visible
 # (tests/gpu/gpu_count.sh): CUDA_VISIBLE_DEVICES=0 runs the one-GPU mode on a larger machine.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
-#   GPU_SECTIONS="basic sweep procs shared nccl net python"   the sections to run (default: all)
+#   GPU_SECTIONS="basic sweep procs shared nccl net python mscclpp"   the sections to run (default: all)
 # net (tests/gpu/net.sh): multi_node stdlib programs with ranks sharing GPU 0 split into 2 and 4
 # nodes by MSCCLRT_HOSTID, port channels between nodes over the socket transport.
 # python (tests/gpu/torch_backend.sh): the Python package and backend="mscclrt" under torchrun.
+# mscclpp (tests/gpu/mscclpp_executor.sh): the stdlib's `--target mscclpp` plans in MSCCL++'s own
+# executor, 2 ranks under mpirun; needs MSCCLPP_HOME (a prebuilt MSCCL++ and its driver), else skipped.
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
 # MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and in test_gpu_coll, skips the sweep
 # and runs test_gpu_coll with 4 ranks only.
@@ -38,7 +40,7 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
 mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
-sections=${GPU_SECTIONS:-basic sweep procs shared nccl net python}
+sections=${GPU_SECTIONS:-basic sweep procs shared nccl net python mscclpp}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
@@ -300,5 +302,9 @@ if want python; then
         run torch_backend_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
             sh tests/gpu/torch_backend.sh
     fi
+fi
+# the plans mscclc makes for MSCCL++ (--target mscclpp), run and checked in MSCCL++'s executor
+if want mscclpp; then
+    run mscclpp_executor env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/mscclpp_executor.sh
 fi
 exit $status
