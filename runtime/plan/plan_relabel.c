@@ -7,7 +7,7 @@
  * chunk per rank (gather's output, scatter's input), chunk c belongs to the rank playing c:
  * its one-chunk references are renumbered too.
  */
-#include "plan/plan.h"
+#include "plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
