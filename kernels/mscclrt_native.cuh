@@ -100,7 +100,7 @@ __device__ __forceinline__ u32 pk_open(const Ctx &x, u32 b, u32 p) {
         if (threadIdx.x == 0) {
             const u64 *ack = x.ctr(x.c->off_pk_ack, b, p);
             u32 sp = 0;
-            while (mk::ld_relaxed_sys(ack) < (u64)(m - 2) && !mk::give_up(sp)) { }
+            while (mk::ld_acquire_sys(ack) < (u64)(m - 2) && !mk::give_up(sp)) { }
         }
         __syncthreads();
     }
@@ -110,12 +110,13 @@ __device__ __forceinline__ u32 pk_open(const Ctx &x, u32 b, u32 p) {
 __device__ __forceinline__ u32 pk_accept(const Ctx &x, u32 b, u32 p) {
     return pk_count(x.ctr(x.c->off_pk_recv, b, p));
 }
-/* receiver, after reading the message from p: its half may be written again (relaxed: the
- * reads are done, their values already used, so no later write of p's can reach them) */
+/* receiver, after reading the message from p: its half may be written again. Release and
+ * acquire here (pk_ack_all is relaxed): this is the form every shared-GPU run passed with; the
+ * relaxed one was in the builds whose shared-GPU runs did not finish, not yet ruled out */
 __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0)
-        mk::signal_relaxed((u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
+        mk::signal((u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
 }
 
 /* Which peers a packet step sends to and receives from: every peer, the root only, or none. */
@@ -149,7 +150,8 @@ __device__ __forceinline__ void pk_open_all(const Ctx &x, u32 b, const PkPeers &
     }
     __syncthreads();
 }
-/* pk_ack for every peer received from, after reading (block-wide, relaxed like pk_ack) */
+/* pk_ack for every peer received from, after reading (block-wide; relaxed: the reads are done,
+ * their values already used, so no later write of the peer can reach them) */
 __device__ __forceinline__ void pk_ack_all(const Ctx &x, u32 b, const PkPeers &w) {
     __syncthreads();
     for (u32 p = threadIdx.x; p < x.n; p += blockDim.x)
