@@ -209,7 +209,8 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
     const T *s = (const T *)a.scalar;
     const char *in = (const char *)a.in;
     char *out = (char *)a.out;
-    /* len: bytes of each peer's message; sin(p)/rout(p): where the message to / from p is */
+    /* len: bytes of each peer's message; sblk / rblk: the stride of the per-peer blocks of the
+     * input / output (0 where every peer's message is the same bytes) */
     u64 len = a.in_bytes, sblk = 0, rblk = 0;
     PkPeers w = {root, true, false, true, false};
     bool reduces = false;
