@@ -91,17 +91,9 @@ run2() {
     return $rst
 }
 # picked SRC: SRC (stdlib/x/y.coll) is in MSCCLPP_EXEC_PROGS, or that is unset
-picked() {
-    [ -n "$MSCCLPP_EXEC_PROGS" ] || return 0
-    pprog=${1#stdlib/} phit=no
-    set -f
-    for pg in $MSCCLPP_EXEC_PROGS; do
-        # shellcheck disable=SC2254 # pg is a pattern on purpose
-        case ${pprog%.coll} in $pg) phit=yes ;; esac
-    done
-    set +f
-    [ "$phit" = yes ]
-}
+# shellcheck source=tests/gpu/stdlib_pick.sh
+. tests/gpu/stdlib_pick.sh
+picked() { stdlib_picked "$1" "$MSCCLPP_EXEC_PROGS"; }
 
 npass=0 nfail=0 nskip=0
 result() { # name size verdict-line

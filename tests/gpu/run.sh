@@ -93,17 +93,9 @@ fi
 
 # Helpers of the stdlib sections. picked SRC: SRC is in GPU_SWEEP (patterns such as allreduce/*,
 # matched, not globbed), or GPU_SWEEP is unset.
-picked() {
-    [ -n "$GPU_SWEEP" ] || return 0
-    pprog=${1#stdlib/} phit=no
-    set -f
-    for pg in $GPU_SWEEP; do
-        # shellcheck disable=SC2254 # pg is a pattern on purpose
-        case ${pprog%.coll} in $pg) phit=yes ;; esac
-    done
-    set +f
-    [ "$phit" = yes ]
-}
+# shellcheck source=tests/gpu/stdlib_pick.sh
+. tests/gpu/stdlib_pick.sh
+picked() { stdlib_picked "$1" "$GPU_SWEEP"; }
 # prog_plan SRC N DIR: compiles SRC for N ranks into DIR/$name.json; sets name and max (the
 # plan's largest size when it has one); fails (with a skip line) when it does not compile.
 prog_plan() {
