@@ -100,6 +100,10 @@ typedef struct AlgoBareLaunch {
 } AlgoBareLaunch;
 mscclrt_result algo_record_launches(mscclrt_comm *c, bool on);
 mscclrt_result algo_last_launch(mscclrt_comm *c, AlgoBareLaunch *out);
+/* The value of tag `key` ("key=value" in "a=1,b=2") as an integer; false when absent or not an
+ * integer (algo_registry.c). */
+bool algo_tag_int(const char *tags, const char *key, long *out);
+
 /* algo_rooted.c: rooted collectives across nodes for roots other than 0. Whether req is one
  * they serve (broadcast, reduce, gather or scatter, root > 0, several nodes of equal size); the permutation that
  * makes `root` play rank 0 of a plan for n ranks in nodes of g, keeping nodes together; the

@@ -550,8 +550,7 @@ __attribute__((format(printf, 2, 3))) static bool no_fit(const char **why, const
     return false;
 }
 
-/* The value of tag `key` ("key=value" in "a=1,b=2") as an integer; false when absent. */
-static bool tag_int(const char *tags, const char *key, long *out) {
+bool algo_tag_int(const char *tags, const char *key, long *out) {
     size_t kl = strlen(key);
     for (const char *p = tags; p && *p;) {
         while (*p == ' ' || *p == ',') p++;
@@ -657,7 +656,7 @@ bool algo_fits(const mscclrt_algo *a, const mscclrt_request *req, const char **w
     if (!esz) return no_fit(why, "data type %d is not a data type", (int)req->dtype);
     if (a->kind == MSCCLRT_ALGO_PLAN && coll_rooted(d->collective)) {
         long root = 0;
-        tag_int(d->tags, "root", &root);
+        algo_tag_int(d->tags, "root", &root);
         if (req->root != root)
             return no_fit(why, "its plan's root is rank %ld, not %d", root, req->root);
     }

@@ -87,18 +87,14 @@ static mscclrt_result rooted_one(const mscclrt_algo *src, int root, int g, msccl
     return MSCCLRT_SUCCESS;
 }
 
-static long tag_root(const char *tags) {
-    const char *at = tags ? strstr(tags, "root=") : NULL;
-    return at ? strtol(at + 5, NULL, 10) : -1;
-}
-
 mscclrt_result algo_rooted_make(const AlgoSet *defs, mscclrt_coll coll, int root, int rpn,
                                 mscclrt_algo **v, int *n) {
     *n = 0;
     for (int i = 0; defs && i < defs->n; i++) {
         const mscclrt_algo *s = defs->v[i];
+        long r0 = -1;
         if (s->desc.collective != coll || s->kind != MSCCLRT_ALGO_PLAN ||
-            tag_root(s->desc.tags) != 0 || s->desc.ranks_per_node != rpn)
+            !algo_tag_int(s->desc.tags, "root", &r0) || r0 != 0 || s->desc.ranks_per_node != rpn)
             continue;
         mscclrt_result res = rooted_one(s, root, rpn, &v[*n]);
         if (res != MSCCLRT_SUCCESS) {
