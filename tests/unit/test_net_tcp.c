@@ -11,6 +11,7 @@
  */
 #define BIG (64u << 20)
 #include "test_net_util.h"
+#include "fake_cuda_ctx.h"
 #include "cuda/cuda_driver.h"
 
 #include <dlfcn.h>
@@ -26,18 +27,8 @@ static int tcp_open(Side *s, int rank, int n, const BootId *id, int nsocks, int 
 /* Device mode on the fake driver, which this child must have loaded (LD_LIBRARY_PATH set by
  * the parent): its "device" pointers are host addresses, so Side's buffers serve as both. */
 static int tcp_open_dev(Side *s, int rank, int n, const BootId *id, int nsocks) {
-    CHECK_OK(cu_load());
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib || !dlsym(lib, "fake_cuda_allocs")) {
-        fprintf(stderr, "the libcuda.so.1 loaded is not tests/tools/fake_cuda.c's\n");
-        CHECK(!"fake CUDA driver loaded");
-        return 1;
-    }
-    CuDevice d = 0;
     CuContext ctx = NULL;
-    CHECK_OK(cu_check(cu.cuDeviceGet(&d, 0), "cuDeviceGet"));
-    CHECK_OK(cu_check(cu.cuDevicePrimaryCtxRetain(&ctx, d), "cuDevicePrimaryCtxRetain"));
-    CHECK_OK(cu_check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
+    if (fake_cuda_context(&ctx)) return 1;
     NetOptions o = {.host_mem = false, .cu_ctx = ctx, .cu_device = 0, .timeout_ms = 10000,
                     .nsocks = nsocks, .force = "socket", .ifname = "lo"};
     return h_failed ? 1 : side_open(s, rank, n, id, &o, "socket", NULL);
@@ -172,11 +163,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("exchange", 4, four4)));
     TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
          CHECK_EQ_INT(0, run("burst", 2, two)));
-    /* the fake driver lies in fake_cuda/ next to this binary (runtime/cuda/module.mk) */
-    char exe[PATH_MAX], lib[sizeof fake_dir + 16];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[len > 0 ? len : 0] = '\0';
-    snprintf(fake_dir, sizeof fake_dir, "%s/fake_cuda", dirname(exe));
+    char lib[sizeof fake_dir + 16];
+    fake_cuda_dir(fake_dir, sizeof fake_dir);
     snprintf(lib, sizeof lib, "%s/libcuda.so.1", fake_dir);
     TEST("net/tcp device mode (fake driver): puts 1 B..64 MiB, signals after data (2 ranks)",
          CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("dev-exchange", 2, two)));

@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "cuda/cuda_driver.h"
 #include "proxy/proxy.h"
+#include "fake_cuda_ctx.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -23,9 +24,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CHECK_OK(call) do { mscclrt_result r__ = (call); CHECK_EQ_INT(MSCCLRT_SUCCESS, r__); \
-    if (r__ != MSCCLRT_SUCCESS) fprintf(stderr, "  -> %s\n", mscclrt_last_error()); } while (0)
 
 static double now_s(void) {
     struct timespec ts;
@@ -58,17 +56,8 @@ static bool wait_u64(const uint64_t *p, uint64_t v, double secs) {
 }
 
 static int child(void) {
-    CHECK_OK(cu_load());
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib || !dlsym(lib, "fake_cuda_allocs")) {
-        fprintf(stderr, "the libcuda.so.1 loaded is not tests/tools/fake_cuda.c's\n");
-        return 1;
-    }
-    CuDevice d = 0;
     CuContext ctx = NULL;
-    CHECK_OK(cu_check(cu.cuDeviceGet(&d, 0), "cuDeviceGet"));
-    CHECK_OK(cu_check(cu.cuDevicePrimaryCtxRetain(&ctx, d), "cuDevicePrimaryCtxRetain"));
-    CHECK_OK(cu_check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent"));
+    if (fake_cuda_context(&ctx)) return 1;
     Proxy *p = NULL;
     CHECK_OK(proxy_create(&p, ctx, 0));
     if (!p) return 1;
@@ -127,7 +116,7 @@ static int child(void) {
     CHECK(proxy_check(p) != MSCCLRT_SUCCESS);
     proxy_unregister(p, ctrs, 2);
     proxy_destroy(p);
-    cu.cuDevicePrimaryCtxRelease(d);
+    cu.cuDevicePrimaryCtxRelease(0);   /* fake_cuda_context retained device 0's */
     return h_failed ? 1 : 0;
 }
 
@@ -138,11 +127,8 @@ int main(int argc, char **argv) {
         harness_report();
         return rc;
     }
-    /* the fake lies in fake_cuda/ next to this binary (runtime/cuda/module.mk) */
-    char exe[PATH_MAX], dir[PATH_MAX + 32], lib[PATH_MAX + 64];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[len > 0 ? len : 0] = '\0';
-    snprintf(dir, sizeof dir, "%s/fake_cuda", dirname(exe));
+    char dir[PATH_MAX + 32], lib[PATH_MAX + 64];
+    fake_cuda_dir(dir, sizeof dir);
     snprintf(lib, sizeof lib, "%s/libcuda.so.1", dir);
     TEST("proxy thread: the fake CUDA driver is built", CHECK(access(lib, R_OK) == 0));
     if (h_failed) return harness_report();
