@@ -5,7 +5,8 @@
 # nccl-tests (MPI=1) against our nccl.h into $BUILD/nccl-tests-mpi first.
 #   BUILD=build sh tests/gpu/nccl_tests.sh            (make test-gpu runs it)
 # NT_NPROCS="2 4 8"   process counts;  NT_FULL=1: -d all -o all at every count (default: at 2
-# every dtype with sum and every operator with float, larger steps at 4 and 8);
+# every dtype with sum and, for the reducing collectives, every operator with float; larger
+# steps at 4 and 8);
 # every binary also runs with -G 2 (CUDA graphs) at every count
 # NT_BINS="all_reduce_perf ..." the binaries to run (default: all eleven).
 # GPU_PER_RANK=1: one process per GPU (nccl-tests' own device choice; the process counts
@@ -67,7 +68,10 @@ for np in ${NT_NPROCS:-2 4 8}; do
             # every dtype with sum, every operator with float: each (dtype, operator) pair is a
             # kernel to compile, and all 60 took over 5 minutes for all_reduce alone on 2 GPUs
             one "${b%_perf}_np${np}_dtypes" "$np" "$b" -b 8 -e 1M -f 16 -d all -o sum
-            one "${b%_perf}_np${np}_ops" "$np" "$b" -b 8 -e 1M -f 16 -d float -o all
+            case $b in   # the operators matter only where the collective reduces
+            all_reduce_perf | reduce_scatter_perf | reduce_perf)
+                one "${b%_perf}_np${np}_ops" "$np" "$b" -b 8 -e 1M -f 16 -d float -o all ;;
+            esac
         else
             one "${b%_perf}_np${np}" "$np" "$b" -b 8 -e 4M -f 32
         fi

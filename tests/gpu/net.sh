@@ -4,9 +4,12 @@
 # nodes, so every port channel between nodes runs through the socket transport
 # (MSCCLRT_NET=socket over loopback) while the channels inside a node keep CUDA IPC. Every
 # stdlib program tagged multi_node (stdlib/*/*.coll; hier.coll takes -D N= -D G=) runs at
-# N=4 G=2 (2 nodes), N=4 G=1 (4 nodes) and N=8 G=2 (4 nodes) with --check, then once with
-# MSCCLRT_SOCKET_NSOCKS=1; then every data type (operators rotating) through the reducing
-# programs, and 256 MB messages through the programs without a size cap. Exits 77 without a GPU. Called by tests/gpu/run.sh (section net).
+# N=4 G=2 (2 nodes), N=4 G=1 (4 nodes) and N=8 G=2 (4 nodes) with --check; allreduce and
+# allgather also with MSCCLRT_SOCKET_NSOCKS=1; then every data type (operators rotating) through
+# one of the reducing programs each (rotating too), and 256 MB messages through the programs
+# without a size cap. NET_FULL=1: every program with one socket, and every data type through
+# every reducing program (about twice as long). Exits 77 without a GPU. Called by
+# tests/gpu/run.sh (section net).
 #   BUILD=build sh tests/gpu/net.sh      (logs in $GPU_LOG_DIR or $BUILD/gpu-logs/net)
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -63,7 +66,9 @@ for src in stdlib/*/*.coll; do
         fi
         want_part shapes && group "$prog.N$n.G$g" "$plan" "$n" "$g"
     done
-    want_part shapes && MSCCLRT_SOCKET_NSOCKS=1 group "$prog.N4.G2.nsocks1" "$log/$prog.N4.G2.json" 4 2
+    case $prog in allreduce_hier | allgather_hier) one_sock=1 ;; *) one_sock=${NET_FULL:-0} ;; esac
+    [ "$one_sock" = 1 ] && [ -f "$log/$prog.N4.G2.json" ] && want_part shapes &&
+        MSCCLRT_SOCKET_NSOCKS=1 group "$prog.N4.G2.nsocks1" "$log/$prog.N4.G2.json" 4 2
 done
 [ "$found" = 1 ] || { echo "net.sh: no stdlib program is tagged multi_node"; exit 1; }
 
@@ -78,7 +83,11 @@ for dt in ${NET_DTYPES:-float16 bfloat16 float32 float64 int8 uint8 int32 uint32
     op=$1
     case $dt in int*|uint*) [ "$op" = avg ] && op=sum ;; esac
     i=$((i + 1))
+    j=0
     for prog in allreduce_hier allreduce_hier_packet reducescatter_hier reduce_hier; do
+        j=$((j + 1))
+        # the programs take turns over the types unless NET_FULL=1
+        [ "${NET_FULL:-0}" = 1 ] || [ $(((i + j) % 4)) = 0 ] || continue
         [ -f "$log/$prog.N4.G2.json" ] || continue
         sz=1M
         [ "$prog" = allreduce_hier_packet ] && sz=256K

@@ -22,6 +22,10 @@
 # mscclpp (tests/gpu/mscclpp_executor.sh): the stdlib's `--target mscclpp` plans in MSCCL++'s own
 # executor, 2 ranks under mpirun; needs MSCCLPP_HOME (a prebuilt MSCCL++ and its driver), else skipped.
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
+#   GPU_SHARED_RANKS="4 8"   the rank counts of the shared section
+#   GPU_PLACES="gpu0 per_gpu"   where nccl-tests and PyTorch put their ranks in the nccl and python
+#                               sections: every rank on GPU 0, and one process per GPU (2+ GPUs)
+#   GPU_TEST_TIMEOUT=900     seconds one test program may run before it is killed and failed
 # MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and in test_gpu_coll, skips the sweep
 # and runs test_gpu_coll with 4 ranks only.
 BUILD=${BUILD:-build}
@@ -42,12 +46,19 @@ mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
 sections=${GPU_SECTIONS:-basic sweep procs shared nccl net python mscclpp}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
+places=${GPU_PLACES:-gpu0 per_gpu}
+want_place() { case " $places " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
     shift
     rt0=$(date +%s)
-    "$@" >"$log/$rname.log" 2>&1
+    # a program (not a shell function) runs under a time limit: a hang fails its test
+    case $(command -v -- "$1") in
+    /*) timeout "${GPU_TEST_TIMEOUT:-900}" "$@" >"$log/$rname.log" 2>&1 ;;
+    *) "$@" >"$log/$rname.log" 2>&1 ;;
+    esac
     rc=$?
+    [ $rc -eq 124 ] && echo "run.sh: killed after ${GPU_TEST_TIMEOUT:-900} s (GPU_TEST_TIMEOUT)" >>"$log/$rname.log"
     echo "($(($(date +%s) - rt0)) s)" >>"$log/$rname.log"
     grep '^testing ' "$log/$rname.log" || { [ $rc -eq 0 ] && echo "testing $rname ... passed"; }
     if [ $rc -eq 77 ]; then   # the reason: its "skipped (needs ...)" line, as tests/run.sh reads it
@@ -149,7 +160,7 @@ fi
 if want shared && [ "$ngpu" -ge 1 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
     shared=$log/shared-plans
     mkdir -p "$shared"
-    for n in 4 8; do
+    for n in ${GPU_SHARED_RANKS:-4 8}; do
         [ "$n" -gt "$ngpu" ] || continue
         mkdir -p "$shared/N$n"
         for src in stdlib/*/*.coll; do
@@ -266,11 +277,11 @@ if want nccl; then
     run nccl_gpu_modes "$BUILD/tests/test_nccl_gpu_modes"
     run gpu_coll_N4 "$BUILD/tests/test_gpu_coll" 4
     [ -z "$MSCCLRT_TEST_QUICK" ] && run gpu_coll_N8 "$BUILD/tests/test_gpu_coll" 8
-    if [ "$ngpu" -ge 1 ]; then
+    if [ "$ngpu" -ge 1 ] && want_place gpu0; then
         run nccl_tests env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/nccl_tests.sh
         run torch_dropin env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_dropin.sh
     fi
-    if [ "$ngpu" -ge 2 ]; then   # and one process per GPU, as users run them
+    if [ "$ngpu" -ge 2 ] && want_place per_gpu; then   # and one process per GPU, as users run them
         mkdir -p "$log/per_gpu"
         run nccl_tests_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
             sh tests/gpu/nccl_tests.sh
@@ -288,8 +299,8 @@ fi
 # python/mscclrt: backend="mscclrt", the tuner with a hanging candidate, a Python selector under
 # the drop-in (tests/gpu/torch_backend.sh; skips without PyTorch)
 if want python; then
-    run torch_backend env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_backend.sh
-    if [ "$ngpu" -ge 2 ]; then
+    want_place gpu0 && run torch_backend env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_backend.sh
+    if [ "$ngpu" -ge 2 ] && want_place per_gpu; then
         mkdir -p "$log/per_gpu"
         run torch_backend_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
             sh tests/gpu/torch_backend.sh

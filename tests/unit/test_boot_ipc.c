@@ -150,6 +150,9 @@ static void gpu_round(Boot *b, XportIpc *x, bool vmm, int dev, int tag) {
     CHECK_OK(gpu_alloc(&g, vmm, dev));
     if (!g.ptr) return;
     CHECK_OK(cu_check(cu.cuMemsetD8(g.ptr, 0, g.size), "cuMemsetD8"));
+    /* the clearing must land before the peer can write: a memset is asynchronous, and with both
+     * ranks on one GPU the peer's write could otherwise run first and be cleared */
+    CHECK_OK(cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize"));
     IpcDesc mine, theirs;
     CHECK_OK(xport_ipc_export(x, g.ptr + 4096, 65536, &mine));
     CHECK_EQ_INT(vmm ? IPC_KIND_VMM : IPC_KIND_LEGACY, mine.kind);
