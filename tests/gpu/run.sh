@@ -23,8 +23,10 @@
 # executor, 2 ranks under mpirun; needs MSCCLPP_HOME (a prebuilt MSCCL++ and its driver), else skipped.
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
 #   GPU_SHARED_RANKS="4 8"   the rank counts of the shared section
-#   GPU_PLACES="gpu0 per_gpu"   where nccl-tests and PyTorch put their ranks in the nccl and python
-#                               sections: every rank on GPU 0, and one process per GPU (2+ GPUs)
+#   GPU_PARTS="api gpu0 per_gpu"   the parts of the nccl and python sections: api, the drop-in's
+#                               and libmscclrt's API tests in one process (test_nccl_gpu_modes,
+#                               test_gpu_coll); gpu0, nccl-tests and PyTorch with every rank on
+#                               GPU 0; per_gpu, the same with one process per GPU (2+ GPUs)
 #   GPU_TEST_TIMEOUT=900     seconds one test program may run before it is killed and failed
 # MSCCLRT_TEST_QUICK=1 runs fewer combinations in basic and in test_gpu_coll, skips the sweep
 # and runs test_gpu_coll with 4 ranks only.
@@ -46,8 +48,8 @@ mkdir -p "$log" "$MSCCLRT_CACHE_DIR"
 status=0
 sections=${GPU_SECTIONS:-basic sweep procs shared nccl net python mscclpp}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
-places=${GPU_PLACES:-gpu0 per_gpu}
-want_place() { case " $places " in *" $1 "*) return 0 ;; esac; return 1; }
+parts=${GPU_PARTS:-api gpu0 per_gpu}
+want_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 run() { # name, command... (its variables start with r: callers' names survive)
     rname=$1
     shift
@@ -274,14 +276,16 @@ fi
 # collectives with ranks sharing GPUs, then nccl-tests and PyTorch against libmscclrt_nccl.so
 # (their own "testing" lines come through; their logs go to the same directory).
 if want nccl; then
-    run nccl_gpu_modes "$BUILD/tests/test_nccl_gpu_modes"
-    run gpu_coll_N4 "$BUILD/tests/test_gpu_coll" 4
-    [ -z "$MSCCLRT_TEST_QUICK" ] && run gpu_coll_N8 "$BUILD/tests/test_gpu_coll" 8
-    if [ "$ngpu" -ge 1 ] && want_place gpu0; then
+    if want_part api; then
+        run nccl_gpu_modes "$BUILD/tests/test_nccl_gpu_modes"
+        run gpu_coll_N4 "$BUILD/tests/test_gpu_coll" 4
+        [ -z "$MSCCLRT_TEST_QUICK" ] && run gpu_coll_N8 "$BUILD/tests/test_gpu_coll" 8
+    fi
+    if [ "$ngpu" -ge 1 ] && want_part gpu0; then
         run nccl_tests env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/nccl_tests.sh
         run torch_dropin env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_dropin.sh
     fi
-    if [ "$ngpu" -ge 2 ] && want_place per_gpu; then   # and one process per GPU, as users run them
+    if [ "$ngpu" -ge 2 ] && want_part per_gpu; then   # and one process per GPU, as users run them
         mkdir -p "$log/per_gpu"
         run nccl_tests_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
             sh tests/gpu/nccl_tests.sh
@@ -299,8 +303,8 @@ fi
 # python/mscclrt: backend="mscclrt", the tuner with a hanging candidate, a Python selector under
 # the drop-in (tests/gpu/torch_backend.sh; skips without PyTorch)
 if want python; then
-    want_place gpu0 && run torch_backend env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_backend.sh
-    if [ "$ngpu" -ge 2 ] && want_place per_gpu; then
+    want_part gpu0 && run torch_backend env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/torch_backend.sh
+    if [ "$ngpu" -ge 2 ] && want_part per_gpu; then
         mkdir -p "$log/per_gpu"
         run torch_backend_per_gpu env BUILD="$BUILD" GPU_LOG_DIR="$log/per_gpu" GPU_PER_RANK=1 \
             sh tests/gpu/torch_backend.sh
