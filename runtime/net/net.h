@@ -16,7 +16,8 @@
  *
  * Semantics, as the copy-engine proxy: operations of one Net take effect in issue order per
  * peer: a signal becomes visible at the peer only after all data put to that peer before it
- * has landed; net_flush returns once everything issued has landed at every peer.
+ * has landed; net_flush returns once everything issued has landed at every peer, and
+ * net_flush_sources once everything issued has been read from this rank's memory.
  *
  * Thread safety: net_put/net_signal/net_flush from one thread at a time (the proxy's);
  * registration and import may run concurrently with them (a mutex guards the tables).
@@ -102,6 +103,10 @@ mscclrt_result net_put(Net *n, uint64_t dst, uint64_t src, uint64_t bytes);
 mscclrt_result net_signal(Net *n, uint64_t dst, uint64_t value);
 /* Returns once everything issued so far has landed at every peer; bounded by the timeout. */
 mscclrt_result net_flush(Net *n);
+/* Returns once the sources of everything issued so far have been read, so the caller may
+ * reuse them; whether the data has landed is left to the signals that follow it (the socket
+ * backend then skips net_flush's round trip to every peer). Bounded by the timeout. */
+mscclrt_result net_flush_sources(Net *n);
 
 /* ==== NCCL-syntax interface / HCA lists (net_match.c) ===================================== */
 /* A list "a,b:1,c" with an optional leading '^' (exclude the listed names) and '=' (exact names,

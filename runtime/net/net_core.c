@@ -304,3 +304,9 @@ mscclrt_result net_flush(Net *n) {
     if (!n->nremote) return MSCCLRT_SUCCESS;
     return n->be->flush(n);
 }
+
+mscclrt_result net_flush_sources(Net *n) {
+    TRY(net_check(n));
+    if (!n->nremote) return MSCCLRT_SUCCESS;
+    return n->be->flush_sources ? n->be->flush_sources(n) : n->be->flush(n);
+}

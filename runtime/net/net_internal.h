@@ -41,6 +41,9 @@ typedef struct NetBackend {
     mscclrt_result (*put)(Net *n, const NetWindow *w, uint64_t off, uint64_t src, uint64_t bytes);
     mscclrt_result (*signal)(Net *n, const NetWindow *w, uint64_t off, uint64_t value);
     mscclrt_result (*flush)(Net *n);
+    /* returns once every source of the puts issued so far has been read (its bytes are out of
+     * the caller's memory); NULL: flush, which waits for more */
+    mscclrt_result (*flush_sources)(Net *n);
 } NetBackend;
 
 struct Net {

@@ -31,7 +31,9 @@
  * Ordering across sockets: the sender counts the pieces it queued per peer; a SIGNAL or FLUSH
  * carries that count ("need") and always travels on socket 0, so they stay in issue order. The
  * receiver counts the pieces that landed per peer and applies a SIGNAL (writes the value) or
- * answers a FLUSH (ACK) only once landed >= need. net_flush waits for every peer's ACK.
+ * answers a FLUSH (ACK) only once landed >= need. net_flush waits for every peer's ACK; a
+ * plan's flush (net_flush_sources) waits only until the puts' sources have been read (the
+ * staging copies completed, or in host mode the queued messages written).
  *
  * Wire: every message starts with a TcpHdr (magic, version, type, sender rank, region, offset,
  * length, argument), checked by the receiver against its registered regions before it touches
@@ -659,6 +661,48 @@ static mscclrt_result tcp_flush(Net *n) {
     return MSCCLRT_SUCCESS;
 }
 
+/* A plan's flush (net_flush_sources): the sources of every put issued so far have been read.
+ * In device mode each piece was copied into a staging slot on its socket's tx stream, so those
+ * copies have completed; in host mode a piece is sent from the caller's memory, so its socket
+ * has written everything queued. The peers' receipt is not awaited: a signal that follows the
+ * data is applied only once the data has landed. */
+static mscclrt_result tcp_flush_sources(Net *n) {
+    Tcp *t = tcp_of(n);
+    for (int q = 0; q < n->nranks; q++) {
+        TcpPeer *p = t->peers[q];
+        if (!p) continue;
+        for (int i = 0; i < t->nsocks; i++) {
+            TcpSock *s = &p->s[i];
+            if (!n->opt.host_mem) {
+                CuResult cr = cu.cuStreamSynchronize(s->tx_stream);
+                if (cr != CU_OK)
+                    return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging puts to rank %d "
+                                   "(socket %d): cuStreamSynchronize: %s", n->rank, p->rank, i,
+                                   cu_name(cr));
+                continue;
+            }
+            struct timespec dl = deadline_in(n->opt.timeout_ms);
+            pthread_mutex_lock(&s->mu);
+            int rc = 0;
+            while ((s->qhead != s->qtail || s->sending) && !s->dead &&
+                   atomic_load(&n->failed) != 1 && rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+            const bool left = s->qhead != s->qtail || s->sending, dead = s->dead;
+            pthread_mutex_unlock(&s->mu);
+            if (!left) continue;
+            TRY(net_check(n));
+            if (dead)
+                return rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d: connection to rank %d "
+                               "(socket %d) broke with puts unsent", n->rank, p->rank, i);
+            return rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: flush: rank %d took no data "
+                           "on socket %d within %d ms (MSCCLRT_NET_TIMEOUT_MS)", n->rank,
+                           p->rank, i, n->opt.timeout_ms);
+        }
+    }
+    LOG_TRACE(LOG_SUB_XPORT, "net: flush: every put source read t=%.1f", trace_us());
+    return MSCCLRT_SUCCESS;
+}
+
 /* ==== connection setup ====================================================================== */
 
 static mscclrt_result sock_init(Tcp *t, TcpPeer *p, int idx) {
@@ -913,4 +957,5 @@ const NetBackend net_tcp = {
     .put = tcp_put,
     .signal = tcp_signal,
     .flush = tcp_flush,
+    .flush_sources = tcp_flush_sources,
 };

@@ -93,8 +93,10 @@ static int net_ops_write(void *ctx, uint64_t addr, uint64_t value, char *err, si
     return net_result(net_signal(ctx, addr, value), err, n);
 }
 
+/* A plan's flush: the kernel may end and its caller reuse the put sources once they have been
+ * read; the peers see the data before any signal that follows it, so no round trip to them */
 static int net_ops_flush(void *ctx, char *err, size_t n) {
-    return net_result(net_flush(ctx), err, n);
+    return net_result(net_flush_sources(ctx), err, n);
 }
 
 mscclrt_result proxy_route_net(Proxy *p, Net *n) {

@@ -3,7 +3,8 @@
  * with host buffers: ranks are split into "nodes" by MSCCLRT_HOSTID in re-executed children
  * (the environment is read once per process). Puts of 1 B to 64 MiB at odd sizes and offsets,
  * each followed by a signal the receiver checks the data behind (ordering over 3 sockets),
- * flush; 4 ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
+ * flush; a plan's flush (net_flush_sources) that lets the source be overwritten at once; 4
+ * ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
  * caller began inline and the tx thread finishes); the same in device mode on the fake CUDA
  * driver (tests/tools/fake_cuda.c: staging slots, the receive stream, signals as stream
  * writes); a peer that dies (closed sockets) and a peer that stops answering (SIGSTOP) must
@@ -93,9 +94,43 @@ static int rank_burst(int rank, int n, const BootId *id, bool dev) {
     return h_failed ? 1 : 0;
 }
 
+/* ---- a plan's flush: the sources are read, the peer's receipt is left to the signal ---------
+ * Rank 0 puts 24 MB (beyond loopback's socket buffers, so host mode leaves most of it to the tx
+ * threads, which send from the caller's memory) and calls net_flush_sources; then it
+ * overwrites the source and signals. Rank 1 must find the original bytes behind the signal:
+ * a flush that returned before the sources were read would let the overwrite through. */
+static int rank_sources(int rank, int n, const BootId *id, bool dev) {
+    Side s;
+    if (dev ? tcp_open_dev(&s, rank, n, id, 2) : tcp_open(&s, rank, n, id, 2, 10000)) return 1;
+    const uint64_t len = 24u << 20;
+    unsigned char *src = malloc(len);
+    if (!src) return 1;
+    for (uint64_t i = 0; i < len; i++) src[i] = pat(0, i, 11);
+    if (rank == 0) {
+        for (int k = 0; k < 3; k++)   /* three puts, as a plan's three channels would */
+            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)k * (len / 3),
+                             (uint64_t)(uintptr_t)(src + (size_t)k * (len / 3)), len / 3));
+        CHECK_OK(net_flush_sources(s.net));
+        memset(src, 0xEE, len);
+        CHECK_OK(net_signal(s.net, s.win_ctr[1], 1));
+        CHECK_OK(net_flush(s.net));
+    } else {
+        CHECK(wait_ctr(&s, 0, 1));
+        uint64_t bad = first_bad(s.recv, 0, len, 11);
+        if (bad != len) fprintf(stderr, "sources: first bad byte %llu\n", (unsigned long long)bad);
+        CHECK(bad == len);
+    }
+    free(src);
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
 /* ---- faults ------------------------------------------------------------------------------- */
-/* mode 1: rank 1 dies after the setup (its sockets close); mode 2: rank 1 stops (SIGSTOP).
- * Rank 0 puts and flushes: the error must name rank 1 within the 1.5 s timeout. */
+/* mode 1: rank 1 dies after the setup (its sockets close); mode 2: rank 1 stops (SIGSTOP);
+ * mode 3: rank 1 stops, and rank 0 waits with net_flush_sources (its sockets fill, so the
+ * sources are never all read). Rank 0 puts and flushes: the error must name rank 1 within the
+ * 1.5 s timeout. */
 static int rank_fault(int rank, int n, const BootId *id, int mode) {
     Side s;
     if (tcp_open(&s, rank, n, id, 2, 1500)) return 1;
@@ -109,9 +144,13 @@ static int rank_fault(int rank, int n, const BootId *id, int mode) {
     unsigned char *src = calloc(1, BIG);
     double t0 = now_s();
     mscclrt_result r = MSCCLRT_SUCCESS;
-    for (int i = 0; i < 4 && r == MSCCLRT_SUCCESS; i++)
+    if (mode == 3) {   /* 8 MiB: queued whole (no wait for room), more than the sockets take */
+        r = net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, 8u << 20);
+        if (r == MSCCLRT_SUCCESS) r = net_flush_sources(s.net);
+    }
+    for (int i = 0; i < 4 && r == MSCCLRT_SUCCESS && mode != 3; i++)
         r = net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, BIG);
-    if (r == MSCCLRT_SUCCESS) r = net_flush(s.net);
+    if (r == MSCCLRT_SUCCESS && mode != 3) r = net_flush(s.net);
     double dt = now_s() - t0;
     CHECK(r != MSCCLRT_SUCCESS);
     CHECK_CONTAINS(mscclrt_last_error(), "rank 1");
@@ -145,7 +184,9 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
     if (dev) scen += 4;
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
+           : strcmp(scen, "sources") == 0 ? rank_sources(rank, n, id, dev)
            : strcmp(scen, "fault-close") == 0 ? rank_fault(rank, n, id, 1)
+           : strcmp(scen, "fault-sources") == 0 ? rank_fault(rank, n, id, 3)
            : rank_fault(rank, n, id, 2);
 }
 
@@ -163,6 +204,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("exchange", 4, four4)));
     TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
          CHECK_EQ_INT(0, run("burst", 2, two)));
+    TEST("net/tcp a plan's flush returns once the sources are read (2 ranks)",
+         CHECK_EQ_INT(0, run("sources", 2, two)));
     char lib[sizeof fake_dir + 16];
     fake_cuda_dir(fake_dir, sizeof fake_dir);
     snprintf(lib, sizeof lib, "%s/libcuda.so.1", fake_dir);
@@ -172,8 +215,12 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
     TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",
          CHECK_EQ_INT(0, run("dev-burst", 2, two)));
+    TEST("net/tcp device mode (fake driver): a plan's flush waits for the staging copies",
+         CHECK_EQ_INT(0, run("dev-sources", 2, two)));
     TEST("net/tcp a peer that closes its sockets is named", CHECK_EQ_INT(0, run("fault-close", 2, two)));
     TEST("net/tcp a peer that stops answering is named within the timeout",
          CHECK_EQ_INT(0, run("fault-silent", 2, two)));
+    TEST("net/tcp a plan's flush to a peer that stops answering ends within the timeout",
+         CHECK_EQ_INT(0, run("fault-sources", 2, two)));
     return harness_report();
 }
