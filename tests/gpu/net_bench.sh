@@ -15,8 +15,8 @@
 # the size/iteration flags. NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT
 # and PROXY) to the logs. nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC,
 # MPI_HOME, CUDA_HOME); the real NCCL from MSCCLRT_NCCL_LIB_PATH, else
-# $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh). Logs and tables:
-# $GPU_LOG_DIR/net_bench.
+# $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl
+# wheel. Logs and tables: $GPU_LOG_DIR/net_bench.
 # Exits 77 (skipped) without 2 GPUs, mpirun, nccl-tests or the real NCCL.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -29,6 +29,10 @@ if [ "$ngpu" -lt 2 ]; then
 fi
 command -v mpirun >/dev/null 2>&1 || { echo "skipped (needs mpirun)"; exit 77; }
 real=${MSCCLRT_NCCL_LIB_PATH:-$PWD/$BUILD/third_party/nccl-2.28.9/lib/libnccl.so.2}
+if [ ! -f "$real" ] && [ -z "$MSCCLRT_NCCL_LIB_PATH" ]; then   # else PyTorch's (nvidia-nccl wheel)
+    wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    [ -f "$wheel/libnccl.so.2" ] && real=$wheel/libnccl.so.2
+fi
 if [ ! -f "$real" ]; then
     echo "net_bench.sh: no real NCCL at $real (sh tests/tools/fetch_nccl.sh" \
          "$BUILD/third_party/nccl-2.28.9)"
