@@ -11,6 +11,8 @@
 # every reducing program (about twice as long). Exits 77 without a GPU. Called by
 # tests/gpu/run.sh (section net).
 #   BUILD=build sh tests/gpu/net.sh      (logs in $GPU_LOG_DIR or $BUILD/gpu-logs/net)
+# NET_PROGS="*/hier_scratch allreduce/*": only these programs (tests/gpu/stdlib_pick.sh patterns);
+# NET_PARTS="shapes types big": the parts to run.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/net
@@ -52,8 +54,11 @@ group() {
 parts=${NET_PARTS:-shapes types big}   # a part list runs a subset (a device call has 10 minutes)
 want_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 found=0
+# shellcheck source=tests/gpu/stdlib_pick.sh
+. tests/gpu/stdlib_pick.sh
 for src in stdlib/*/*.coll; do
     grep -q '^[[:space:]]*tags.*multi_node' "$src" || continue
+    stdlib_picked "$src" "$NET_PROGS" || continue
     found=1
     prog=$(basename "$(dirname "$src")")_$(basename "$src" .coll)
     for cfg in "4 2" "4 1" "8 2"; do

@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # stdlib_pick.sh - sourced by the GPU scripts that run stdlib programs (run.sh,
-# mscclpp_executor.sh): stdlib_picked SRC PATTERNS says whether SRC (stdlib/x/y.coll) matches
+# mscclpp_executor.sh, net.sh): stdlib_picked SRC PATTERNS says whether SRC (stdlib/x/y.coll) matches
 # one of PATTERNS (words such as "allreduce/* allgather/fullmesh", matched, not globbed), or
 # PATTERNS is empty.
 stdlib_picked() {
