@@ -67,7 +67,7 @@ run() {
         pre=$ours:$guard
         libpath=$PWD/$BUILD/lib/nccl
         dbg=${NB_DEBUG:-INFO} sub=SHIM
-        [ "$dbg" = TRACE ] && sub=SHIM,XPORT,PROXY
+        [ "$dbg" = TRACE ] && sub=SHIM,XPORT,PROXY,EXEC
     fi
     t0=$(date +%s)
     # the rank's node and GPU come from its MPI rank: the host id splits the nodes
