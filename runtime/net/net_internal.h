@@ -79,13 +79,18 @@ bool net_ib_usable(void);
 
 /* ==== the socket backend's messages and the receiver's checks (net_wire.c) ===================== */
 #define TCP_MAGIC   0x4d53544eu          /* "MSTN" */
-#define TCP_VERSION 1
+#define TCP_VERSION 2                    /* 2: SIGNAL and FLUSH carry per-socket counts */
 #define TCP_PIECE   (512u << 10)         /* bytes per PUT message, at most */
+#define TCP_SOCKS_MAX 16                 /* sockets per pair of ranks, at most */
 #define TCP_SECRET  32                   /* bytes of the group's secret after a HELLO */
 
 enum { TCP_HELLO = 1, TCP_PUT = 2, TCP_SIGNAL = 3, TCP_FLUSH = 4, TCP_ACK = 5, TCP_BYE = 6 };
 
-/* Every message starts with one; a PUT's payload (len bytes) and a HELLO's secret follow. */
+/* Every message starts with one; a PUT's payload (len bytes), a HELLO's secret, and for a
+ * SIGNAL or FLUSH the pieces sent before it on each of the pair's sockets (nsocks uint64_t,
+ * summing to arg) follow. A piece counts as sent before a signal by its socket's own order:
+ * pieces of later puts on another socket may arrive first, so a total alone cannot say that
+ * every earlier piece has landed. */
 typedef struct TcpHdr {
     uint32_t magic;          /* TCP_MAGIC */
     uint16_t version;        /* TCP_VERSION */
@@ -117,6 +122,12 @@ typedef struct TcpRx {
     uint64_t value;          /* SIGNAL: the 8 bytes to write */
     uint64_t count;          /* SIGNAL/FLUSH: pieces sent before it; ACK: pieces landed */
 } TcpRx;
+
+/* Checks the per-socket counts that follow a SIGNAL or FLUSH header: nsocks of them, summing to
+ * total (the header's arg), none below prev (the counts of the peer's previous SIGNAL/FLUSH:
+ * counts never drop). Pure; false: why says what is wrong. */
+bool tcp_counts_check(const uint64_t *counts, uint32_t nsocks, uint64_t total,
+                      const uint64_t *prev, char *why, size_t whylen);
 
 /* The address of [off, off+len) of region id in regs[0..nregs) (id i+1 is regs[i]; live when
  * its owner is set): true only if the whole span lies inside the region. Overflow-safe. */

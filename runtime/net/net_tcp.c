@@ -28,10 +28,12 @@
  * data before the flag, with no host round trip per message), and a flush's ACK waits for the
  * stream. A slot is reused only after its copy's event completed.
  *
- * Ordering across sockets: the sender counts the pieces it queued per peer; a SIGNAL or FLUSH
- * carries that count ("need") and always travels on socket 0, so they stay in issue order. The
- * receiver counts the pieces that landed per peer and applies a SIGNAL (writes the value) or
- * answers a FLUSH (ACK) only once landed >= need. net_flush waits for every peer's ACK; a
+ * Ordering across sockets: the sender counts the pieces it queued per peer and per socket; a
+ * SIGNAL or FLUSH carries the total ("need") and, after its header, each socket's count, and
+ * always travels on socket 0, so they stay in issue order. The receiver counts the pieces that
+ * landed per socket and applies a SIGNAL (writes the value) or answers a FLUSH (ACK) only once
+ * every socket's count is reached: a total alone would let a piece of a later put, on a socket
+ * that ran ahead, stand in for an earlier piece still on its way. net_flush waits for every peer's ACK; a
  * plan's flush (net_flush_sources) waits only until the puts' sources have been read (the
  * staging copies completed, or in host mode the queued messages written).
  *
@@ -76,6 +78,7 @@ typedef struct TcpItem {
     TcpHdr h;
     const void *data;        /* PUT payload (host memory or a staging slot) */
     int slot;                /* staging slot to wait for and free, or -1 */
+    uint64_t counts[TCP_SOCKS_MAX];   /* SIGNAL/FLUSH: pieces sent on each socket before it */
 } TcpItem;
 
 typedef struct TcpPeer TcpPeer;
@@ -104,18 +107,26 @@ typedef struct TcpSock {
     unsigned rx_next;            /* the slot the next piece is read into */
 } TcpSock;
 
-typedef struct TcpPending { int type; uint32_t region; uint64_t off, value, need; } TcpPending;
+typedef struct TcpPending {
+    int type;
+    uint32_t region;
+    uint64_t off, value, need;
+    uint64_t need_s[TCP_SOCKS_MAX];   /* pieces to land on each socket first */
+} TcpPending;
 
 struct TcpPeer {
     struct Tcp *t;
     int rank;
-    TcpSock s[16];
+    TcpSock s[TCP_SOCKS_MAX];
     uint64_t sent;           /* pieces queued (proxy thread only) */
+    uint64_t sent_s[TCP_SOCKS_MAX];   /* of them, per socket (proxy thread only) */
     unsigned next;           /* round-robin socket of the next piece */
     pthread_mutex_t mu;      /* landed, pending, acked, gone */
     pthread_cond_t cv;
     CuStream h2d;            /* device mode: every piece's HtoD copy and every signal, in order */
     uint64_t landed;         /* pieces from this peer written into our memory */
+    uint64_t landed_s[TCP_SOCKS_MAX]; /* of them, per socket */
+    uint64_t need_s[TCP_SOCKS_MAX];   /* per-socket counts of the last SIGNAL/FLUSH received */
     TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for landed >= need */
     size_t phead, ptail, pcap;
     uint64_t need;           /* count of the last SIGNAL/FLUSH received (tcp_rx_check) */
@@ -178,6 +189,14 @@ static void sock_dead(TcpSock *s) {
 
 /* ==== receiving ============================================================================= */
 
+/* Whether every piece sent before e has landed: each socket's own count, since pieces of later
+ * puts on one socket may land before earlier pieces on another. p->mu held. */
+static bool landed_before(const TcpPeer *p, const TcpPending *e) {
+    for (int i = 0; i < p->t->nsocks; i++)
+        if (p->landed_s[i] < e->need_s[i]) return false;
+    return true;
+}
+
 /* Applies the pending entries whose data has landed; p->mu held. Returns false on a failure.
  * Device mode: a signal is queued on p->h2d behind the copies of the pieces it counts (they
  * were queued before landed grew); a flush is answered once that stream has completed. */
@@ -185,7 +204,7 @@ static bool pending_run(TcpPeer *p) {
     Net *n = p->t->n;
     while (p->phead != p->ptail) {
         TcpPending *e = &p->pend[p->phead % p->pcap];
-        if (e->need > p->landed) break;
+        if (!landed_before(p, e)) break;
         if (e->type == TCP_SIGNAL) {
             /* checked on arrival; checked again now: the region may have been released since */
             uint64_t addr;
@@ -306,6 +325,7 @@ static bool rx_put(TcpSock *s, const TcpRx *rx) {
     }
     pthread_mutex_lock(&p->mu);
     p->landed++;
+    p->landed_s[s->idx]++;
     LOG_TRACE(LOG_SUB_XPORT, "net: piece %llu from rank %d (%llu bytes at offset %llu of "
               "region %u, socket %d) landed t=%.1f", (unsigned long long)p->landed, p->rank,
               (unsigned long long)rx->len, (unsigned long long)rx->off, rx->region, s->idx,
@@ -320,6 +340,31 @@ recv_fail:
                       : errno == ETIMEDOUT ? "the rest of the message did not come within "
                       "MSCCLRT_NET_TIMEOUT_MS" : strerror(errno));
     return false;
+}
+
+/* Reads and checks the per-socket counts after a SIGNAL or FLUSH header into e->need_s; false
+ * (error recorded, naming the peer) on failure. */
+static bool rx_counts(TcpSock *s, TcpPending *e) {
+    TcpPeer *p = s->peer;
+    Net *n = p->t->n;
+    const uint32_t k = (uint32_t)p->t->nsocks;
+    if (net_sock_recv_all(s->fd, e->need_s, k * sizeof *e->need_s, n->opt.timeout_ms) != 0) {
+        if (!atomic_load(&p->t->stopping))
+            net_set_error(n, "net: receiving a signal's counts from rank %d: %s", p->rank,
+                          errno == EPIPE ? "rank closed its connection in the middle of a message"
+                          : strerror(errno));
+        return false;
+    }
+    char why[200];
+    pthread_mutex_lock(&p->mu);   /* only socket 0's thread writes need_s; others read landed */
+    bool ok = tcp_counts_check(e->need_s, k, e->need, p->need_s, why, sizeof why);
+    if (ok) memcpy(p->need_s, e->need_s, k * sizeof *e->need_s);
+    pthread_mutex_unlock(&p->mu);
+    if (!ok)
+        net_set_error(n, "net: rank %d sent a malformed message on socket %d: the per-socket "
+                      "counts after a %s: %s", p->rank, s->idx,
+                      e->type == TCP_SIGNAL ? "SIGNAL" : "FLUSH", why);
+    return ok;
 }
 
 static void *rx_main(void *arg) {
@@ -350,10 +395,14 @@ static void *rx_main(void *arg) {
         if (rx.type == TCP_PUT) {
             ok = rx_put(s, &rx);
         } else if (rx.type == TCP_SIGNAL || rx.type == TCP_FLUSH) {
-            TcpPending e = {rx.type, rx.region, rx.off, rx.value, rx.count};
-            pthread_mutex_lock(&p->mu);
-            ok = pending_push(p, &e) && pending_run(p);
-            pthread_mutex_unlock(&p->mu);
+            TcpPending e = {.type = rx.type, .region = rx.region, .off = rx.off,
+                            .value = rx.value, .need = rx.count};
+            ok = rx_counts(s, &e);
+            if (ok) {
+                pthread_mutex_lock(&p->mu);
+                ok = pending_push(p, &e) && pending_run(p);
+                pthread_mutex_unlock(&p->mu);
+            }
         } else if (rx.type == TCP_ACK) {
             pthread_mutex_lock(&p->mu);
             if (rx.count > p->acked) p->acked = rx.count;
@@ -376,9 +425,12 @@ static void *rx_main(void *arg) {
 /* Writes it's message (its header, then a PUT's payload) from byte *done on; wait_ms as
  * net_sock_sendv (0: returns -1 with EAGAIN once the socket would block). */
 static int send_msg(TcpSock *s, const TcpItem *it, size_t *done, int wait_ms) {
+    const bool counted = it->h.type == TCP_SIGNAL || it->h.type == TCP_FLUSH;
     struct iovec iov[2] = {
         {.iov_base = (void *)&it->h, .iov_len = sizeof it->h},
-        {.iov_base = (void *)it->data, .iov_len = it->h.type == TCP_PUT ? it->h.len : 0},
+        {.iov_base = counted ? (void *)it->counts : (void *)it->data,
+         .iov_len = it->h.type == TCP_PUT ? it->h.len
+                  : counted ? (size_t)s->peer->t->nsocks * sizeof it->counts[0] : 0},
     };
     return net_sock_sendv(s->fd, iov, 2, done, wait_ms);
 }
@@ -601,6 +653,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
             TRY(post(t, s, &it));
         }
         p->sent++;
+        p->sent_s[s->idx]++;
     }
     return MSCCLRT_SUCCESS;
 }
@@ -613,6 +666,7 @@ static mscclrt_result tcp_signal(Net *n, const NetWindow *w, uint64_t off, uint6
     it.h.off = off;
     it.h.len = value;
     it.h.arg = p->sent;
+    memcpy(it.counts, p->sent_s, sizeof it.counts);
     LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu to rank %d (after %llu pieces) posted t=%.1f",
               (unsigned long long)value, p->rank, (unsigned long long)p->sent, trace_us());
     return enqueue(t, &p->s[0], &it);
@@ -631,6 +685,7 @@ static mscclrt_result tcp_flush(Net *n) {
         if (!due) continue;
         TcpItem it = {.h = hdr(n, TCP_FLUSH), .slot = -1};
         it.h.arg = p->sent;
+        memcpy(it.counts, p->sent_s, sizeof it.counts);
         TRY(enqueue(t, &p->s[0], &it));
     }
     double t0 = now_ms();

@@ -105,6 +105,23 @@ bool tcp_rx_check(const void *bytes, const TcpRxState *st, const NetRegion *regs
     }
 }
 
+bool tcp_counts_check(const uint64_t *counts, uint32_t nsocks, uint64_t total,
+                      const uint64_t *prev, char *why, size_t whylen) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < nsocks; i++) {
+        if (counts[i] < prev[i])
+            BAD("socket %u's count %llu is below the %llu of an earlier one", i,
+                (unsigned long long)counts[i], (unsigned long long)prev[i]);
+        if (counts[i] > total - sum)
+            BAD("they sum past the %llu pieces of its header", (unsigned long long)total);
+        sum += counts[i];
+    }
+    if (sum != total)
+        BAD("they sum to %llu, its header says %llu", (unsigned long long)sum,
+            (unsigned long long)total);
+    return true;
+}
+
 TcpHelloVerdict tcp_hello_check(const void *bytes, uint32_t me, uint32_t nranks, const bool *remote,
                                 uint32_t nsocks, uint32_t *rank, uint32_t *sock, char *why,
                                 size_t whylen) {

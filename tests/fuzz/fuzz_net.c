@@ -3,8 +3,8 @@
  * every header a peer could send is run through tcp_rx_check against a table of registered
  * regions backed by real heap buffers, and what it accepts is applied (a PUT's bytes written,
  * a SIGNAL's 8 bytes stored), so ASan reports any span the checks let past a region's end; the
- * same bytes go through tcp_hello_check and net_region_span, whose verdicts are checked against
- * their contracts. Built with fuzz_driver.c: under libFuzzer (LLVMFuzzerTestOneInput), or with
+ * same bytes go through tcp_hello_check, tcp_counts_check (a SIGNAL's per-socket counts) and
+ * net_region_span, whose verdicts are checked against their contracts. Built with fuzz_driver.c: under libFuzzer (LLVMFuzzerTestOneInput), or with
  * -DFUZZ_STANDALONE as a program that replays files and mutates them with the header's
  * interesting values (mutate below):
  *   fuzz_net [-t seconds] [-r runs] [-s seed] [-o crash-file] file-or-dir...
@@ -109,6 +109,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         TcpHelloVerdict v = tcp_hello_check(h, 3, 4, remote, 2, &rank, &sock, why, sizeof why);
         if (v == TCP_HELLO_OK && (rank >= 3 || !remote[rank] || sock >= 2))
             fuzz_die("an unexpected HELLO was accepted", NULL);
+        /* its fields as the per-socket counts after a SIGNAL/FLUSH of 3 sockets (arg the
+         * total, the previous counts from the setup's "last count" spread over them): an
+         * accepted set never drops below the previous one and sums to the total */
+        {
+            const uint64_t total = get64(h + 32), last = get64(data + 4);
+            const uint64_t prev[3] = {last / 3, last / 3, last - 2 * (last / 3)};
+            const uint64_t counts[3] = {get64(h + 16), get64(h + 24), total - get64(h + 16) - get64(h + 24)};
+            if (tcp_counts_check(counts, 3, total, prev, why, sizeof why)) {
+                uint64_t sum = 0;
+                bool carry = false;
+                for (int i = 0; i < 3; i++) {
+                    if (counts[i] < prev[i]) fuzz_die("per-socket counts that drop were accepted", NULL);
+                    carry |= sum + counts[i] < sum;
+                    sum += counts[i];
+                }
+                if (carry || sum != total) fuzz_die("per-socket counts off their total were accepted", NULL);
+            } else if (!why[0]) {
+                fuzz_die("per-socket counts were refused without a reason", NULL);
+            }
+            why[0] = '\0';
+        }
         /* and its fields as a span of a region */
         uint32_t id;
         uint64_t off = get64(h + 16), len = get64(h + 24), addr = 0;

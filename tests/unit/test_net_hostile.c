@@ -6,8 +6,8 @@
  * before rank 0 connects, must not delay the setup (and the refusals are logged a few lines,
  * not one each); with rank 0 stopped, rank 1's setup must fail within its timeout and say so.
  * Members: a fake rank 0 that knows the secret sends one forged header (region id 0x80000001 or
- * 0xffffffff, an offset that wraps, a count that goes back); rank 1 must report it, naming rank
- * 0, and never crash.
+ * 0xffffffff, an offset that wraps, a count that goes back, per-socket counts that miss their
+ * total); rank 1 must report it, naming rank 0, and never crash.
  */
 #define BIG 4096u
 #include "test_net_util.h"
@@ -182,6 +182,8 @@ static int forge_victim(const char *scen, const BootId *id) {
         CHECK_CONTAINS(mscclrt_last_error(), "SIGNAL of offset 0 of region 4294967295");
     else if (strcmp(scen, "forge-wrap") == 0)
         CHECK_CONTAINS(mscclrt_last_error(), "PUT of 16 bytes at offset 18446744073709551608 of region 1");
+    else if (strcmp(scen, "forge-split") == 0)
+        CHECK_CONTAINS(mscclrt_last_error(), "the per-socket counts after a SIGNAL: they sum to 3, its header says 4");
     else
         CHECK_CONTAINS(mscclrt_last_error(), "SIGNAL counts 3 pieces sent before it, fewer than the 5");
     for (size_t i = 0; i < 512; i++) CHECK_EQ_INT(0, area[i]);   /* nothing was written */
@@ -217,12 +219,20 @@ static int forge_attacker(const char *scen, const BootId *id) {
         h.type = TCP_SIGNAL, h.region = 0xffffffffu, h.len = ~0ull;
     } else if (strcmp(scen, "forge-wrap") == 0) {   /* off + len wraps to 8: inside, if added */
         h.type = TCP_PUT, h.region = 1, h.off = ~0ull - 7, h.len = 16;
+    } else if (strcmp(scen, "forge-split") == 0) {   /* per-socket counts of 3 under a total of 4 */
+        h.type = TCP_SIGNAL, h.region = 1, h.len = 1, h.arg = 4;
     } else {   /* a signal whose count goes back (a flush of 5 first) */
         TcpHdr f = {.magic = TCP_MAGIC, .version = TCP_VERSION, .type = TCP_FLUSH, .arg = 5};
+        const uint64_t counts[2] = {3, 2};   /* per socket, after every SIGNAL/FLUSH header */
         CHECK_EQ_INT(0, net_sock_send_all(fd[0], &f, sizeof f, 5000));
+        CHECK_EQ_INT(0, net_sock_send_all(fd[0], counts, sizeof counts, 5000));
         h.type = TCP_SIGNAL, h.region = 1, h.len = 1, h.arg = 3;
     }
     CHECK_EQ_INT(0, net_sock_send_all(fd[0], &h, sizeof h, 5000));
+    if (strcmp(scen, "forge-split") == 0) {
+        const uint64_t counts[2] = {1, 2};
+        CHECK_EQ_INT(0, net_sock_send_all(fd[0], counts, sizeof counts, 5000));
+    }
     if (h.type == TCP_PUT) net_sock_send_all(fd[0], payload, h.len, 1000);
     CHECK_OK(boot_barrier(b));   /* rank 1 has reported it */
     close(fd[0]);
@@ -286,6 +296,8 @@ int main(int argc, char **argv) {
     TEST("net/forged SIGNAL to region 0xffffffff is refused", CHECK_EQ_INT(0, run("forge-signal")));
     TEST("net/forged PUT whose offset + length wraps is refused", CHECK_EQ_INT(0, run("forge-wrap")));
     TEST("net/forged SIGNAL whose count goes back is refused", CHECK_EQ_INT(0, run("forge-count")));
+    TEST("net/forged SIGNAL whose per-socket counts miss its total is refused",
+         CHECK_EQ_INT(0, run("forge-split")));
     if (!h_failed) unlink(log_path);
     return harness_report();
 }

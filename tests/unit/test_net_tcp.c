@@ -94,6 +94,44 @@ static int rank_burst(int rank, int n, const BootId *id, bool dev) {
     return h_failed ? 1 : 0;
 }
 
+/* ---- consecutive puts whose pieces travel on different sockets ------------------------------
+ * Rank 0 sends 300 rounds back to back over 4 sockets: a put of 1.5 MiB + 1 (four pieces, one
+ * per socket) into one of 8 slots, then the signal k + 1. Rank 1 checks a slot as soon as its
+ * signal shows and acknowledges it, so rank 0 may reuse it. A signal must wait for the pieces
+ * sent before it on every socket: counting landed pieces alone lets a piece of the next round
+ * on a socket that ran ahead stand in for one still on its way, and rank 1 then sees old data. */
+static int rank_reorder(int rank, int n, const BootId *id, bool dev) {
+    Side s;
+    if (dev ? tcp_open_dev(&s, rank, n, id, 4) : tcp_open(&s, rank, n, id, 4, 10000)) return 1;
+    enum { ROUNDS = 300, SLOTS = 8 };
+    const uint64_t len = (3u << 19) + 1, slot = 2u << 20;
+    unsigned char *src = malloc((size_t)SLOTS * slot);
+    if (!src) return 1;
+    int bad_rounds = 0;
+    for (int k = 0; k < ROUNDS && !h_failed; k++) {
+        const int sl = k % SLOTS;
+        if (rank == 0) {
+            if (k >= SLOTS) CHECK(wait_ctr(&s, 1, (uint64_t)(k - SLOTS + 1)));   /* slot free */
+            unsigned char *b = src + (size_t)sl * slot;
+            for (uint64_t i = 0; i < len; i++) b[i] = pat(0, i, k);
+            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)sl * slot, (uint64_t)(uintptr_t)b, len));
+            CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
+        } else {
+            CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
+            uint64_t bad = first_bad(s.recv + (size_t)sl * slot, 0, len, k);
+            if (bad != len && bad_rounds++ < 3)
+                fprintf(stderr, "reorder: round %d: first bad byte %llu\n", k, (unsigned long long)bad);
+            CHECK(bad == len);
+            CHECK_OK(net_signal(s.net, s.win_ctr[0] + 8, (uint64_t)k + 1));
+        }
+    }
+    if (rank == 0) CHECK(wait_ctr(&s, 1, ROUNDS));
+    free(src);
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
 /* ---- a plan's flush: the sources are read, the peer's receipt is left to the signal ---------
  * Rank 0 puts 24 MB (beyond loopback's socket buffers, so host mode leaves most of it to the tx
  * threads, which send from the caller's memory) and calls net_flush_sources; then it
@@ -185,6 +223,7 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
            : strcmp(scen, "sources") == 0 ? rank_sources(rank, n, id, dev)
+           : strcmp(scen, "reorder") == 0 ? rank_reorder(rank, n, id, dev)
            : strcmp(scen, "fault-close") == 0 ? rank_fault(rank, n, id, 1)
            : strcmp(scen, "fault-sources") == 0 ? rank_fault(rank, n, id, 3)
            : rank_fault(rank, n, id, 2);
@@ -204,6 +243,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("exchange", 4, four4)));
     TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
          CHECK_EQ_INT(0, run("burst", 2, two)));
+    TEST("net/tcp a signal waits for the pieces before it on every socket (2 ranks, 4 sockets)",
+         CHECK_EQ_INT(0, run("reorder", 2, two)));
     TEST("net/tcp a plan's flush returns once the sources are read (2 ranks)",
          CHECK_EQ_INT(0, run("sources", 2, two)));
     char lib[sizeof fake_dir + 16];
@@ -215,6 +256,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
     TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",
          CHECK_EQ_INT(0, run("dev-burst", 2, two)));
+    TEST("net/tcp device mode (fake driver): a signal waits for every socket's pieces",
+         CHECK_EQ_INT(0, run("dev-reorder", 2, two)));
     TEST("net/tcp device mode (fake driver): a plan's flush waits for the staging copies",
          CHECK_EQ_INT(0, run("dev-sources", 2, two)));
     TEST("net/tcp a peer that closes its sockets is named", CHECK_EQ_INT(0, run("fault-close", 2, two)));
