@@ -4,7 +4,7 @@
  * counters in device memory, a non-blocking stream on which every trigger becomes a copy-engine
  * cuMemcpyAsync or a cuStreamWriteValue64 (signals and flush marks, ordered after the copies
  * before them), and the thread that polls: busy while work flows and MSCCLRT_PROXY_SPIN_US
- * after, then every 50 us on a condition variable that proxy_kick (a launch that will push
+ * after (yielding the core on every idle poll), then every 50 us on a condition variable that proxy_kick (a launch that will push
  * triggers) cuts short. The producers are kernels, which cannot wake a host thread, so some
  * polling stays; the kick takes it off the path of a launch after a long idle.
  * Triggers to window addresses (ranks on other nodes) are routed to the network transport.
@@ -16,6 +16,7 @@
 #include "core/param.h"
 #include "cuda/cuda_driver.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +167,13 @@ static void *proxy_main(void *arg) {
             idle_since = t;
         } else if (idle_since < 0) {
             idle_since = t;
-        } else if (t - idle_since > spin) {
+        } else if (t - idle_since <= spin) {
+            /* busy, but the core goes to any thread that wants it: mpirun binds each rank to
+             * one core by default (np <= 2), so this thread shares it with the network's
+             * receive threads and the application's own waiting, and a woken receive thread
+             * would otherwise wait for the scheduler's tick */
+            sched_yield();
+        } else {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->sleeping, 1);
             if (!atomic_load(&p->kicked)) {

@@ -12,7 +12,8 @@
 #   BUILD=build sh tests/gpu/net_bench.sh       (about 2-3 minutes on 2 GPUs)
 # NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n): ours only, for correctness (NCCL refuses
 # two ranks on one GPU). NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces
-# the size/iteration flags. NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT
+# the size/iteration flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun binds
+# each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT
 # and PROXY) to the logs. nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC,
 # MPI_HOME, CUDA_HOME); the real NCCL from MSCCLRT_NCCL_LIB_PATH, else
 # $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl
@@ -74,7 +75,7 @@ run() {
     # shellcheck disable=SC2016,SC2086 # $r/$n: the rank's shell; $args: split into flags
     LD_PRELOAD=$pre LD_LIBRARY_PATH="$libpath:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     MSCCLRT_DEBUG=$dbg MSCCLRT_DEBUG_SUBSYS=$sub NB_G=$G \
-        timeout 150 mpirun --allow-run-as-root --oversubscribe -np "$np" \
+        timeout 150 mpirun --allow-run-as-root --oversubscribe -np "$np" $NB_MPI_ARGS \
         -x LD_PRELOAD -x LD_LIBRARY_PATH -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE -x NCCL_NET \
         -x NCCL_SOCKET_IFNAME -x MSCCLRT_NET -x MSCCLRT_SOCKET_IFNAME -x MSCCLRT_NCCL_LIB_PATH \
         -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x NB_G \
