@@ -59,6 +59,7 @@ static bool run_passes(Sema *s, Diag *d) {
     if (s->auto_sync && !pass_auto_sync(p, d)) return false;
     if (!pass_replicate(p, s->instances, d)) return false;
     if (!pass_check_limits(p, d)) return false;
+    if (!pass_mscclpp_sizes(p, s->program_loc.at, d)) return false;
     if (!pass_check_deadlock(p, d)) return false;
     if (!pass_check_races(p, d)) return false;
     return diag_errors(d) == 0;

@@ -72,6 +72,12 @@ bool pass_replicate(Plan *p, int instances, Diag *d);
 /* §2.8 limits and §9 misreads, each a located error. */
 bool pass_check_limits(const Plan *p, Diag *d);
 
+/* Plans for MSCCL++'s executor (target mscclpp) only: raises min_message_size to the smallest
+ * size at which every block of every thread-block group gets part of each buffer its operation
+ * names (MSCCL++ mis-executes empty slices); an error at `at` when no size of the range does.
+ * Runs after pass_replicate (the final thread-block groups). */
+bool pass_mscclpp_sizes(Plan *p, PlanLoc at, Diag *d);
+
 /* Runs every TB of every rank as a sequential process (signal/wait counters per paired channel,
  * barriers, semaphores, LL packet arrival); if they cannot all finish, reports the wait cycle.
  * Also reports signals or semaphore counts left unbalanced at the end of a launch. */
