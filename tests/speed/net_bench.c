@@ -5,6 +5,10 @@
  * both ranks on it) and also times the parts of the staging path (DtoH into pinned memory,
  * HtoD from pinned memory). Sizes 4 KiB to --max (default 1 GiB).
  *   usage: net_bench [--gpu] [--max BYTES] [--nsocks N] [--lat-bytes N] [--lat-only]
+ *                    [--spinner busy|yield]
+ * --spinner starts one more thread in each rank that spins throughout, busy or yielding the core
+ * at every turn: under `taskset -c 0` (every thread on one core, as mpirun binds a rank by
+ * default) it shows what a thread that never yields does to the transport's woken threads.
  * Output: one line per size: size, transport GB/s, plain stream GB/s, ratio; then the
  * round-trip latencies of a --lat-bytes (default 8) put+signal and of a message of that size
  * on the plain stream (median and mean of 2000 round trips). --lat-only skips the sizes.
@@ -14,7 +18,9 @@
 #include "cuda/cuda_driver.h"
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +69,30 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* --spinner: 0 none, 1 busy, 2 yielding; the thread stops when spin_stop is set */
+static int spinner;
+static atomic_int spin_stop;
+static void *spin_main(void *arg) {
+    (void)arg;
+    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+        if (spinner == 2) sched_yield();
+    return NULL;
+}
+
+static int rank_run(int rank, const BootId *id, bool gpu, uint64_t max, int nsocks,
+                    uint64_t lat_bytes, bool lat_only);
 static int rank_main(int rank, const BootId *id, bool gpu, uint64_t max, int nsocks,
                      uint64_t lat_bytes, bool lat_only) {
+    pthread_t th;
+    const bool spin = spinner && pthread_create(&th, NULL, spin_main, NULL) == 0;
+    int rc = rank_run(rank, id, gpu, max, nsocks, lat_bytes, lat_only);
+    atomic_store(&spin_stop, 1);
+    if (spin) pthread_join(th, NULL);
+    return rc;
+}
+
+static int rank_run(int rank, const BootId *id, bool gpu, uint64_t max, int nsocks,
+                    uint64_t lat_bytes, bool lat_only) {
     Boot *b = NULL;
     OK(boot_init(&b, id, rank, 2, 30000), "boot_init");
     CuContext ctx = NULL;
@@ -229,6 +257,9 @@ int main(int argc, char **argv) {
             lat_bytes = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--nsocks") == 0 && i + 1 < argc) nsocks = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--spinner") == 0 && i + 1 < argc &&
+                 (strcmp(argv[i + 1], "busy") == 0 || strcmp(argv[i + 1], "yield") == 0))
+            spinner = strcmp(argv[++i], "busy") == 0 ? 1 : 2;
         else if (strcmp(argv[i], "--child") == 0 && i + 2 < argc) {
             BootId id;
             for (int k = 0; k < BOOT_ID_BYTES; k++) {
@@ -239,7 +270,7 @@ int main(int argc, char **argv) {
             return rank_main(atoi(argv[i + 1]), &id, gpu, max, nsocks, lat_bytes, lat_only);
         } else {
             fprintf(stderr, "usage: net_bench [--gpu] [--max BYTES] [--nsocks N] [--lat-bytes N] "
-                    "[--lat-only]\n");
+                    "[--lat-only] [--spinner busy|yield]\n");
             return 2;
         }
     }
@@ -256,7 +287,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         if ((pid[r] = fork()) == 0) {
             setenv("MSCCLRT_HOSTID", r ? "bench-node1" : "bench-node0", 1);
-            const char *args[16];
+            const char *args[20];
             int k = 0;
             args[k++] = argv[0];
             args[k++] = "--max", args[k++] = ms;
@@ -264,6 +295,7 @@ int main(int argc, char **argv) {
             args[k++] = "--lat-bytes", args[k++] = ls;
             if (gpu) args[k++] = "--gpu";
             if (lat_only) args[k++] = "--lat-only";
+            if (spinner) args[k++] = "--spinner", args[k++] = spinner == 1 ? "busy" : "yield";
             args[k++] = "--child", args[k++] = r ? "1" : "0", args[k++] = hex;
             args[k] = NULL;
             execv(argv[0], (char *const *)args);
