@@ -88,14 +88,8 @@ run() {
     return $rc
 }
 
-# best_times LOG: "bytes best_us wrong" per size line of nccl-tests (out-of-place time in field 6,
-# in-place in 10, their #wrong in 9 and 13); "bytes - -" where a size printed no numbers
-best_times() {
-    awk '$1 ~ /^[0-9]+$/ && NF >= 13 {
-             best = ($6 + 0 <= $10 + 0) ? $6 : $10
-             w = ($9 ~ /^[0-9]+$/ && $13 ~ /^[0-9]+$/) ? $9 + $13 : "?"
-             print $1, best, w }' "$1"
-}
+# best_times LOG: "bytes best_us wrong" per size line of nccl-tests (tests/gpu/nt_rows.awk)
+best_times() { awk -f tests/gpu/nt_rows.awk "$1" | awk '{ print $1, $2, $4 }'; }
 
 # forwarded LOG: the message sizes the drop-in handed to the real NCCL (its INFO line "...: no
 # algorithm serves COLL of N bytes (...); forwarding to the real NCCL")

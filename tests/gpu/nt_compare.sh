@@ -48,12 +48,7 @@ run() {
     [ "$rc" -eq 0 ] || { echo "nt_compare: $1 failed (rc $rc; $log/$1.log)"; tail -3 "$log/$1.log"; status=1; }
 }
 # rows FILE: "size time busbw wrong" per size, time the best of out-of-place and in-place
-rows() {
-    awk '/^ +[0-9]+ +[0-9]+ +[a-z0-9_]+/ && NF >= 12 {
-        to = $(NF-7); ti = $(NF-3); bo = $(NF-5); bi = $(NF-1)
-        t = (ti != "N/A" && ti + 0 < to + 0) ? ti : to; b = (t == ti) ? bi : bo
-        printf "%s %s %s %d\n", $1, t, b, $(NF-4) + ($NF == "N/A" ? 0 : $NF) }' "$1"
-}
+rows() { awk -f tests/gpu/nt_rows.awk "$1"; }
 for b in $bins; do
     [ -x "$out/$b" ] || { echo "nt_compare: $b not built"; status=1; continue; }
     run "${b%_perf}_nccl" "$real"
