@@ -33,9 +33,9 @@
  * always travels on socket 0, so they stay in issue order. The receiver counts the pieces that
  * landed per socket and applies a SIGNAL (writes the value) or answers a FLUSH (ACK) only once
  * every socket's count is reached: a total alone would let a piece of a later put, on a socket
- * that ran ahead, stand in for an earlier piece still on its way. net_flush waits for every peer's ACK; a
- * plan's flush (net_flush_sources) waits only until the puts' sources have been read (the
- * staging copies completed, or in host mode the queued messages written).
+ * that ran ahead, stand in for an earlier piece still on its way. net_flush waits for every
+ * peer's ACK; a plan's flush (net_flush_sources) waits only until the puts' sources have been
+ * read (the staging copies completed, or in host mode the queued messages written).
  *
  * Wire: every message starts with a TcpHdr (magic, version, type, sender rank, region, offset,
  * length, argument), checked by the receiver against its registered regions before it touches
@@ -127,7 +127,7 @@ struct TcpPeer {
     uint64_t landed;         /* pieces from this peer written into our memory */
     uint64_t landed_s[TCP_SOCKS_MAX]; /* of them, per socket */
     uint64_t need_s[TCP_SOCKS_MAX];   /* per-socket counts of the last SIGNAL/FLUSH received */
-    TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for landed >= need */
+    TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for their pieces (landed_before) */
     size_t phead, ptail, pcap;
     uint64_t need;           /* count of the last SIGNAL/FLUSH received (tcp_rx_check) */
     uint64_t asked;          /* highest count sent in a FLUSH: an ACK may not exceed it */
@@ -422,8 +422,9 @@ static void *rx_main(void *arg) {
 
 /* ==== sending =============================================================================== */
 
-/* Writes it's message (its header, then a PUT's payload) from byte *done on; wait_ms as
- * net_sock_sendv (0: returns -1 with EAGAIN once the socket would block). */
+/* Writes it's message (its header, then a PUT's payload or a SIGNAL's or FLUSH's per-socket
+ * counts) from byte *done on; wait_ms as net_sock_sendv (0: returns -1 with EAGAIN once the
+ * socket would block). */
 static int send_msg(TcpSock *s, const TcpItem *it, size_t *done, int wait_ms) {
     const bool counted = it->h.type == TCP_SIGNAL || it->h.type == TCP_FLUSH;
     struct iovec iov[2] = {

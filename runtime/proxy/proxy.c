@@ -4,9 +4,10 @@
  * counters in device memory, a non-blocking stream on which every trigger becomes a copy-engine
  * cuMemcpyAsync or a cuStreamWriteValue64 (signals and flush marks, ordered after the copies
  * before them), and the thread that polls: busy while work flows and MSCCLRT_PROXY_SPIN_US
- * after (yielding the core on every idle poll), then every 50 us on a condition variable that proxy_kick (a launch that will push
- * triggers) cuts short. The producers are kernels, which cannot wake a host thread, so some
- * polling stays; the kick takes it off the path of a launch after a long idle.
+ * after (yielding the core on every idle poll), then every 50 us on a condition variable that
+ * proxy_kick (a launch that will push triggers) cuts short. The producers are kernels, which
+ * cannot wake a host thread, so some polling stays; the kick takes it off the path of a launch
+ * after a long idle.
  * Triggers to window addresses (ranks on other nodes) are routed to the network transport.
  */
 #include "proxy/proxy.h"

@@ -114,7 +114,8 @@ static int rank_reorder(int rank, int n, const BootId *id, bool dev) {
             if (k >= SLOTS) CHECK(wait_ctr(&s, 1, (uint64_t)(k - SLOTS + 1)));   /* slot free */
             unsigned char *b = src + (size_t)sl * slot;
             for (uint64_t i = 0; i < len; i++) b[i] = pat(0, i, k);
-            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)sl * slot, (uint64_t)(uintptr_t)b, len));
+            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)sl * slot, (uint64_t)(uintptr_t)b,
+                             len));
             CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
         } else {
             CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
