@@ -3,6 +3,8 @@
 # processes, every rank on cuda:0 (or GPU_PER_RANK=1: one process per GPU), LD_PRELOAD=libmscclrt_nccl.so (tests/gpu/torch_dropin.py says
 # what is checked). Correctness only: ranks sharing one GPU take turns on it.
 #   BUILD=build sh tests/gpu/torch_dropin.sh        (TORCH_NPROCS="2 4 8" to choose)
+# Then once more at the first count with TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 (every
+# allocator segment registered through ncclCommRegister).
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}
@@ -36,4 +38,19 @@ for n in ${TORCH_NPROCS:-2 4 8}; do
         status=1
     fi
 done
+# PyTorch's allocator hook: every segment the caching allocator makes is registered with the
+# communicator (ncclCommRegister) and deregistered when freed; the same checks must pass
+n=${TORCH_NPROCS:-2}
+n=${n%% *}
+t0=$(date +%s)
+TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 LD_PRELOAD="$guard:$so" timeout 400 \
+    torchrun --standalone --nproc_per_node "$n" tests/gpu/torch_dropin.py >"$log/torch_np${n}_hook.log" 2>&1
+rc=$?
+echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/torch_np${n}_hook.log"
+grep '^testing ' "$log/torch_np${n}_hook.log" | sed 's/ \.\.\. / (allocator hook) ... /'
+if [ $rc -ne 0 ]; then
+    echo "testing torch run N=$n (allocator hook) ... failed (rc $rc; $log/torch_np${n}_hook.log)"
+    grep -iE 'error|exception|Traceback' "$log/torch_np${n}_hook.log" | head -8 | sed 's/^/    /'
+    status=1
+fi
 exit $status
