@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         if (strcmp(a, "-o") == 0) {
             if (++i == argc) return usage_error("%s needs a file name", a);
-            output = argv[i];
+            output = strcmp(argv[i], "-") == 0 ? NULL : argv[i];   /* "-": standard output */
         } else if (strncmp(a, "-D", 2) == 0) {
             const char *d = a[2] ? a + 2 : (++i < argc ? argv[i] : NULL);
             if (!d) return usage_error("%s needs NAME=VALUE", "-D");

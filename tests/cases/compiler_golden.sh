@@ -81,6 +81,9 @@ printf '{"name": 1}' >"$tmp/bad.json"
 "$MSCCLC" "$ok" -o "$tmp/a.json" && "$MSCCLC" "$ok" >"$tmp/b.json" && cmp -s "$tmp/a.json" "$tmp/b.json"
 result "mscclc/stdout-equals-file" $?
 "$MSCCLC" - <"$ok" >"$tmp/s.json" && cmp -s "$tmp/a.json" "$tmp/s.json"; result "mscclc/stdin" $?
+mc_abs=$(cd "$(dirname "$MSCCLC")" && pwd)/mscclc ok_abs=$PWD/$ok
+(cd "$tmp" && "$mc_abs" "$ok_abs" -o - >o.json) && cmp -s "$tmp/a.json" "$tmp/o.json" && [ ! -e "$tmp/-" ]
+result "mscclc/output-dash-is-stdout" $?
 "$MSCCLC" "$ok" --compact >"$tmp/c.json" && [ "$(wc -l <"$tmp/c.json")" -le 1 ] &&
     "$MSCCLC" --dump "$tmp/c.json" >/dev/null
 result "mscclc/compact" $?
