@@ -29,7 +29,7 @@ static void usage(FILE *f) {
  * tests/cases/check_man.sh compares them). */
 static void help(void) {
     static const char *const lines[][2] = {
-        {"-o PLAN.json", "write the plan there instead of standard output"},
+        {"-o PLAN.json", "write the plan there instead of standard output (-o -: standard output)"},
         {"-D NAME=VALUE", "override 'param NAME' (an integer; K, M, G suffixes)"},
         {"--target=mscclrt|mscclpp", "the runtime the plan is for (default mscclrt; mscclpp "
                                      "applies MSCCL++'s 64 ops per thread block)"},
@@ -178,6 +178,7 @@ static int check(const char *path, int error_limit) {
 int main(int argc, char **argv) {
     const char *input = NULL, *output = NULL, *format = NULL;
     bool compact = false, timing = false, dumping = false, summary = false, checking = false;
+    bool output_given = false;   /* -o, "-" (standard output) included */
     MscclcOptions opt = {0};
     MscclcDefine *defs = calloc((size_t)argc, sizeof *defs);
     char **names = calloc((size_t)argc, sizeof *names);
@@ -191,6 +192,7 @@ int main(int argc, char **argv) {
         if (strcmp(a, "-o") == 0) {
             if (++i == argc) return usage_error("%s needs a file name", a);
             output = strcmp(argv[i], "-") == 0 ? NULL : argv[i];   /* "-": standard output */
+            output_given = true;
         } else if (strncmp(a, "-D", 2) == 0) {
             const char *d = a[2] ? a + 2 : (++i < argc ? argv[i] : NULL);
             if (!d) return usage_error("%s needs NAME=VALUE", "-D");
@@ -248,14 +250,15 @@ int main(int argc, char **argv) {
     }
     if (checking) {
         if (!input) return usage_error("%s", "--check needs a plan file");
-        if (dumping || output || opt.ndefines || opt.target || format || summary)
+        if (dumping || output_given || opt.ndefines || opt.target || format || summary)
             return usage_error("%s", "--check takes only a plan file and -ferror-limit");
         rc = check(input, opt.error_limit);
         goto out;
     }
     if (dumping) {
         if (!input) return usage_error("%s", "--dump needs a plan file");
-        if (output || opt.ndefines || opt.target) return usage_error("%s", "--dump takes only a plan file, --format and --summary");
+        if (output_given || opt.ndefines || opt.target)
+            return usage_error("%s", "--dump takes only a plan file, --format and --summary");
         if (summary && format && strcmp(format, "table") != 0)
             return usage_error("%s", "--summary is a form of the table, not of --format=dot");
         rc = dump(input, format ? format : "table", summary);

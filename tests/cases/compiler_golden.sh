@@ -84,6 +84,8 @@ result "mscclc/stdout-equals-file" $?
 mc_abs=$(cd "$(dirname "$MSCCLC")" && pwd)/mscclc ok_abs=$PWD/$ok
 (cd "$tmp" && "$mc_abs" "$ok_abs" -o - >o.json) && cmp -s "$tmp/a.json" "$tmp/o.json" && [ ! -e "$tmp/-" ]
 result "mscclc/output-dash-is-stdout" $?
+"$MSCCLC" --dump "$tmp/a.json" -o - >/dev/null 2>"$tmp/err"
+[ $? = 2 ] && grep -q -- "--dump takes only a plan file" "$tmp/err"; result "mscclc/dump-refuses-output-dash" $?
 "$MSCCLC" "$ok" --compact >"$tmp/c.json" && [ "$(wc -l <"$tmp/c.json")" -le 1 ] &&
     "$MSCCLC" --dump "$tmp/c.json" >/dev/null
 result "mscclc/compact" $?
