@@ -100,18 +100,43 @@ static void mem_put(PlanKey key, const char *json) {
     pthread_mutex_unlock(&mem_mu);
 }
 
-/* A cached plan's text as a handle when it is the plan we expect (valid, the program's
- * collective, world ranks); NULL otherwise, with the reason at INFO. */
-static mscclrt_plan *cached_plan(const char *json, const char *what, const char *coll, int world) {
+/* The name a program gives its plans: the identifier after `program` at the start of a line
+ * (coll(5)); false when the text has none (then only the collective and size are compared). */
+static bool program_name(const char *text, char *out, size_t n) {
+    for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+        while (*l == ' ' || *l == '\t') l++;
+        if (strncmp(l, "program", 7) != 0 || (l[7] != ' ' && l[7] != '\t')) continue;
+        l += 7;
+        while (*l == ' ' || *l == '\t') l++;
+        size_t k = 0;
+        while ((l[k] == '_' || (l[k] >= 'a' && l[k] <= 'z') || (l[k] >= 'A' && l[k] <= 'Z') ||
+                (k && l[k] >= '0' && l[k] <= '9')) && k + 1 < n) {
+            out[k] = l[k];
+            k++;
+        }
+        out[k] = '\0';
+        return k > 0;
+    }
+    return false;
+}
+
+/* A cached plan's text as a handle when it is the plan we expect (valid, the program's name
+ * when known, its collective, world ranks): another program's plan of the same collective and
+ * size is valid too, but would run under this program's name; NULL otherwise, with the reason
+ * at INFO. */
+static mscclrt_plan *cached_plan(const char *json, const char *what, const char *prog,
+                                 const char *coll, int world) {
     PlanErr e;
     Plan *pl = plan_parse(json, strlen(json), what, &e);
     if (!pl) {
         LOG_INFO(LOG_SUB_PLAN, "plan cache: ignoring %s", e.msg);
         return NULL;
     }
-    if (pl->ngpus != world || strcmp(pl->collective_name, coll) != 0) {
-        LOG_INFO(LOG_SUB_PLAN, "plan cache: ignoring %s: a %s plan for %d ranks, expected %s for %d",
-                 what, pl->collective_name, pl->ngpus, coll, world);
+    if (pl->ngpus != world || strcmp(pl->collective_name, coll) != 0 ||
+        (prog && strcmp(pl->name, prog) != 0)) {
+        LOG_INFO(LOG_SUB_PLAN, "plan cache: ignoring %s: %s's %s plan for %d ranks, expected "
+                 "%s's %s for %d", what, pl->name, pl->collective_name, pl->ngpus,
+                 prog ? prog : "any program", coll, world);
         plan_free(pl);
         return NULL;
     }
@@ -129,9 +154,11 @@ mscclrt_result algo_plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_ca
     PlanKey key = plan_key(j->text, j->defs, j->ndefs);
     char name[48];
     snprintf(name, sizeof name, "%016" PRIx64 "%016" PRIx64 ".json", key.k[0], key.k[1]);
+    char prog[128];
+    const char *pn = program_name(j->text, prog, sizeof prog) ? prog : NULL;
     char *json = mem_get(key);
     if (json) {
-        *out = cached_plan(json, j->file, j->coll, world);
+        *out = cached_plan(json, j->file, pn, j->coll, world);
         free(json);
         if (*out) {
             *from_cache = true;
@@ -142,7 +169,7 @@ mscclrt_result algo_plan_for(const PlanJob *j, mscclrt_plan **out, bool *from_ca
     if ((json = dcache_read(j->cache, name, PLAN_CACHE_MAX_BYTES, &n))) {
         char path[sizeof j->cache->path + sizeof name];
         snprintf(path, sizeof path, "%s/%s", j->cache->path, name);
-        *out = strlen(json) == n ? cached_plan(json, path, j->coll, world) : NULL;
+        *out = strlen(json) == n ? cached_plan(json, path, pn, j->coll, world) : NULL;
         if (*out) {
             mem_put(key, json);
             free(json);

@@ -392,9 +392,27 @@ static void t_disk_cache(void) {
     CHECK(tgt && !strcmp(tgt, "untouched"));
     struct stat st;
     CHECK(lstat(p2, &st) == 0 && S_ISREG(st.st_mode));  /* the link was replaced, not followed */
-    free(orig0), free(orig1), free(orig2), free(now0), free(now1), free(now2), free(tgt);
+    free(orig1), free(orig2), free(now0), free(now1), free(now2), free(tgt);
     CHECK_EQ_INT(2 * NSINGLE, list_plans(dir, names, 64, &others));
     CHECK_EQ_INT(0, others);
+    /* the same plan under another program's name (same collective, same ranks: valid, but it
+     * would run as this program) is ignored and rewritten too */
+    char *renamed = slurp(p0), *at = renamed ? strstr(renamed, "\"name\":") : NULL;
+    if (at) at = strchr(at + 7, '"');      /* the value's opening quote */
+    CHECK(at != NULL);
+    if (at) {
+        at[1] = at[1] == 'z' ? 'y' : 'z';   /* one letter of the name changed */
+        put(p0, renamed);
+        int cr8, cr4;
+        CHECK(child_build(8, dir, &cr8, &cached, &n8, &s8));
+        CHECK(child_build(4, dir, &cr4, &cached, &n4, &s4));
+        CHECK_EQ_INT(1, cr8 + cr4);
+        char *back = slurp(p0);
+        CHECK(back && orig0 && !strcmp(back, orig0));
+        free(back);
+    }
+    free(renamed);
+    free(orig0);
     /* no cache directory: every plan compiled, nothing written */
     CHECK(child_build(2, "", &compiled, &cached, &plans, &warm));
     CHECK_EQ_INT(NSINGLE, compiled);
