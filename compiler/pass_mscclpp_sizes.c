@@ -21,8 +21,7 @@ static uint32_t data_chunks(const PlanGpu *g) {
     return g->input_chunks ? g->input_chunks : g->output_chunks;
 }
 static uint32_t measured_chunks(const Plan *p, const PlanGpu *g) {
-    if (p->collective == PLAN_COLL_ALLGATHER) return g->output_chunks;
-    return g->input_chunks ? g->input_chunks : g->output_chunks;
+    return p->collective == PLAN_COLL_ALLGATHER ? g->output_chunks : data_chunks(g);
 }
 
 /* units per chunk op needs so that each of its tbg_size blocks gets one of every buffer */

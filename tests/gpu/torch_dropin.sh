@@ -25,32 +25,29 @@ ngpu=$(sh tests/gpu/gpu_count.sh)
 [ "$GPU_PER_RANK" = 1 ] && [ -z "$TORCH_NPROCS" ] && TORCH_NPROCS=$ngpu
 export PYTHONUNBUFFERED=1
 status=0
-for n in ${TORCH_NPROCS:-2 4 8}; do
+# one N LOG LABEL [VAR=VALUE...]: torchrun of tests/gpu/torch_dropin.py on N processes with the
+# drop-in preloaded (and the variables), its test lines tagged with LABEL (empty: none)
+one() {
+    on=$1 olog=$2 olabel=$3
+    shift 3
     t0=$(date +%s)
-    LD_PRELOAD="$guard:$so" timeout 400 torchrun --standalone --nproc_per_node "$n" \
-        tests/gpu/torch_dropin.py >"$log/torch_np$n.log" 2>&1
+    env "$@" LD_PRELOAD="$guard:$so" timeout 400 torchrun --standalone --nproc_per_node "$on" \
+        tests/gpu/torch_dropin.py >"$olog" 2>&1
     rc=$?
-    echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/torch_np$n.log"
-    grep '^testing ' "$log/torch_np$n.log"
+    echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$olog"
+    grep '^testing ' "$olog" | sed "s/ \.\.\. /${olabel:+ ($olabel)} ... /"
     if [ $rc -ne 0 ]; then
-        echo "testing torch run N=$n ... failed (rc $rc; $log/torch_np$n.log)"
-        grep -iE 'error|exception|Traceback' "$log/torch_np$n.log" | head -8 | sed 's/^/    /'
+        echo "testing torch run N=$on${olabel:+ ($olabel)} ... failed (rc $rc; $olog)"
+        grep -iE 'error|exception|Traceback' "$olog" | head -8 | sed 's/^/    /'
         status=1
     fi
+}
+for n in ${TORCH_NPROCS:-2 4 8}; do
+    one "$n" "$log/torch_np$n.log" ""
 done
 # PyTorch's allocator hook: every segment the caching allocator makes is registered with the
 # communicator (ncclCommRegister) and deregistered when freed; the same checks must pass
 n=${TORCH_NPROCS:-2}
 n=${n%% *}
-t0=$(date +%s)
-TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1 LD_PRELOAD="$guard:$so" timeout 400 \
-    torchrun --standalone --nproc_per_node "$n" tests/gpu/torch_dropin.py >"$log/torch_np${n}_hook.log" 2>&1
-rc=$?
-echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/torch_np${n}_hook.log"
-grep '^testing ' "$log/torch_np${n}_hook.log" | sed 's/ \.\.\. / (allocator hook) ... /'
-if [ $rc -ne 0 ]; then
-    echo "testing torch run N=$n (allocator hook) ... failed (rc $rc; $log/torch_np${n}_hook.log)"
-    grep -iE 'error|exception|Traceback' "$log/torch_np${n}_hook.log" | head -8 | sed 's/^/    /'
-    status=1
-fi
+one "$n" "$log/torch_np${n}_hook.log" "allocator hook" TORCH_NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK=1
 exit $status

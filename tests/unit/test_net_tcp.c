@@ -35,10 +35,15 @@ static int tcp_open_dev(Side *s, int rank, int n, const BootId *id, int nsocks) 
     return h_failed ? 1 : side_open(s, rank, n, id, &o, "socket", NULL);
 }
 
+/* A rank's side with nsocks sockets per peer: host buffers, or device mode on the fake driver. */
+static int tcp_open_mode(Side *s, int rank, int n, const BootId *id, int nsocks, bool dev) {
+    return dev ? tcp_open_dev(s, rank, n, id, nsocks) : tcp_open(s, rank, n, id, nsocks, 10000);
+}
+
 /* ---- every rank puts to every remote rank at many sizes; checks what it receives ------------ */
 static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
     Side s;
-    if (dev ? tcp_open_dev(&s, rank, n, id, 3) : tcp_open(&s, rank, n, id, 3, 10000)) return 1;
+    if (tcp_open_mode(&s, rank, n, id, 3, dev)) return 1;
     static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, (512u << 10) + 1,
                                      (1u << 20) + 7, (8u << 20) - 5, BIG};
     const int nsz = (int)(sizeof sizes / sizeof *sizes);
@@ -68,7 +73,7 @@ static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
  * before anything else goes on that socket (an ACK included), or the stream breaks. */
 static int rank_burst(int rank, int n, const BootId *id, bool dev) {
     Side s;
-    if (dev ? tcp_open_dev(&s, rank, n, id, 2) : tcp_open(&s, rank, n, id, 2, 10000)) return 1;
+    if (tcp_open_mode(&s, rank, n, id, 2, dev)) return 1;
     enum { PIECES = 6000, LEN = 4093 };
     unsigned char *src = malloc((size_t)PIECES * LEN);
     if (!src) return 1;
@@ -102,7 +107,7 @@ static int rank_burst(int rank, int n, const BootId *id, bool dev) {
  * on a socket that ran ahead stand in for one still on its way, and rank 1 then sees old data. */
 static int rank_reorder(int rank, int n, const BootId *id, bool dev) {
     Side s;
-    if (dev ? tcp_open_dev(&s, rank, n, id, 4) : tcp_open(&s, rank, n, id, 4, 10000)) return 1;
+    if (tcp_open_mode(&s, rank, n, id, 4, dev)) return 1;
     enum { ROUNDS = 300, SLOTS = 8 };
     const uint64_t len = (3u << 19) + 1, slot = 2u << 20;
     unsigned char *src = malloc((size_t)SLOTS * slot);
@@ -140,7 +145,7 @@ static int rank_reorder(int rank, int n, const BootId *id, bool dev) {
  * a flush that returned before the sources were read would let the overwrite through. */
 static int rank_sources(int rank, int n, const BootId *id, bool dev) {
     Side s;
-    if (dev ? tcp_open_dev(&s, rank, n, id, 2) : tcp_open(&s, rank, n, id, 2, 10000)) return 1;
+    if (tcp_open_mode(&s, rank, n, id, 2, dev)) return 1;
     const uint64_t len = 24u << 20;
     unsigned char *src = malloc(len);
     if (!src) return 1;
