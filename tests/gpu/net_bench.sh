@@ -12,10 +12,11 @@
 #   BUILD=build sh tests/gpu/net_bench.sh       (about 2-3 minutes on 2 GPUs)
 # NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n): ours only, for correctness (NCCL refuses
 # two ranks on one GPU). NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces
-# the size/iteration flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun binds
-# each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT
-# and PROXY) to the logs. nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC,
-# MPI_HOME, CUDA_HOME); the real NCCL from MSCCLRT_NCCL_LIB_PATH, else
+# the size/iteration flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
+# binds each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace
+# (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs. nccl-tests comes from
+# tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME); the real NCCL from
+# MSCCLRT_NCCL_LIB_PATH, else
 # $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl
 # wheel. Logs and tables: $GPU_LOG_DIR/net_bench.
 # Exits 77 (skipped) without 2 GPUs, mpirun, nccl-tests or the real NCCL.
@@ -31,7 +32,9 @@ fi
 command -v mpirun >/dev/null 2>&1 || { echo "skipped (needs mpirun)"; exit 77; }
 real=${MSCCLRT_NCCL_LIB_PATH:-$PWD/$BUILD/third_party/nccl-2.28.9/lib/libnccl.so.2}
 if [ ! -f "$real" ] && [ -z "$MSCCLRT_NCCL_LIB_PATH" ]; then   # else PyTorch's (nvidia-nccl wheel)
-    wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+    # shellcheck source=tests/gpu/nccl_wheel.sh
+    . tests/gpu/nccl_wheel.sh
+    wheel=$(nccl_wheel_dir)
     [ -f "$wheel/libnccl.so.2" ] && real=$wheel/libnccl.so.2
 fi
 if [ ! -f "$real" ]; then

@@ -20,7 +20,9 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/nt_compare
 mkdir -p "$log"
 command -v mpirun >/dev/null 2>&1 || { echo "skipped (needs mpirun)"; exit 77; }
-real=${NCCL_REAL_LIB_DIR:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
+# shellcheck source=tests/gpu/nccl_wheel.sh
+. tests/gpu/nccl_wheel.sh
+real=${NCCL_REAL_LIB_DIR:-$(nccl_wheel_dir)}
 [ -f "$real/libnccl.so.2" ] || { echo "skipped (needs the real NCCL: NCCL_REAL_LIB_DIR or the nvidia-nccl wheel)"; exit 77; }
 # shellcheck source=tests/gpu/nccl_tests_build.sh
 . tests/gpu/nccl_tests_build.sh
