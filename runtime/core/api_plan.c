@@ -89,6 +89,8 @@ MSCCLRT_API mscclrt_result mscclrt_plan_get_info(const mscclrt_plan *plan, msccl
 static mscclrt_result check_call(const Plan *p, uint64_t bytes, uint64_t *in, uint64_t *out,
                                  const char *fn) {
     plan_call_sizes(p, bytes, in, out);
+    /* a message the executor runs as pieces (plan_pieces.c) is served: its pieces fit */
+    if (*in == *out && plan_piece_bytes(p, *in)) return MSCCLRT_SUCCESS;
     for (int r = 0; r < p->ngpus; r++) {
         PlanGeom g;
         PlanErr e;

@@ -6,6 +6,8 @@
 #include "core/err.h"
 #include "cpu/cpu.h"
 
+#include <stdlib.h>
+
 MSCCLRT_API mscclrt_result mscclrt_cpu_comm_create(mscclrt_cpu_comm **out, int nranks) {
     if (!out) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_cpu_comm_create: out is NULL");
     return cpu_comm_create(out, nranks);
@@ -52,5 +54,21 @@ MSCCLRT_API mscclrt_result mscclrt_cpu_execute(mscclrt_cpu_comm *comm, const msc
         if ((in_bytes && !send[r]) || (out_bytes && !recv[r]))
             return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d's %s buffer is NULL", fn, r,
                            in_bytes && !send[r] ? "send" : "recv");
-    return cpu_execute(comm, p, send, recv, in_bytes, out_bytes, dtype, op, packet);
+    /* as the GPU executor: an elementwise message beyond the 32-bit op offsets runs as pieces */
+    const uint64_t piece = in_bytes == out_bytes ? plan_piece_bytes(p, in_bytes) : 0;
+    if (!piece) return cpu_execute(comm, p, send, recv, in_bytes, out_bytes, dtype, op, packet);
+    void **s = calloc(2 * (size_t)n, sizeof *s);
+    if (!s) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
+    void **r = s + n;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (uint64_t off = 0; off < in_bytes && res == MSCCLRT_SUCCESS; off += piece) {
+        const uint64_t len = in_bytes - off < piece ? in_bytes - off : piece;
+        for (int k = 0; k < n; k++) {
+            s[k] = (char *)send[k] + off;
+            r[k] = (char *)recv[k] + off;
+        }
+        res = cpu_execute(comm, p, s, r, len, len, dtype, op, packet);
+    }
+    free(s);
+    return res;
 }

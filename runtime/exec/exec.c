@@ -128,6 +128,19 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
     if (!send || !recv)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "mscclrt_execute: rank %d: %s is NULL", c->rank,
                        !send ? "sendbuf" : "recvbuf");
+    /* an elementwise message too large for the plan's 32-bit op offsets: consecutive pieces */
+    const uint64_t piece = in == out ? plan_piece_bytes(p, in) : 0;
+    for (uint64_t off = 0; piece && off < in; off += piece) {
+        const uint64_t len = in - off < piece ? in - off : piece;
+        const char *s = (const char *)send + off;
+        char *r = (char *)recv + off;
+        LOG_TRACE(LOG_SUB_EXEC, "rank %d: plan '%s': piece [%llu, +%llu) of %zu bytes", c->rank,
+                  PLAN_ESC(p->name), (unsigned long long)off, (unsigned long long)len, in);
+        TRY(exec_group_depth > 0
+                ? exec_group_enqueue(c, p, s, r, len, len, (int)dt, (int)op, (int)pk, stream)
+                : exec_call(c, p, s, r, len, len, (int)dt, (int)op, (int)pk, stream));
+    }
+    if (piece) return MSCCLRT_SUCCESS;
     if (exec_group_depth > 0)
         return exec_group_enqueue(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream);
     return exec_call(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream);

@@ -272,6 +272,15 @@ bool plan_geom(const Plan *p, int rank, uint64_t in_bytes, uint64_t out_bytes, P
  * enforces; the GPU executor sizes chunks from the allocation ranges (exec_scratch_bytes) and
  * passes 256, so the second half keeps the device's vector and packet alignment. */
 uint64_t plan_scratch_bytes(const Plan *p, int rank, uint64_t chunk, uint64_t half_align);
+/* Pieces (plan_pieces.c): a message of an elementwise collective (allreduce, broadcast, reduce:
+ * bytes [a, b) of the output depend on bytes [a, b) of the inputs only) whose chunks would put
+ * the executor's 32-bit op offsets beyond 4 GiB runs as consecutive pieces of the buffers.
+ * plan_piece_bytes gives the piece for a call of in_bytes (= out_bytes): 0 when the whole call
+ * fits (or the collective is not elementwise, or no piece fits: plan_geom then says why), else
+ * the largest size every rank's geometry accepts, a multiple of every rank's alignment x chunk
+ * count, such that the last piece is accepted too. */
+bool plan_elementwise(const Plan *p);
+uint64_t plan_piece_bytes(const Plan *p, uint64_t in_bytes);
 /* Input/output byte counts of one rank for a message of `bytes` as nccl-tests counts it
  * (allgather, gather: bytes is the output; reducescatter, scatter: the input; others: both). */
 void plan_call_sizes(const Plan *p, uint64_t bytes, uint64_t *in_bytes, uint64_t *out_bytes);

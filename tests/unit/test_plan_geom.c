@@ -198,6 +198,51 @@ static void t_call_sizes(void) {
     }
 }
 
+/* A message whose chunks would put op offsets beyond 4 GiB: allreduce/hier_scratch at N=2 keeps
+ * 8 chunks of scratch, so 1 GiB (chunks of 512 MiB) is refused by the geometry and served as
+ * pieces; an allgather is not elementwise and gets none. */
+static void t_pieces(void) {
+    PlanErr e;
+    Plan *p = plan_load_file("tests/golden/stdlib/allreduce/hier_scratch.N2.json", &e);
+    CHECK(p != NULL);
+    if (!p) return;
+    const uint64_t G1 = 1ull << 30;
+    PlanGeom g;
+    CHECK(!plan_geom(p, 0, G1, G1, &g, &e));
+    CHECK_CONTAINS(e.msg, "beyond 4 GiB");
+    CHECK(plan_elementwise(p));
+    const uint64_t piece = plan_piece_bytes(p, G1);
+    CHECK(piece > 0 && piece < G1);
+    /* every piece, the last (the rest) included, is a message every rank accepts */
+    for (uint64_t off = 0; piece && off < G1; off += piece) {
+        const uint64_t len = G1 - off < piece ? G1 - off : piece;
+        for (int r = 0; r < p->ngpus; r++) CHECK(plan_geom(p, r, len, len, &g, &e));
+    }
+    CHECK_EQ_INT(2, (long long)((G1 + piece - 1) / piece));   /* as few as the limit allows */
+    CHECK_EQ_INT(0, (long long)plan_piece_bytes(p, 1u << 20));   /* fits whole: no pieces */
+    CHECK_EQ_INT(0, (long long)plan_piece_bytes(p, G1 + 8));     /* not aligned: geometry's error */
+    /* 5 GiB + a unit: uneven pieces, each accepted */
+    const uint64_t odd = 5 * G1 + 64;
+    const uint64_t pc = plan_piece_bytes(p, odd);
+    CHECK(pc > 0);
+    for (uint64_t off = 0; pc && off < odd; off += pc) {
+        const uint64_t len = odd - off < pc ? odd - off : pc;
+        CHECK(plan_geom(p, 0, len, len, &g, &e) && plan_geom(p, 1, len, len, &g, &e));
+    }
+    /* the public size check serves it */
+    mscclrt_plan *h = NULL;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_load(&h, "tests/golden/stdlib/allreduce/hier_scratch.N2.json"));
+    size_t in = 0, out = 0;
+    CHECK_EQ_INT(MSCCLRT_SUCCESS, mscclrt_plan_call_sizes(h, G1, &in, &out));
+    CHECK(in == G1 && out == G1);
+    mscclrt_plan_free(h);
+    plan_free(p);
+    Plan *ag = plan_load_file("tests/golden/stdlib/allgather/hier_scratch.N2.json", &e);
+    CHECK(ag && !plan_elementwise(ag));
+    if (ag) CHECK_EQ_INT(0, (long long)plan_piece_bytes(ag, 4 * G1));
+    plan_free(ag);
+}
+
 static void t_api(void) {
     mscclrt_plan *h = (mscclrt_plan *)1;
     CHECK_EQ_INT(MSCCLRT_ERR_PLAN, mscclrt_plan_load(&h, "tests/plans/nope.json"));
@@ -262,6 +307,7 @@ int main(void) {
     TEST("plan_geom/worked_examples", t_worked_examples());
     TEST("plan_geom/errors", t_errors());
     TEST("plan_geom/call_sizes", t_call_sizes());
+    TEST("plan_geom/pieces", t_pieces());
     TEST("plan_geom/api", t_api());
     return harness_report();
 }
