@@ -8,8 +8,9 @@
  *   [0, off_pk_sent)      counters: inbound data and ack counters per (block, sender), which
  *                         peers increment (release, system scope), then this rank's own
  *                         consumed-so-far counts of both (persistent across launches)
- *   [off_pk_sent, off_pk) packet counters per (block, peer): messages sent, messages read (this
- *                         rank's own) and acknowledgements the peer added (persistent)
+ *   [off_pk_sent, off_stats) packet counters per (block, peer): messages sent, messages read
+ *                         (this rank's own) and acknowledgements the peer added (persistent)
+ *   [off_stats, off_pk)   this rank's counts of direct launches by path (native_direct.cuh)
  *   [off_pk, off_slots)   packet slots: per (block, sender, half) pk_slot_bytes of LL16
  *                         packets (8 data bytes and two copies of a 32-bit flag each), for
  *                         messages small enough to skip the data/ack round trips
@@ -56,8 +57,9 @@ typedef struct MnContext {
     mk_u64 pk_slot_bytes;         /* bytes of packets in one packet slot (0: none) */
     mk_u64 pk_max_bytes;          /* messages of at most this many bytes per peer may travel as
                                      packets (MSCCLRT_NATIVE_PACKET_BYTES, read at setup) */
+    mk_u64 off_stats;             /* u64[2]: direct launches that went direct, that took the slots */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 136, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 144, "MnContext layout (host and device agree)");
 
 /* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block
  * fits one slot (MN_PK_DATA_BYTES) travels as packets: the flag in every packet says the data
@@ -99,6 +101,46 @@ typedef struct MnArgs {
     unsigned char extra[MN_EXTRA_BYTES]; /* caller-given arguments (mscclrt_algo_run) */
 } MnArgs;
 MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
+
+/* ---- the direct (zero-copy) form of the built-in collectives --------------------------------
+ * Peers read and write a rank's own buffers instead of staging through scratch. The runtime
+ * shares the allocations behind users' buffers lazily (runtime/peermem): each rank announces
+ * an allocation once, with a publication number (1, 2, ... per rank), and every peer maps it
+ * when it sees the announcement, into a table of MN_PM_SLOTS entries per peer in host memory
+ * the kernels read (MnPeerMem). A launch cannot know what its peers have mapped, so the kernel
+ * decides: every block first sends its record (MnDirectRec: where its buffers are and how far
+ * it has mapped each peer's announcements) to the same block of every peer, and all blocks of
+ * all ranks, reading the same records, take the same path: direct when every rank has mapped
+ * every buffer the collective touches, else the slot path in the same launch. */
+#define MN_DIRECT_MAX_RANKS 8     /* ranks of a communicator that may go direct */
+#define MN_PM_SLOTS 64            /* allocations one rank may share at once */
+#define MN_DIRECT_INPLACE 1u      /* MnDirectRec.flags: sendbuf == recvbuf on this rank */
+
+/* One mapped peer allocation (the importer's table, [nranks][MN_PM_SLOTS]). */
+typedef struct MnPeerMem {
+    mk_u64 pub;                   /* the announcement's publication number; 0: empty */
+    mk_u64 base;                  /* the allocation's base as this rank maps it */
+} MnPeerMem;
+MK_STATIC_ASSERT(sizeof(MnPeerMem) == 16, "MnPeerMem layout");
+
+/* What a rank tells its peers at the start of a direct launch. */
+typedef struct MnDirectRec {
+    mk_u32 spub, sslot;           /* sendbuf's allocation: publication number (0: not shared), slot */
+    mk_u64 soff;                  /* sendbuf - that allocation's base */
+    mk_u32 rpub, rslot;           /* the same for recvbuf */
+    mk_u64 roff;
+    mk_u32 flags;                 /* MN_DIRECT_* */
+    mk_u32 pad;
+    mk_u32 upto[MN_DIRECT_MAX_RANKS]; /* peer q's announcements this rank has mapped: 1..upto[q]
+                                     (0: none, or mapping q's memory failed) */
+} MnDirectRec;
+MK_STATIC_ASSERT(sizeof(MnDirectRec) == 40 + 4 * MN_DIRECT_MAX_RANKS, "MnDirectRec layout");
+
+/* The direct kernel's second argument (by value). */
+typedef struct MnDirect {
+    mk_u64 table;                 /* device address of MnPeerMem[nranks][MN_PM_SLOTS] */
+    MnDirectRec rec;              /* this rank's record */
+} MnDirect;
 
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the
  * 4 KiB of kernel parameters). */

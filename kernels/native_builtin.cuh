@@ -502,22 +502,29 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
     }
 }
 
+/* every collective through the slots (or packets) */
+__device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
+    switch (a.coll) {
+    case MN_ALLREDUCE: allreduce(a, x, f); break;
+    case MN_ALLGATHER: gather_like(a, x, f, true); break;
+    case MN_GATHER: gather_like(a, x, f, false); break;
+    case MN_ALLTOALL: scatter_like(a, x, f, true); break;
+    case MN_SCATTER: scatter_like(a, x, f, false); break;
+    case MN_REDUCESCATTER: reduce_like(a, x, f, true); break;
+    case MN_REDUCE: reduce_like(a, x, f, false); break;
+    case MN_BROADCAST: broadcast(a, x, f); break;
+    default: break;
+    }
+}
+
 }  // namespace mn
 
+/* the kernels (native_direct.cuh's module has its own and defines MSCCLRT_NATIVE_LIB_ONLY) */
+#ifndef MSCCLRT_NATIVE_LIB_ONLY
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a) {
     const mn::Ctx x(a);
     const mn::Flow f(x, blockIdx.x);
-    switch (a.coll) {
-    case MN_ALLREDUCE: mn::allreduce(a, x, f); break;
-    case MN_ALLGATHER: mn::gather_like(a, x, f, true); break;
-    case MN_GATHER: mn::gather_like(a, x, f, false); break;
-    case MN_ALLTOALL: mn::scatter_like(a, x, f, true); break;
-    case MN_SCATTER: mn::scatter_like(a, x, f, false); break;
-    case MN_REDUCESCATTER: mn::reduce_like(a, x, f, true); break;
-    case MN_REDUCE: mn::reduce_like(a, x, f, false); break;
-    case MN_BROADCAST: mn::broadcast(a, x, f); break;
-    default: break;
-    }
+    mn::coll_slots(a, x, f);
 }
 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l) {
@@ -525,4 +532,5 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, 
     const mn::Flow f(x, blockIdx.x);
     mn::sendrecv(a, l, x, f);
 }
+#endif
 #endif

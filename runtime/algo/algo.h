@@ -56,6 +56,7 @@ typedef struct AlgoSel {
     const mscclrt_algo *ran;       /* what actually ran (a plan's native stand-in, see algo_coll.c) */
     void *fn;                      /* native: the CuFunction */
     int blocks, threads;
+    bool direct;                   /* native: fn is the direct kernel */
 } AlgoSel;
 #define ALGO_SEL_CACHE 8
 

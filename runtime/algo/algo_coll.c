@@ -239,6 +239,7 @@ static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, msc
         e->fn = l->fn;
         e->blocks = l->blocks;
         e->threads = l->threads;
+        e->direct = l->direct;
     }
 }
 
@@ -267,6 +268,7 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
         l.blocks = e->blocks;
         l.threads = e->threads;
         l.p2p = false;
+        l.direct = e->direct;
         algo_native_fill(c, q, NULL, 0, &l);
         return issue_native(c, &l, q);
     }

@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "exec/exec.h"
+#include "peermem/peermem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +39,13 @@ struct NativeCtx {
     CuDevPtr dctx;                 /* MnContext followed by the peers' scratch bases */
     MnContext host;                /* what dctx holds */
     NativeKernel *kernels;
+    PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
+    uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
 };
 
 static const char BUILTIN_SOURCE[] = "#include \"native_builtin.cuh\"\n";
+/* the direct kernel's module: its slot path inlined, no other kernel */
+static const char DIRECT_SOURCE[] = "#define MSCCLRT_NATIVE_LIB_ONLY 1\n#include \"native_direct.cuh\"\n";
 
 /* ---- the context -------------------------------------------------------------------------- */
 static Plan *native_plan(int n, uint64_t scratch) {
@@ -63,8 +68,9 @@ static Plan *native_plan(int n, uint64_t scratch) {
 /* Bytes of the counter arrays of one kind: u64[MN_MAX_BLOCKS][n]. */
 static uint64_t ctr_bytes(int n) { return (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8; }
 
-/* Where the packet slots start: after 4 arrays of Simple counters and 3 of packet counters. */
-static uint64_t pk_offset(int n) { return (7 * ctr_bytes(n) + 255) / 256 * 256; }
+/* Where the packet slots start: after 4 arrays of Simple counters, 3 of packet counters and
+ * one array's room for the direct path's counts. */
+static uint64_t pk_offset(int n) { return (8 * ctr_bytes(n) + 255) / 256 * 256; }
 
 uint64_t native_pk_slot_bytes(int n, uint64_t scratch) {
     /* packet slots take at most a quarter of the scratch: many ranks get smaller ones, and
@@ -101,6 +107,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_pk_sent = 4 * ctr;
     m->off_pk_recv = 5 * ctr;
     m->off_pk_ack = 6 * ctr;
+    m->off_stats = 7 * ctr;
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
     long long pk_max;
@@ -136,9 +143,32 @@ static void native_free(NativeCtx *nc) {
         if (k->module) cu.cuModuleUnload(k->module);
         free(k);
     }
+    pm_destroy(nc->pm);
     if (nc->dctx) cu.cuMemFree(nc->dctx);
     plan_free(nc->plan);
     free(nc);
+}
+
+mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint64_t *slots) {
+    *direct = *slots = 0;
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (!nc || !nc->dctx) return MSCCLRT_SUCCESS;
+    CuContext prev;
+    TRY(exec_cuda_current(c, &prev));
+    uint64_t v[2] = {0, 0};
+    const mscclrt_result res = cu_check(cu.cuMemcpyDtoH(v, nc->host.scratch + nc->host.off_stats,
+                                                        sizeof v), "cuMemcpyDtoH(direct counts)");
+    exec_cuda_restore(c, prev);
+    *direct = v[0], *slots = v[1];
+    return res;
+}
+
+void algo_native_report(mscclrt_comm *c) {
+    uint64_t direct = 0, slots = 0;
+    if (c->algo && c->algo->native && c->algo->native->pm &&
+        algo_native_direct_stats(c, &direct, &slots) == MSCCLRT_SUCCESS && direct + slots)
+        LOG_INFO(LOG_SUB_EXEC, "rank %d: direct launches: %llu went direct, %llu took the slots",
+                 c->rank, (unsigned long long)direct, (unsigned long long)slots);
 }
 
 void algo_native_free(mscclrt_comm *c) {
@@ -193,6 +223,15 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
+        /* the direct path: one process per rank (a group of one process shares no IPC
+         * transport); collective, so every such rank calls it whatever happened before */
+        if (n == 1 && cs[i]->boot && cs[i]->xport) {
+            long long dmin = 0;
+            mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
+            ncs[i]->direct_min = pr == MSCCLRT_SUCCESS ? (uint64_t)dmin : 0;
+            pr = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
+            if (res == MSCCLRT_SUCCESS) res = pr;
+        }
         exec_cuda_restore(cs[i], prev);
     }
     if (res == MSCCLRT_SUCCESS)
@@ -248,6 +287,28 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
     nc->kernels = k;
     *fn = k->fn;
     return MSCCLRT_SUCCESS;
+}
+
+/* Whether a built-in call launches the direct kernel. Every rank must answer alike (the kernels
+ * exchange records first), so only what every rank's call shares counts: the collective, the
+ * size, dtype and operator, the rank count; where each rank's buffers are is the kernel's
+ * question. The reductions go direct for 2, 4 and 8 ranks, not for fp8, avg or PreMulSum
+ * (kernels/native_direct.cuh). */
+static bool direct_eligible(const NativeCtx *nc, const mscclrt_algo *algo,
+                            const mscclrt_request *req, int n) {
+    if (!nc->pm || algo->source || nc->direct_min == 0 || req->message_bytes < nc->direct_min ||
+        nc->host.pk_slot_bytes / 2 < sizeof(MnDirectRec) || n > MN_DIRECT_MAX_RANKS)
+        return false;
+    switch (req->collective) {
+    case MSCCLRT_COLL_ALLREDUCE: case MSCCLRT_COLL_REDUCESCATTER: case MSCCLRT_COLL_REDUCE:
+        return (n == 2 || n == 4 || n == 8) && req->op < MSCCLRT_REDOP_COUNT &&
+               req->op != MSCCLRT_AVG && req->dtype != MSCCLRT_FP8_E4M3 &&
+               req->dtype != MSCCLRT_FP8_E5M2;
+    case MSCCLRT_COLL_ALLGATHER: case MSCCLRT_COLL_ALLTOALL: case MSCCLRT_COLL_BROADCAST:
+        return true;
+    default:
+        return false;
+    }
 }
 
 /* ---- launches ----------------------------------------------------------------------------- */
@@ -310,9 +371,12 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     const bool reduces = algo->reduces;
     CuContext prev;
     TRY(exec_cuda_current(c, &prev));
-    mscclrt_result res = native_kernel(c, nc, algo->source, kernel, reduces, (int)req->dtype,
-                                       req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op,
-                                       &l->fn);
+    const int kop = req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op;
+    l->direct = !p2p && direct_eligible(nc, algo, req, c->nranks);
+    mscclrt_result res = l->direct
+        ? native_kernel(c, nc, DIRECT_SOURCE, "mscclrt_native_direct", reduces, (int)req->dtype,
+                        kop, &l->fn)
+        : native_kernel(c, nc, algo->source, kernel, reduces, (int)req->dtype, kop, &l->fn);
     if (res == MSCCLRT_SUCCESS && c->clique)
         res = exec_share_check_blocks(c, l->fn, blocks, threads, algo->desc.name);
     exec_cuda_restore(c, prev);
@@ -322,6 +386,28 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     l->p2p = p2p;
     algo_native_fill(c, req, extra, extra_bytes, l);
     return MSCCLRT_SUCCESS;
+}
+
+/* The direct kernel's record: where this rank's buffers lie among its shared allocations
+ * (announcing new ones) and what it has mapped of its peers' (taking their news first). A
+ * buffer that cannot be shared goes as publication 0, and the kernel takes the slot path. */
+static void native_direct_fill(mscclrt_comm *c, const mscclrt_request *req, NativeLaunch *l) {
+    PeerMem *pm = c->algo->native->pm;
+    MnDirect *d = &l->dargs;
+    memset(d, 0, sizeof *d);
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;   /* all zero: slot path */
+    pm_poll(pm);
+    MnDirectRec *r = &d->rec;
+    pm_locate(pm, req->sendbuf, req->in_bytes, &r->spub, &r->sslot, &r->soff);
+    if (req->recvbuf == req->sendbuf) {
+        r->rpub = r->spub, r->rslot = r->sslot, r->roff = r->soff;
+        r->flags |= MN_DIRECT_INPLACE;
+    } else {
+        pm_locate(pm, req->recvbuf, req->out_bytes, &r->rpub, &r->rslot, &r->roff);
+    }
+    pm_direct_args(pm, d);
+    exec_cuda_restore(c, prev);
 }
 
 void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *extra,
@@ -350,12 +436,14 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
     if (extra_bytes) memcpy(m->extra, extra, extra_bytes);
     l->comm = c;
     l->stream = req->stream;
+    if (l->direct) native_direct_fill(c, req, l);
 }
 
 mscclrt_result algo_native_launch(NativeLaunch *l) {
-    void *params[2] = {&l->args, &l->list};
+    void *params[2] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list};
     return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,
-                              "native kernel", l->p2p ? "mscclrt_native_p2p" : "native");
+                              "native kernel", l->p2p ? "mscclrt_native_p2p"
+                                               : l->direct ? "mscclrt_native_direct" : "native");
 }
 
 /* ---- the built-in algorithms ---------------------------------------------------------------- */
@@ -392,3 +480,4 @@ mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node)
 }
 
 const char *algo_native_builtin_source(void) { return BUILTIN_SOURCE; }
+const char *algo_native_direct_source(void) { return DIRECT_SOURCE; }

@@ -16,7 +16,9 @@ typedef struct NativeLaunch {
     int blocks, threads;
     void *stream;
     bool p2p;                      /* the send/recv kernel: list is its second argument */
+    bool direct;                   /* the direct kernel: dargs is its second argument */
     MnArgs args;
+    MnDirect dargs;                /* (before list: group calls copy up to list) */
     MnP2pList list;
 } NativeLaunch;
 
@@ -49,7 +51,14 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
 void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *extra,
                       size_t extra_bytes, NativeLaunch *l);
 mscclrt_result algo_native_launch(NativeLaunch *l);
+/* How many of this rank's direct launches went direct and how many took the slots (0 and 0
+ * without a native context); reads device memory, so it waits for the device. */
+mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint64_t *slots);
+/* Logs those counts (INFO, EXEC) when the comm has a direct path; at destroy, before the
+ * executor's contexts (the native scratch holds them) go. */
+void algo_native_report(mscclrt_comm *c);
 /* The source the built-in algorithms compile (for CI's NVRTC checks). */
 const char *algo_native_builtin_source(void);
+const char *algo_native_direct_source(void);   /* the direct kernel's module */
 
 #endif

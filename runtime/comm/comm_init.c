@@ -22,6 +22,7 @@ _Static_assert(sizeof(mscclrt_unique_id) == sizeof(BootId), "unique id carries a
 void comm_release(mscclrt_comm *c) {
     CuContext prev;
     exec_comm_quiesce(c, &prev);
+    algo_native_report(c);   /* while the native scratch, which holds its counts, is there */
     exec_comm_drop_state(c);
     algo_comm_free(c);   /* after the contexts (the native one's plan lives there), with the
                             device context current, peers idle and the bootstrap open */

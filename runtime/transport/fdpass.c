@@ -34,11 +34,12 @@ typedef struct FdAddrWire {
 } FdAddrWire;
 static_assert(sizeof(FdAddrWire) == 16 + FD_NAME_BYTES, "FdAddrWire is a wire format");
 
-/* The datagram that carries one descriptor. */
+/* The datagram that carries one descriptor (fdpass_send), or a message of `len` bytes that
+ * follow it with at most one descriptor (fdpass_post). */
 typedef struct FdMsgWire {
     uint32_t magic;
     uint16_t version;
-    uint16_t pad;
+    uint16_t len;                /* payload bytes after this header (fdpass_post) */
     int32_t src;                 /* sending rank */
     int32_t reserved;
     uint64_t key;
@@ -46,11 +47,13 @@ typedef struct FdMsgWire {
 } FdMsgWire;
 static_assert(sizeof(FdMsgWire) == 56, "FdMsgWire is a wire format");
 
-typedef struct FdHeld {          /* a descriptor received before it was asked for */
+typedef struct FdHeld {          /* a descriptor or message received before it was asked for */
     struct FdHeld *next;
     int src;
     uint64_t key;
-    int fd;                      /* owned */
+    int fd;                      /* owned; -1 for a message without one */
+    size_t len;                  /* payload bytes (messages) */
+    unsigned char *msg;          /* owned payload, or NULL */
 } FdHeld;
 
 struct FdPass {
@@ -72,7 +75,8 @@ void fdpass_destroy(FdPass *f) {
     while (f->held) {
         FdHeld *h = f->held;
         f->held = h->next;
-        close(h->fd);
+        if (h->fd >= 0) close(h->fd);
+        free(h->msg);
         free(h);
     }
     if (f->fd >= 0) close(f->fd);
@@ -133,47 +137,79 @@ fail:
     return res;
 }
 
+/* One datagram to peer: the header, len payload bytes, and fd unless it is -1. Returns the
+ * result of sendmsg (bytes sent, or -1 with errno). */
+static ssize_t fd_send_one(FdPass *f, int peer, uint64_t key, const void *msg, size_t len, int fd,
+                           int flags) {
+    FdMsgWire m = {.magic = FD_MAGIC, .version = FD_VERSION, .len = (uint16_t)len,
+                   .src = boot_rank(f->boot), .key = key};
+    memcpy(m.secret, boot_secret(f->boot), sizeof m.secret);
+    struct sockaddr_un su;
+    socklen_t slen;
+    addr_of(&f->addrs[peer], &su, &slen);
+    struct iovec iov[2] = {{.iov_base = &m, .iov_len = sizeof m}, {.iov_base = (void *)msg, .iov_len = len}};
+    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct msghdr mh = {.msg_name = &su, .msg_namelen = slen, .msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    if (fd >= 0) {
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof fd);
+    }
+    ssize_t w;
+    do w = sendmsg(f->fd, &mh, MSG_NOSIGNAL | flags);
+    while (w < 0 && errno == EINTR);
+    return w;
+}
+
 mscclrt_result fdpass_send(FdPass *f, int peer, uint64_t key, int fd) {
     int rank = boot_rank(f->boot);
     if (peer < 0 || peer >= boot_nranks(f->boot))
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "fdpass_send: peer %d out of range [0, %d)", peer,
                        boot_nranks(f->boot));
     if (fd < 0) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "fdpass_send: fd %d is not a descriptor", fd);
-    FdMsgWire m = {.magic = FD_MAGIC, .version = FD_VERSION, .src = rank, .key = key};
-    memcpy(m.secret, boot_secret(f->boot), sizeof m.secret);
-    struct sockaddr_un su;
-    socklen_t slen;
-    addr_of(&f->addrs[peer], &su, &slen);
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
-    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr mh = {.msg_name = &su, .msg_namelen = slen, .msg_iov = &iov, .msg_iovlen = 1,
-                        .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-    for (;;) {
-        ssize_t w = sendmsg(f->fd, &mh, MSG_NOSIGNAL);
-        if (w == (ssize_t)sizeof m) return MSCCLRT_SUCCESS;
-        if (w < 0 && errno == EINTR) continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return rt_fail(MSCCLRT_ERR_TIMEOUT, "fdpass: rank %d: rank %d's queue stayed full for %d ms "
-                           "(key %llu)", rank, peer, boot_timeout_ms(f->boot), (unsigned long long)key);
-        return rt_fail_errno(MSCCLRT_ERR_REMOTE, "fdpass: rank %d: passing a descriptor to rank %d (@%.*s)",
-                             rank, peer, (int)f->addrs[peer].len, f->addrs[peer].name);
+    const ssize_t w = fd_send_one(f, peer, key, NULL, 0, fd, 0);
+    if (w == (ssize_t)sizeof(FdMsgWire)) return MSCCLRT_SUCCESS;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return rt_fail(MSCCLRT_ERR_TIMEOUT, "fdpass: rank %d: rank %d's queue stayed full for %d ms "
+                       "(key %llu)", rank, peer, boot_timeout_ms(f->boot), (unsigned long long)key);
+    return rt_fail_errno(MSCCLRT_ERR_REMOTE, "fdpass: rank %d: passing a descriptor to rank %d (@%.*s)",
+                         rank, peer, (int)f->addrs[peer].len, f->addrs[peer].name);
+}
+
+mscclrt_result fdpass_post(FdPass *f, int peer, uint64_t key, const void *msg, size_t len, int fd,
+                           bool *sent) {
+    *sent = false;
+    int rank = boot_rank(f->boot);
+    if (peer < 0 || peer >= boot_nranks(f->boot))
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "fdpass_post: peer %d out of range [0, %d)", peer,
+                       boot_nranks(f->boot));
+    if (len == 0 || len > FDPASS_MSG_MAX || !msg)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "fdpass_post: a message of %zu bytes (1 to %d)", len,
+                       FDPASS_MSG_MAX);
+    const ssize_t w = fd_send_one(f, peer, key, msg, len, fd, MSG_DONTWAIT);
+    if (w == (ssize_t)(sizeof(FdMsgWire) + len)) {
+        *sent = true;
+        return MSCCLRT_SUCCESS;
     }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return MSCCLRT_SUCCESS;   /* full: later */
+    return rt_fail_errno(MSCCLRT_ERR_REMOTE, "fdpass: rank %d: posting a message to rank %d (@%.*s)",
+                         rank, peer, (int)f->addrs[peer].len, f->addrs[peer].name);
 }
 
 /* Receives one datagram; returns true (and stores it) if it is valid. Invalid ones are logged
  * and their descriptors closed. */
 static bool fd_read_one(FdPass *f) {
     int rank = boot_rank(f->boot);
+    union { FdMsgWire m; unsigned char raw[sizeof(FdMsgWire) + FDPASS_MSG_MAX + 1]; } in;
     FdMsgWire m;
     struct sockaddr_un from;
     union { char buf[CMSG_SPACE(sizeof(int) * 8)]; struct cmsghdr align; } ctl;
-    struct iovec iov = {.iov_base = &m, .iov_len = sizeof m};
+    struct iovec iov = {.iov_base = in.raw, .iov_len = sizeof in.raw};
     struct msghdr mh = {.msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1,
                         .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf};
     ssize_t n = recvmsg(f->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -184,27 +220,39 @@ static bool fd_read_one(FdPass *f) {
             size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
             for (size_t i = 0; i < k && nfds < 8; i++) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         }
+    memset(&m, 0, sizeof m);
+    if (n >= (ssize_t)sizeof m) memcpy(&m, in.raw, sizeof m);
     const char *why = NULL;
-    if (n != (ssize_t)sizeof m || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) why = "wrong size";
+    if (n < (ssize_t)sizeof m || n != (ssize_t)(sizeof m + m.len) || m.len > FDPASS_MSG_MAX ||
+        (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+        why = "wrong size";
     else if (m.magic != FD_MAGIC || m.version != FD_VERSION) why = "bad magic or version";
     else if (memcmp(m.secret, boot_secret(f->boot), sizeof m.secret) != 0) why = "wrong secret";
     else if (m.src < 0 || m.src >= boot_nranks(f->boot)) why = "sender rank out of range";
-    else if (nfds != 1) why = "not exactly one descriptor";
+    else if (m.len == 0 ? nfds != 1 : nfds > 1)
+        why = m.len == 0 ? "not exactly one descriptor" : "more than one descriptor";
     else {
         struct sockaddr_un want;
         socklen_t wlen;
         addr_of(&f->addrs[m.src], &want, &wlen);
         if (mh.msg_namelen != wlen || memcmp(&from, &want, wlen) != 0) why = "not from that rank's socket";
     }
-    FdHeld *h = why ? NULL : malloc(sizeof *h);
+    FdHeld *h = why ? NULL : calloc(1, sizeof *h);
     if (!why && !h) why = "out of memory";
+    if (!why && m.len && !(h->msg = malloc(m.len))) {
+        free(h);
+        h = NULL;
+        why = "out of memory";
+    }
     if (why) {
         LOG_WARN("fdpass: rank %d dropped a datagram (%zd bytes, %d descriptors, claims rank %d): %s",
                  rank, n, nfds, n >= 12 ? (int)m.src : -1, why);
         for (int i = 0; i < nfds; i++) close(fds[i]);
         return false;
     }
-    h->src = m.src, h->key = m.key, h->fd = fds[0];
+    h->src = m.src, h->key = m.key, h->fd = nfds ? fds[0] : -1;
+    h->len = m.len;
+    if (m.len) memcpy(h->msg, in.raw + sizeof m, m.len);
     h->next = NULL;
     FdHeld **pp = &f->held;   /* append: keep arrival order per (src, key) */
     while (*pp) pp = &(*pp)->next;
@@ -223,7 +271,7 @@ mscclrt_result fdpass_recv(FdPass *f, int peer, uint64_t key, int *fd_out) {
     int64_t deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + boot_timeout_ms(f->boot);
     for (;;) {
         for (FdHeld **pp = &f->held; *pp; pp = &(*pp)->next)
-            if ((*pp)->src == peer && (*pp)->key == key) {
+            if ((*pp)->src == peer && (*pp)->key == key && !(*pp)->msg) {
                 FdHeld *h = *pp;
                 *pp = h->next;
                 *fd_out = h->fd;
@@ -239,4 +287,26 @@ mscclrt_result fdpass_recv(FdPass *f, int peer, uint64_t key, int *fd_out) {
         if (poll(&p, 1, left > 1000 ? 1000 : (int)left) > 0)
             while (fd_read_one(f)) {}
     }
+}
+
+mscclrt_result fdpass_take(FdPass *f, FdPassMsg *out, bool *got) {
+    *got = false;
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    while (fd_read_one(f)) {}
+    for (FdHeld **pp = &f->held; *pp; pp = &(*pp)->next)
+        if ((*pp)->msg) {   /* the oldest message; descriptors for fdpass_recv stay */
+            FdHeld *h = *pp;
+            *pp = h->next;
+            out->src = h->src;
+            out->key = h->key;
+            out->fd = h->fd;
+            out->len = h->len;
+            memcpy(out->msg, h->msg, h->len);
+            free(h->msg);
+            free(h);
+            *got = true;
+            return MSCCLRT_SUCCESS;
+        }
+    return MSCCLRT_SUCCESS;
 }

@@ -404,6 +404,34 @@ mscclrt_result xport_ipc_recv(XportIpc *x, int peer, int tag, IpcDesc *desc) {
     return MSCCLRT_SUCCESS;
 }
 
+int xport_ipc_export_fd(XportIpc *x, const IpcDesc *desc) {
+    if (!x || !desc || desc->kind != IPC_KIND_VMM || desc->owner_nonce != my_nonce()) return -1;
+    for (const IpcExport *e = x->exports; e; e = e->next)
+        if (e->export_id == desc->export_id) return e->fd;
+    return -1;
+}
+
+mscclrt_result xport_ipc_adopt_fd(XportIpc *x, const IpcDesc *desc, int fd) {
+    if (!x || !desc || fd < 0) {
+        if (fd >= 0) close(fd);
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "xport_ipc_adopt_fd: NULL argument or no descriptor");
+    }
+    if (desc->kind != IPC_KIND_VMM || fd_lookup(x, desc->owner_nonce, desc->export_id) >= 0 ||
+        import_find(x, desc->owner_nonce, desc->export_id)) {
+        close(fd);   /* not needed: legacy memory, or this export's fd is here already */
+        return MSCCLRT_SUCCESS;
+    }
+    IpcFd *f = malloc(sizeof *f);
+    if (!f) {
+        close(fd);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "ipc: out of memory");
+    }
+    f->nonce = desc->owner_nonce, f->export_id = desc->export_id, f->fd = fd;
+    f->next = x->fds;
+    x->fds = f;
+    return MSCCLRT_SUCCESS;
+}
+
 mscclrt_result xport_ipc_exchange(XportIpc *x, int peer, int tag, const IpcDesc *mine, IpcDesc *theirs) {
     TRY(xport_ipc_send(x, peer, tag, mine));
     return xport_ipc_recv(x, peer, tag, theirs);

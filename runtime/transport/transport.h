@@ -43,6 +43,23 @@ void fdpass_destroy(FdPass *f);   /* NULL is a no-op; closes descriptors receive
 mscclrt_result fdpass_send(FdPass *f, int peer, uint64_t key, int fd);
 /* *fd_out is a new descriptor owned by the caller (close-on-exec). Timeout: the Boot's. */
 mscclrt_result fdpass_recv(FdPass *f, int peer, uint64_t key, int *fd_out);
+/* Messages: up to FDPASS_MSG_MAX bytes with at most one descriptor (fd -1: none), for
+ * announcements that must never make the sender wait. fdpass_post sends at once or, when the
+ * peer's queue is full, sends nothing and sets *sent false (the caller keeps it for later);
+ * messages from one rank arrive in the order posted. fdpass_take hands over the oldest message
+ * received from any rank (descriptors fdpass_send passed stay for fdpass_recv), or sets *got
+ * false; it never waits. The receiver owns out->fd. */
+#define FDPASS_MSG_MAX 1024
+typedef struct FdPassMsg {
+    int src;                     /* sending rank (checked: its socket, the group's secret) */
+    int fd;                      /* -1: none */
+    uint64_t key;
+    size_t len;
+    unsigned char msg[FDPASS_MSG_MAX];
+} FdPassMsg;
+mscclrt_result fdpass_post(FdPass *f, int peer, uint64_t key, const void *msg, size_t len, int fd,
+                           bool *sent);
+mscclrt_result fdpass_take(FdPass *f, FdPassMsg *out, bool *got);
 
 /* ==== descriptors ===========================================================================
  * What one transport's export produces and its import consumes: fixed size, sent as plain
@@ -135,6 +152,12 @@ mscclrt_result xport_ipc_exchange(XportIpc *x, int peer, int tag, const IpcDesc 
 mscclrt_result xport_ipc_import(XportIpc *x, const IpcDesc *desc, CuDevPtr *peer_ptr);
 /* Drops the reference taken by import of a pointer it returned; unmaps on the last one. */
 mscclrt_result xport_ipc_close(XportIpc *x, CuDevPtr peer_ptr);
+/* For callers that carry descriptors their own way (runtime/peermem): the POSIX fd of this
+ * process's VMM export desc (borrowed: valid until the export is deregistered; -1 for legacy
+ * memory), and, on the importing side, an fd received for desc handed to the transport (taken
+ * over: kept for xport_ipc_import, or closed when not needed). */
+int xport_ipc_export_fd(XportIpc *x, const IpcDesc *desc);
+mscclrt_result xport_ipc_adopt_fd(XportIpc *x, const IpcDesc *desc, int fd);
 
 /* ==== legacy handles opened by this process (ipc_legacy.c) ===================================
  * The driver opens one cuIpcMemHandle once per context (a second open fails with

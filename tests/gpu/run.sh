@@ -203,6 +203,10 @@ want procs && run gpu_check_rank "$BUILD/tests/test_gpu_check_rank"
 # user buffers as applications place them: sub-ranges at per-rank offsets, freed and reused;
 # scratch growing from 1 MiB to 1 GiB on one communicator
 want procs && run gpu_buffers "$BUILD/tests/test_gpu_buffers"
+# the direct path on users' own buffers (peer memory shared lazily): 2 processes, and 4 (sharing
+# the GPUs where there are fewer)
+want procs && run gpu_direct "$BUILD/tests/test_gpu_direct"
+want procs && run gpu_direct_4 "$BUILD/tests/test_gpu_direct" 4
 # envrun LOGNAME PLAN ARGS...: all ranks of --launch env; rank 0's output is the result
 # shellcheck disable=SC2317 # called through run
 envrun() {

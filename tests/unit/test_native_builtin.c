@@ -17,15 +17,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool compile(int dt, int op, const char *T) {
+static bool compile_src(int dt, int op, const char *T, const char *body) {
     char src[512];
     snprintf(src, sizeof src, "#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
-             dt, op, T, algo_native_builtin_source());
+             dt, op, T, body);
     char what[64];
     snprintf(what, sizeof what, "builtin %s op %d", T, op);
     mscclrt_result r = cg_check_source(src, 90, what);
     if (r != MSCCLRT_SUCCESS) fprintf(stderr, "%s\n", mscclrt_last_error());
     return r == MSCCLRT_SUCCESS;
+}
+static bool compile(int dt, int op, const char *T) {
+    return compile_src(dt, op, T, algo_native_builtin_source());
+}
+
+/* the direct kernel's module (kernels/native_direct.cuh, its slot path inlined): the byte-moving
+ * variant, the reductions it serves, and those it leaves to the slots (fp8, avg, PreMulSum) */
+static void t_direct_compiles(void) {
+    const char *d = algo_native_direct_source();
+    CHECK(compile_src(-1, 0, "mk::u8", d));
+    CHECK(compile_src(MSCCLRT_FLOAT32, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT32), d));
+    CHECK(compile_src(MSCCLRT_BFLOAT16, MSCCLRT_MAX, cg_ctype(MSCCLRT_BFLOAT16), d));
+    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_AVG, cg_ctype(MSCCLRT_FLOAT16), d));
+    CHECK(compile_src(MSCCLRT_FP8_E4M3, MSCCLRT_SUM, cg_ctype(MSCCLRT_FP8_E4M3), d));
+    CHECK(compile_src(MSCCLRT_INT64, MN_OP_PREMULSUM, cg_ctype(MSCCLRT_INT64), d));
 }
 
 static void t_compiles(bool all) {
@@ -52,8 +67,8 @@ static void t_layout(void) {
         CHECK(pk <= MN_PK_SLOT_BYTES);
         if (n <= 8) CHECK_EQ_INT(MN_PK_SLOT_BYTES, pk);              /* full packet slots */
         CHECK((uint64_t)MN_MAX_BLOCKS * n * 2 * pk <= (32u << 20) / 4); /* a quarter at most */
-        /* 7 counter arrays, then packet slots, then slots */
-        CHECK(off >= 7ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk);
+        /* 7 counter arrays and the direct path's counts, then packet slots, then slots */
+        CHECK(off >= 8ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk);
         CHECK(off + (uint64_t)MN_MAX_BLOCKS * n * 2 * slot <= (32u << 20)); /* slots fit */
     }
     CHECK_EQ_INT(0, native_slot_bytes(8, 4096, NULL));   /* too small: refused, not negative */
@@ -113,6 +128,7 @@ int main(void) {
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
+    TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
          t_compiles(getenv("MSCCLRT_TEST_QUICK") == NULL));
     return harness_report();

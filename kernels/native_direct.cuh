@@ -1,0 +1,233 @@
+/*
+ * native_direct.cuh - the direct (zero-copy) form of the built-in collectives: peers read and
+ * write each rank's own buffers over NVLink instead of staging pieces through scratch slots.
+ * A module of its own (the runtime compiles "#define MSCCLRT_NATIVE_LIB_ONLY" + this file, per
+ * dtype and operator like the built-in one, only once a call is eligible): the slot path it falls
+ * back to is native_builtin.cuh's, inlined here, so the built-in module's kernels stay as they
+ * were. Its kernel mscclrt_native_direct takes the MnDirect argument native_abi.h describes.
+ *
+ * One launch: (1) every block sends its record to the same block of every peer as one packet
+ * message and reads theirs; the records say where each rank's buffers lie (an announced
+ * allocation and an offset) and what each rank has mapped, so every block of every rank takes
+ * the same path; the record's arrival also says the peer's stream reached this collective, so
+ * its buffers hold their input and may be written. (2) direct: block b moves its share of this
+ * rank's part with plain loads and stores to peer pointers; else the slot path. (3) direct
+ * only: every block signals the same block of every peer and waits for theirs, so no rank's
+ * kernel ends while a peer still touches its buffers.
+ *
+ * Reductions read all n sources of a vector before storing it (mk::reduce), in rank order,
+ * with one rank computing each element and storing it everywhere: in-place calls are safe and
+ * every rank gets the same bits as on the slot path. Ranks: up to MN_DIRECT_MAX_RANKS; the
+ * reducing collectives for 2, 4 and 8 ranks (one instantiation each) and not for fp8 types or
+ * avg/PreMulSum; the rest take the slots.
+ */
+#ifndef MSCCLRT_NATIVE_DIRECT_CUH
+#define MSCCLRT_NATIVE_DIRECT_CUH
+#include "native_builtin.cuh"
+
+namespace mn {
+
+/* the buffers a collective lets peers touch: bit 0 sendbuf, bit 1 recvbuf (0: never direct) */
+__device__ __forceinline__ u32 direct_needs(u32 coll) {
+    switch (coll) {
+    case MN_ALLREDUCE: return 3;
+    case MN_ALLGATHER: case MN_ALLTOALL: return 2;
+    case MN_REDUCESCATTER: case MN_BROADCAST: case MN_REDUCE: return 1;
+    default: return 0;
+    }
+}
+/* whether peers touch rank q's buffer `need` bit (broadcast reads the root's input only) */
+__device__ __forceinline__ bool direct_uses(const MnArgs &a, u32 q, u32 bit) {
+    if (a.coll == MN_BROADCAST) return bit == 1 && q == (u32)(a.root >= 0 ? a.root : 0);
+    return (direct_needs(a.coll) & bit) != 0;
+}
+__device__ __forceinline__ bool direct_reduces(u32 coll) {
+    return coll == MN_ALLREDUCE || coll == MN_REDUCESCATTER || coll == MN_REDUCE;
+}
+
+/* Whether the records allow the direct path: a function of the records and the call only, so
+ * every block of every rank answers alike. */
+__device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) {
+    const u32 need = direct_needs(a.coll);
+    if (need == 0 || n > MN_DIRECT_MAX_RANKS) return false;
+    /* fp8 reductions are not instantiated here (their NVRTC time doubled the module's) */
+    if (direct_reduces(a.coll) &&
+        (!(n == 2 || n == 4 || n == 8) || a.op == MN_OP_PREMULSUM || MSCCLRT_OP == mk::OP_AVG ||
+         mk::SlowElems<T>::value))
+        return false;
+    for (u32 q = 0; q < n; q++) {
+        const MnDirectRec &e = recs[q];
+        if (a.coll == MN_ALLTOALL && (e.flags & MN_DIRECT_INPLACE)) return false;
+        const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
+        if (s && (e.spub == 0 || e.sslot >= MN_PM_SLOTS)) return false;
+        if (t && (e.rpub == 0 || e.rslot >= MN_PM_SLOTS)) return false;
+        for (u32 o = 0; o < n; o++) {   /* has rank o mapped q's buffers? */
+            if (o == q) continue;
+            const u32 u = recs[o].upto[q];
+            if ((s && u < e.spub) || (t && u < e.rpub)) return false;
+        }
+    }
+    return true;
+}
+
+/* rank q's buffer as this rank maps it: the table entry of q's announcement plus the offset */
+__device__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 off) {
+    const volatile MnPeerMem *m = (const volatile MnPeerMem *)d.table + (u64)q * MN_PM_SLOTS + slot;
+    if (m->pub != pub) {
+        /* every rank's record said this rank mapped announcement `pub`; the host keeps an
+         * entry until its owner retires it, which happens only after this launch: a broken
+         * promise, not a case to run through */
+        printf("mscclrt: direct collective: rank %u's announcement %u is not in slot %u of this "
+               "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)m->pub);
+        __trap();
+    }
+    return m->base + off;
+}
+
+/* Round one (block-wide): records exchanged with the same block of every peer; returns the
+ * path, and for the direct one every rank's send and recv addresses in sp / rp. */
+__device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b,
+                             MnDirectRec *recs, u64 *sp, u64 *rp) {
+    __shared__ u32 sf[MN_DIRECT_MAX_RANKS], rf[MN_DIRECT_MAX_RANKS];
+    __shared__ bool go;
+    const u32 n = x.n, r = x.rank;
+    const u64 rb = sizeof(MnDirectRec);
+    if (threadIdx.x == 0) recs[r] = d.rec;
+    const PkPeers all = {0, true, false, true, false};
+    pk_open_all(x, b, all, sf, rf);
+    for (u32 p = 0; p < n; p++)
+        if (p != r) pk_write(x.pk_at(p, b, sf[p]), (const char *)&recs[r], rb, sf[p]);
+    for (u32 p = 0; p < n; p++)
+        if (p != r) pk_read((char *)&recs[p], x.pk_in(b, p, rf[p]), rb, rf[p]);
+    pk_ack_all(x, b, all);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        go = direct_allowed(a, recs, n);
+        if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
+        for (u32 q = 0; go && q < n; q++) {
+            const MnDirectRec &e = recs[q];
+            sp[q] = q == r ? a.in : direct_uses(a, q, 1) ? direct_peer_ptr(d, q, e.sslot, e.spub, e.soff) : 0;
+            rp[q] = q == r ? a.out : direct_uses(a, q, 2) ? direct_peer_ptr(d, q, e.rslot, e.rpub, e.roff) : 0;
+        }
+    }
+    __syncthreads();
+    return go;
+}
+
+/* n = N sources (rank order) into D destinations, read before written */
+template <int N, int D>
+__device__ __forceinline__ void direct_reduce(char *const *dst, const u64 *src, u64 off, u64 m) {
+    if constexpr (mk::SlowElems<T>::value) return;   /* never direct (direct_allowed) */
+    const char *s[N];
+    char *t[D];
+#pragma unroll
+    for (int k = 0; k < N; k++) s[k] = (const char *)src[k] + off;
+#pragma unroll
+    for (int k = 0; k < D; k++) t[k] = dst[k];
+    mk::reduce<T, OP, N, D>(t, s, m);
+}
+/* rank order sources at src[q] + off into one destination (n = 2, 4 or 8) */
+__device__ void direct_reduce_one(char *dst, const u64 *src, u64 off, u64 m, u32 n) {
+    char *const d[1] = {dst};
+    if (n == 2) direct_reduce<2, 1>(d, src, off, m);
+    else if (n == 4) direct_reduce<4, 1>(d, src, off, m);
+    else direct_reduce<8, 1>(d, src, off, m);
+}
+
+/* Step two (block b of the grid): this rank's part of the collective, directly. */
+__device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, const u64 *rp) {
+    const u32 n = x.n, r = x.rank, nb = gridDim.x, root = a.root >= 0 ? (u32)a.root : 0;
+    switch (a.coll) {
+    case MN_ALLREDUCE: {
+        /* part r of every rank's input, reduced, stored into part r of every rank's output */
+        const u64 bytes = a.in_bytes, part = round16((bytes + n - 1) / n);
+        const u64 lo = minu((u64)r * part, bytes), len = minu(part, bytes - lo);
+        const Span sh = share(len, b, nb);
+        const u64 m = sh.hi - sh.lo, off = lo + sh.lo;
+        if (m == 0) break;
+        char *d[MN_DIRECT_MAX_RANKS];
+        for (u32 q = 0; q < n; q++) d[q] = (char *)rp[q] + off;
+        if (n == 2) direct_reduce<2, 2>(d, sp, off, m);
+        else if (n == 4) direct_reduce<4, 4>(d, sp, off, m);
+        else direct_reduce<8, 8>(d, sp, off, m);
+        break;
+    }
+    case MN_REDUCESCATTER: {
+        const u64 len = a.out_bytes;
+        const Span sh = share(len, b, nb);
+        if (sh.hi > sh.lo)
+            direct_reduce_one((char *)a.out + sh.lo, sp, (u64)r * len + sh.lo, sh.hi - sh.lo, n);
+        break;
+    }
+    case MN_REDUCE: {
+        const Span sh = share(a.in_bytes, b, nb);
+        if (r == root && sh.hi > sh.lo)
+            direct_reduce_one((char *)a.out + sh.lo, sp, sh.lo, sh.hi - sh.lo, n);
+        break;
+    }
+    case MN_ALLGATHER: {
+        /* push this rank's block into every rank's output, starting with the next rank so the
+         * blocks of all ranks spread over the links */
+        const u64 len = a.in_bytes;
+        const Span sh = share(len, b, nb);
+        if (sh.hi == sh.lo) break;
+        for (u32 k = 1; k <= n; k++) {
+            const u32 q = (r + k) % n;
+            char *dst = (char *)rp[q] + (u64)r * len + sh.lo;
+            const char *src = (const char *)a.in + sh.lo;
+            if (dst != src) mk::copy(dst, src, sh.hi - sh.lo);
+        }
+        break;
+    }
+    case MN_ALLTOALL: {
+        const u64 blk = a.out_bytes / n;
+        const Span sh = share(blk, b, nb);
+        if (sh.hi == sh.lo) break;
+        for (u32 k = 1; k <= n; k++) {
+            const u32 q = (r + k) % n;
+            mk::copy((char *)rp[q] + (u64)r * blk + sh.lo, (const char *)a.in + (u64)q * blk + sh.lo,
+                     sh.hi - sh.lo);
+        }
+        break;
+    }
+    case MN_BROADCAST: {
+        /* every rank pulls from the root's input */
+        const Span sh = share(a.in_bytes, b, nb);
+        const char *src = (const char *)sp[root] + sh.lo;
+        char *dst = (char *)a.out + sh.lo;
+        if (sh.hi > sh.lo && dst != src) mk::copy(dst, src, sh.hi - sh.lo);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Step three (block-wide): this block's stores and loads are done; wait until every peer's
+ * same block says the same (release/acquire at system scope through the data counters, which
+ * the slot path uses in the same matched pairs). */
+__device__ void direct_finish(const Ctx &x, u32 b) {
+    for (u32 p = 0; p < x.n; p++)
+        if (p != x.rank) put_done(x, b, p);
+    for (u32 p = 0; p < x.n; p++)
+        if (p != x.rank) wait_data(x, b, p);
+}
+
+}  // namespace mn
+
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs a, MnDirect d) {
+    const mn::Ctx x(a);
+    const mn::Flow f(x, blockIdx.x);
+    __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
+    __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
+    if (x.n > MN_DIRECT_MAX_RANKS || x.pk_data() < sizeof(MnDirectRec)) {
+        mn::coll_slots(a, x, f);   /* the runtime does not launch this kernel then */
+        return;
+    }
+    if (mn::direct_agree(a, d, x, blockIdx.x, recs, sp, rp)) {
+        mn::direct_run(a, x, blockIdx.x, sp, rp);
+        mn::direct_finish(x, blockIdx.x);
+    } else {
+        mn::coll_slots(a, x, f);
+    }
+}
+#endif
