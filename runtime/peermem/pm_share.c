@@ -8,6 +8,7 @@
 #include "core/log.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,9 +47,9 @@ mscclrt_result pm_create(PeerMem **out, Boot *b, const PmOps *ops, void *ops_ctx
         pm->peer = calloc((size_t)n, sizeof *pm->peer);
         if (!pm->out || !pm->peer) res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
     }
-    if (res == MSCCLRT_SUCCESS && n > MN_DIRECT_MAX_RANKS)
-        res = rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%d ranks (direct collectives serve at most %d)", n,
-                      MN_DIRECT_MAX_RANKS);
+    /* more ranks than the direct kernels serve: none (not an error, so no WARN line) */
+    const bool too_many = n > MN_DIRECT_MAX_RANKS;
+    if (res == MSCCLRT_SUCCESS && too_many) res = MSCCLRT_ERR_UNAVAILABLE;
     if (res == MSCCLRT_SUCCESS && !(pm->table = calloc((size_t)n * MN_PM_SLOTS, sizeof *pm->table)))
         res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
     if (res == MSCCLRT_SUCCESS)
@@ -57,7 +58,12 @@ mscclrt_result pm_create(PeerMem **out, Boot *b, const PmOps *ops, void *ops_ctx
      * failure, so no rank waits for one that gave up */
     mscclrt_result chan = fdpass_create(&pm->chan, b);
     if (res == MSCCLRT_SUCCESS) res = chan;
-    const char *why = res == MSCCLRT_SUCCESS ? NULL : mscclrt_last_error();
+    char why[300] = "";
+    if (too_many)
+        snprintf(why, sizeof why, "%d ranks (direct collectives serve at most %d)", n,
+                 MN_DIRECT_MAX_RANKS);
+    else if (res != MSCCLRT_SUCCESS)
+        snprintf(why, sizeof why, "%s", mscclrt_last_error());
     /* all or none: a rank without peer memory would never go direct, and its peers' kernels
      * would read that from its records anyway, but a missing channel would leave them
      * announcing to nobody */

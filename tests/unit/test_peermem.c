@@ -5,7 +5,8 @@
  * new buffer id) retired and announced again, and peers unmapping the old mapping; memory that
  * cannot be shared refused once and not tried again; the 64-slot limit; a mapping failure and
  * a malformed or out-of-order message marking the peer, whose upto then reads 0; announcements
- * that find a peer's queue full kept in order and delivered by later polls.
+ * that find a peer's queue full kept in order and delivered by later polls; a rank that cannot
+ * make its table leaves every rank without peer memory.
  */
 #include "peermem/pm_internal.h"
 #include "core/err.h"
@@ -67,8 +68,12 @@ static mscclrt_result f_map(void *ctx, const IpcDesc *d, int fd, uint64_t *base)
     return MSCCLRT_SUCCESS;
 }
 static void f_unmap(void *ctx, uint64_t base) { (void)ctx, (void)base; unmaps++; }
+static int fail_table_on = -1;   /* the rank whose table allocation fails (-1: none) */
+static int fail_table_rank;      /* this process's rank */
 static mscclrt_result f_table_alloc(void *ctx, size_t bytes, uint64_t *dev) {
     (void)ctx;
+    if (fail_table_on >= 0 && fail_table_rank == fail_table_on)
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "fake: no memory for the table");
     void *h = calloc(1, bytes);   /* the "device" table */
     *dev = (uint64_t)(uintptr_t)h;
     return h ? MSCCLRT_SUCCESS : rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
@@ -243,6 +248,22 @@ static void map_failure(Boot *b, PeerMem *pm) {
 
 typedef void (*Step)(Boot *, PeerMem *);
 
+/* 8. all or none: rank 1 cannot make its table, so neither rank gets peer memory (a rank
+ * without it would still be announced to) and pm_create succeeds on both */
+static int child_agree(const BootId *id, int rank) {
+    alarm(60);
+    Boot *b = NULL;
+    static PeerMem *pm;
+    fail_table_on = 1;
+    fail_table_rank = rank;
+    CHECK_OK(boot_init(&b, id, rank, 2, 5000));
+    if (b) CHECK_OK(pm_create(&pm, b, &fake_ops, &pm));
+    CHECK(pm == NULL);
+    pm_destroy(pm);
+    boot_close(b);
+    return h_failed ? 1 : 0;
+}
+
 static int child(const BootId *id, int rank, Step step) {
     alarm(60);
     for (int k = 0; k < FAKE_N; k++) fake_id[k] = 100 + (uint64_t)k;
@@ -269,7 +290,7 @@ static int run_forked(Step step) {
         fflush(stdout);
         fflush(stderr);
         pids[r] = fork();
-        if (pids[r] == 0) _exit(child(&id, r, step));
+        if (pids[r] == 0) _exit(step ? child(&id, r, step) : child_agree(&id, r));
     }
     int bad = 0;
     for (int r = 0; r < 2; r++) {
@@ -289,5 +310,6 @@ int main(void) {
     setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);
     TEST("peermem/announce_reuse_refuse_slots_outbox", CHECK_EQ_INT(0, run_forked(steps_all)));
     TEST("peermem/hostile_out_of_order", CHECK_EQ_INT(0, run_forked(hostile)));
+    TEST("peermem/all_or_none", CHECK_EQ_INT(0, run_forked(NULL)));
     return harness_report();
 }
