@@ -227,10 +227,11 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
          * transport); collective, so every such rank calls it whatever happened before */
         if (n == 1 && cs[i]->boot && cs[i]->xport) {
             long long dmin = 0;
-            mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
-            ncs[i]->direct_min = pr == MSCCLRT_SUCCESS ? (uint64_t)dmin : 0;
-            pr = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
-            if (res == MSCCLRT_SUCCESS) res = pr;
+            const mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
+            ncs[i]->direct_min = (uint64_t)dmin;
+            const mscclrt_result pc = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
+            if (res == MSCCLRT_SUCCESS) res = pr;   /* a malformed variable fails the init, as */
+            if (res == MSCCLRT_SUCCESS) res = pc;   /* every other one does (params.def) */
         }
         exec_cuda_restore(cs[i], prev);
     }
