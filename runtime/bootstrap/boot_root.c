@@ -56,8 +56,15 @@ typedef struct Root {
     BootRate rate;         /* refusal WARNs */
 } Root;
 
+/* A FIN, not a reset: closing a socket with unread input resets the connection, and a reset
+ * can destroy the last answer still queued at the peer before it reads it. So what the peer
+ * sent is drained and our side shut down before the close. */
 static void root_close_conn(RootConn *c) {
-    if (c->fd >= 0) close(c->fd);
+    if (c->fd < 0) return;
+    char sink[512];
+    for (int k = 0; k < 8 && recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; k++) {}
+    shutdown(c->fd, SHUT_WR);
+    close(c->fd);
     c->fd = -1;
 }
 
@@ -71,7 +78,7 @@ static void root_drop_pending(Root *r, int i, bool busy) {
         char sink[512];
         for (int k = 0; k < 8 && recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; k++) {}
         (void)!send(c->fd, &rep, sizeof rep, MSG_DONTWAIT | MSG_NOSIGNAL);
-    }
+    }   /* root_close_conn drains again and shuts down first */
     root_close_conn(c);
     r->npend--;
 }
@@ -165,6 +172,12 @@ static int64_t root_deadline(const Root *r, int64_t start) {
     return any ? d : r->first_at + r->first_wait_ms;   /* everyone left: wait as for the first */
 }
 
+/* Whether rank i's process is this one (the root runs in a rank's process): its answer goes
+ * last. The answers are written into the sockets in turn, and that rank, once answered, may
+ * end the process (a failed rendezvous) and with it this thread before the other ranks' answers
+ * are written: they then read a closed connection instead of the reason (seen in CI). */
+static bool root_answer_last(const Root *r, int i) { return r->ranks[i].hello.pid == (int32_t)getpid(); }
+
 static void root_send_table(Root *r) {
     size_t n = (size_t)r->nranks;
     BootPeerWire *tab = calloc(n, sizeof *tab);
@@ -177,7 +190,9 @@ static void root_send_table(Root *r) {
     }
     BootReply rep = {.magic = BOOT_MAGIC, .version = BOOT_VERSION, .kind = BK_TABLE,
                      .arg = r->nranks, .len = (uint32_t)(n * sizeof *tab)};
-    for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < 2 * n; k++) {   /* other processes' ranks first */
+        const size_t i = k % n;
+        if (root_answer_last(r, (int)i) != (k >= n)) continue;
         RootConn *c = &r->ranks[i];
         char who[32];
         snprintf(who, sizeof who, "rank %zu", i);
@@ -200,8 +215,11 @@ static void root_send_timeout(Root *r, int64_t waited) {
              "(%d of %d joined)", r->where_s, (long long)waited, nm == 1 ? "" : "s", list, r->joined,
              r->nranks);
     LOG_WARN("%s", msg);
-    for (int i = 0; i < r->nranks; i++)
-        if (r->ranks[i].fd >= 0) root_send_abort(&r->ranks[i], MSCCLRT_ERR_TIMEOUT, msg);
+    for (int k = 0; k < 2 * r->nranks; k++) {   /* other processes' ranks first */
+        const int i = k % r->nranks;
+        if (r->ranks[i].fd >= 0 && root_answer_last(r, i) == (k >= r->nranks))
+            root_send_abort(&r->ranks[i], MSCCLRT_ERR_TIMEOUT, msg);
+    }
     free(missing);
 }
 
