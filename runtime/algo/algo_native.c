@@ -40,6 +40,7 @@ struct NativeCtx {
     MnContext host;                /* what dctx holds */
     NativeKernel *kernels;
     PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
+    PmLocalRank local;             /* pm's ops context in a group of one process */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
 };
 
@@ -178,6 +179,37 @@ void algo_native_free(mscclrt_comm *c) {
     a->native = NULL;
 }
 
+/* Peer memory for the n ranks of one process (cs[i] with ncs[i]): all of them or none (a rank
+ * without would never go direct, but its peers would keep announcing to it); without it the
+ * direct kernels take the slot path, so a failure here only logs. */
+static void native_local_peermem(mscclrt_comm **cs, NativeCtx **ncs, int n) {
+    PmLocalGroup *g = pm_local_group_new(n);
+    bool ok = g != NULL;
+    for (int i = 0; i < n && ok; i++) {
+        CuContext prev;
+        if (exec_cuda_current(cs[i], &prev) != MSCCLRT_SUCCESS) {
+            ok = false;
+            break;
+        }
+        ncs[i]->local = (PmLocalRank){.rank = cs[i]->rank, .device = cs[i]->device};
+        ok = pm_create_local(&ncs[i]->pm, g, cs[i]->rank, n, &pm_local_ops, &ncs[i]->local) ==
+             MSCCLRT_SUCCESS;
+        exec_cuda_restore(cs[i], prev);
+    }
+    if (!ok) {
+        LOG_INFO(LOG_SUB_INIT, "rank %d: no peer memory for this process's %d ranks (direct "
+                 "collectives off): %s", cs[0]->rank, n, g ? mscclrt_last_error() : "out of memory");
+        for (int i = 0; i < n; i++) {
+            CuContext prev;
+            if (!ncs[i]->pm || exec_cuda_current(cs[i], &prev) != MSCCLRT_SUCCESS) continue;
+            pm_destroy(ncs[i]->pm);
+            ncs[i]->pm = NULL;
+            exec_cuda_restore(cs[i], prev);
+        }
+    }
+    pm_local_group_drop(g);
+}
+
 mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     if (n <= 0) return rt_fail(MSCCLRT_ERR_INTERNAL, "algo_native_init: %d communicators", n);
     long long scratch;
@@ -223,17 +255,22 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
-        /* the direct path: one process per rank (a group of one process shares no IPC
-         * transport); collective, so every such rank calls it whatever happened before */
+        long long dmin = 0;
+        mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
+        ncs[i]->direct_min = (uint64_t)dmin;
+        /* the direct path, a rank per process: collective, so every such rank calls it
+         * whatever happened before */
         if (n == 1 && cs[i]->boot && cs[i]->xport) {
-            long long dmin = 0;
-            mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
-            ncs[i]->direct_min = pr == MSCCLRT_SUCCESS ? (uint64_t)dmin : 0;
-            pr = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
-            if (res == MSCCLRT_SUCCESS) res = pr;
+            const mscclrt_result pc = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
+            if (res == MSCCLRT_SUCCESS) res = pr;   /* a malformed variable fails the init */
+            if (res == MSCCLRT_SUCCESS) res = pc;
+        } else if (res == MSCCLRT_SUCCESS) {
+            res = pr;
         }
         exec_cuda_restore(cs[i], prev);
     }
+    /* the direct path, the ranks of one process: their peer memory talks in memory */
+    if (res == MSCCLRT_SUCCESS && n > 1) native_local_peermem(cs, ncs, n);
     if (res == MSCCLRT_SUCCESS)
         LOG_INFO(LOG_SUB_INIT, "native context: %lld bytes of scratch per rank, slots of %llu "
                  "bytes, %d ranks set up in %.2f ms", scratch,
