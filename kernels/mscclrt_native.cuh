@@ -29,10 +29,12 @@ struct Ctx {
     char *scratch;
     const u64 *peers;             /* peer scratch bases */
     u64 slot;
+    u32 nb;                       /* blocks that take part in the slot path: the grid, or the
+                                     first MN_MAX_BLOCKS of a larger (direct) one */
 
-    __device__ explicit Ctx(const MnArgs &a)
+    __device__ explicit Ctx(const MnArgs &a, u32 blocks = gridDim.x)
         : c((const MnContext *)a.ctx), rank(c->rank), n(c->nranks), scratch((char *)c->scratch),
-          peers((const u64 *)c->peer_scratch), slot(c->slot_bytes) {}
+          peers((const u64 *)c->peer_scratch), slot(c->slot_bytes), nb(blocks) {}
 
     __device__ u64 *ctr(u64 off, u32 b, u32 r) const { return (u64 *)(scratch + off) + (u64)b * n + r; }
     /* this rank's slot for data from sender s (block b, half h) */

@@ -11,6 +11,10 @@
  *   [off_pk_sent, off_stats) packet counters per (block, peer): messages sent, messages read
  *                         (this rank's own) and acknowledgements the peer added (persistent)
  *   [off_stats, off_pk)   this rank's counts of direct launches by path (native_direct.cuh)
+ *   [off_lane, off_slots) where there are at most MN_DIRECT_MAX_RANKS ranks, after the packet
+ *                         slots: the direct kernels' lanes (their own counters and record slots
+ *                         for up to MN_DIRECT_BLOCKS blocks, which may be more than the slot
+ *                         path's MN_MAX_BLOCKS)
  *   [off_pk, off_slots)   packet slots: per (block, sender, half) pk_slot_bytes of LL16
  *                         packets (8 data bytes and two copies of a 32-bit flag each), for
  *                         messages small enough to skip the data/ack round trips
@@ -58,8 +62,12 @@ typedef struct MnContext {
     mk_u64 pk_max_bytes;          /* messages of at most this many bytes per peer may travel as
                                      packets (MSCCLRT_NATIVE_PACKET_BYTES, read at setup) */
     mk_u64 off_stats;             /* u64[2]: direct launches that went direct, that took the slots */
+    mk_u64 off_lane;              /* the direct kernels' lanes (0: none, more than
+                                     MN_DIRECT_MAX_RANKS ranks): u64[MN_LANE_CTRS][MN_DIRECT_BLOCKS]
+                                     [nranks] counters, then record slots [MN_DIRECT_BLOCKS]
+                                     [sender][half] of MN_LANE_REC_BYTES */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 144, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 152, "MnContext layout (host and device agree)");
 
 /* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block
  * fits one slot (MN_PK_DATA_BYTES) travels as packets: the flag in every packet says the data
@@ -115,6 +123,11 @@ MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
 #define MN_DIRECT_MAX_RANKS 8     /* ranks of a communicator that may go direct */
 #define MN_PM_SLOTS 64            /* allocations one rank may share at once */
 #define MN_DIRECT_INPLACE 1u      /* MnDirectRec.flags: sendbuf == recvbuf on this rank */
+#define MN_DIRECT_BLOCKS 128      /* blocks (lanes) of a direct launch at most */
+#define MN_LANE_REC_BYTES 256     /* a record as LL16 packets, in one half of a lane's slot */
+/* the lanes' counter arrays, u64[MN_DIRECT_BLOCKS][nranks] each, in this order */
+enum { MN_LANE_REC_SENT = 0, MN_LANE_REC_RECV, MN_LANE_REC_ACK, MN_LANE_DONE_IN, MN_LANE_DONE_SEEN,
+       MN_LANE_CTRS };
 
 /* One mapped peer allocation (the importer's table, [nranks][MN_PM_SLOTS]). */
 typedef struct MnPeerMem {
@@ -135,6 +148,7 @@ typedef struct MnDirectRec {
                                      (0: none, or mapping q's memory failed) */
 } MnDirectRec;
 MK_STATIC_ASSERT(sizeof(MnDirectRec) == 40 + 4 * MN_DIRECT_MAX_RANKS, "MnDirectRec layout");
+MK_STATIC_ASSERT(2 * sizeof(MnDirectRec) <= MN_LANE_REC_BYTES, "a record's packets fit a lane slot half");
 
 /* The direct kernel's second argument (by value). */
 typedef struct MnDirect {

@@ -133,7 +133,7 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
  * the same: len, the grid and the context's slot size agree on all of them. */
 __device__ __forceinline__ bool pk_mode(const Ctx &x, u64 len) {
     return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && x.pk_data() &&
-           round16((len + gridDim.x - 1) / gridDim.x) <= x.pk_data();
+           round16((len + x.nb - 1) / x.nb) <= x.pk_data();
 }
 
 /* d *= s elementwise (PreMulSum's scaling of a contribution) */
@@ -225,7 +225,7 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
     case MN_BROADCAST: w = {root, r == root, false, false, r != root}; break;
     default: return;
     }
-    const Span sh = share(len, b, gridDim.x);
+    const Span sh = share(len, b, x.nb);
     const u64 m = sh.hi - sh.lo;
     if (m == 0) return;   /* every rank's share of this block is empty: no messages */
     pk_open_all(x, b, w, sf, rf);
@@ -270,7 +270,7 @@ __device__ void allreduce(const MnArgs &a, const Ctx &x, const Flow &f) {
     char *out = (char *)a.out;
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
-    const u32 nb = gridDim.x, n = x.n, r = x.rank;
+    const u32 nb = x.nb, n = x.n, r = x.rank;
     if (pk_mode(x, bytes)) return pk_collective(a, x, f.b);
     if (bytes <= (u64)n * 16384) {   /* small: one hop, everyone reduces everything */
         const Span sh = share(bytes, f.b, nb);
@@ -323,7 +323,7 @@ __device__ void gather_like(const MnArgs &a, const Ctx &x, const Flow &f, bool t
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     const bool receiver = to_all || r == root;
     if (pk_mode(x, blk)) return pk_collective(a, x, f.b);
-    const Span sh = share(blk, f.b, gridDim.x);
+    const Span sh = share(blk, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -352,7 +352,7 @@ __device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool 
     char *out = (char *)a.out;
     const bool sender = from_all || r == root;
     if (pk_mode(x, blk)) return pk_collective(a, x, f.b);
-    const Span sh = share(blk, f.b, gridDim.x);
+    const Span sh = share(blk, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -384,7 +384,7 @@ __device__ void reduce_like(const MnArgs &a, const Ctx &x, const Flow &f, bool s
     const T *s = (const T *)a.scalar;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     if (pk_mode(x, len)) return pk_collective(a, x, f.b);
-    const Span sh = share(len, f.b, gridDim.x);
+    const Span sh = share(len, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -407,7 +407,7 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
     char *out = (char *)a.out;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     if (pk_mode(x, len)) return pk_collective(a, x, f.b);
-    const Span sh = share(len, f.b, gridDim.x);
+    const Span sh = share(len, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -432,7 +432,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
     __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
     __shared__ bool pk[MN_P2P_MAX];
     __shared__ u64 rounds;
-    const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = gridDim.x, r = x.rank;
+    const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = x.nb, r = x.rank;
     if (threadIdx.x == 0) {
         rounds = 0;
         for (u32 e = 0; e < ne; e++) {
@@ -502,8 +502,9 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
     }
 }
 
-/* every collective through the slots (or packets) */
+/* every collective through the slots (or packets), on blocks 0 .. x.nb - 1 */
 __device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
+    if (f.b >= x.nb) return;
     switch (a.coll) {
     case MN_ALLREDUCE: allreduce(a, x, f); break;
     case MN_ALLGATHER: gather_like(a, x, f, true); break;

@@ -6,14 +6,17 @@
  * back to is native_builtin.cuh's, inlined here, so the built-in module's kernels stay as they
  * were. Its kernel mscclrt_native_direct takes the MnDirect argument native_abi.h describes.
  *
- * One launch: (1) every block sends its record to the same block of every peer as one packet
- * message and reads theirs; the records say where each rank's buffers lie (an announced
+ * One launch, on up to MN_DIRECT_BLOCKS blocks (more than the slot path's 32: the direct
+ * copies are bound by how many SMs keep NVLink loads and stores in flight): (1) every block
+ * sends its record to the same block of every peer as LL16 packets through its lane (its own
+ * counters and record slots, native_abi.h) and reads theirs; the records say where each rank's buffers lie (an announced
  * allocation and an offset) and what each rank has mapped, so every block of every rank takes
  * the same path; the record's arrival also says the peer's stream reached this collective, so
  * its buffers hold their input and may be written. (2) direct: block b moves its share of this
  * rank's part with plain loads and stores to peer pointers; else the slot path. (3) direct
  * only: every block signals the same block of every peer and waits for theirs, so no rank's
- * kernel ends while a peer still touches its buffers.
+ * kernel ends while a peer still touches its buffers. The slot path runs on the first
+ * MN_MAX_BLOCKS blocks (Ctx::nb); the others then end at once.
  *
  * Reductions read all n sources of a vector before storing it (mk::reduce), in rank order,
  * with one rank computing each element and storing it everywhere: in-place calls are safe and
@@ -84,6 +87,24 @@ __device__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 
     return m->base + off;
 }
 
+/* ---- lanes: the direct kernel's own channel per (block, peer), for up to MN_DIRECT_BLOCKS
+ * blocks: counters in this rank's scratch (own ones, and ones peers add to), and record slots
+ * of two halves that peers write LL16 packets into, as the packet protocol does */
+__device__ __forceinline__ u64 lane_off(const Ctx &x, u32 kind, u32 b, u32 p) {
+    return x.c->off_lane + (((u64)kind * MN_DIRECT_BLOCKS + b) * x.n + p) * 8;
+}
+__device__ __forceinline__ u64 *lane_ctr(const Ctx &x, u32 kind, u32 b, u32 p) {
+    return (u64 *)(x.scratch + lane_off(x, kind, b, p));
+}
+/* peer q's counter of kind for (block b, this rank), as an address for mk::signal */
+__device__ __forceinline__ u64 lane_ctr_at(const Ctx &x, u32 q, u32 kind, u32 b) {
+    return x.peers[q] + lane_off(x, kind, b, x.rank);
+}
+__device__ __forceinline__ u64 lane_rec_off(const Ctx &x, u32 b, u32 s, u32 flag) {
+    return x.c->off_lane + (u64)MN_LANE_CTRS * MN_DIRECT_BLOCKS * x.n * 8 +
+           (((u64)b * x.n + s) * 2 + (flag & 1)) * MN_LANE_REC_BYTES;
+}
+
 /* Round one (block-wide): records exchanged with the same block of every peer; returns the
  * path, and for the direct one every rank's send and recv addresses in sp / rp. */
 __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b,
@@ -93,14 +114,29 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     const u32 n = x.n, r = x.rank;
     const u64 rb = sizeof(MnDirectRec);
     if (threadIdx.x == 0) recs[r] = d.rec;
-    const PkPeers all = {0, true, false, true, false};
-    pk_open_all(x, b, all, sf, rf);
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_write(x.pk_at(p, b, sf[p]), (const char *)&recs[r], rb, sf[p]);
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_read((char *)&recs[p], x.pk_in(b, p, rf[p]), rb, rf[p]);
-    pk_ack_all(x, b, all);
+    /* message m (1, 2, ...) of (b, p) uses half m % 2 of p's slot: wait until p read m - 2 */
+    for (u32 p = threadIdx.x; p < n; p += blockDim.x) {
+        if (p == r) continue;
+        u64 *c = lane_ctr(x, MN_LANE_REC_SENT, b, p);
+        const u64 m = *c + 1;
+        *c = m;
+        sf[p] = (u32)m;
+        const u64 *ack = lane_ctr(x, MN_LANE_REC_ACK, b, p);
+        u32 sp_ = 0;
+        while (m > 2 && mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp_)) { }
+        c = lane_ctr(x, MN_LANE_REC_RECV, b, p);
+        rf[p] = (u32)(*c + 1);
+        *c += 1;
+    }
     __syncthreads();
+    for (u32 p = 0; p < n; p++)
+        if (p != r) pk_write((char *)x.peers[p] + lane_rec_off(x, b, r, sf[p]), (const char *)&recs[r], rb, sf[p]);
+    for (u32 p = 0; p < n; p++)
+        if (p != r) pk_read((char *)&recs[p], x.scratch + lane_rec_off(x, b, p, rf[p]), rb, rf[p]);
+    __syncthreads();
+    /* read: the half may be written again (relaxed, as pk_ack_all: the values are used) */
+    for (u32 p = threadIdx.x; p < n; p += blockDim.x)
+        if (p != r) mk::signal_relaxed(lane_ctr_at(x, p, MN_LANE_REC_ACK, b));
     if (threadIdx.x == 0) {
         go = direct_allowed(a, recs, n);
         if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
@@ -166,13 +202,14 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         break;
     }
     case MN_ALLGATHER: {
-        /* push this rank's block into every rank's output, starting with the next rank so the
-         * blocks of all ranks spread over the links */
+        /* push this rank's block into every rank's output; block b starts b ranks further on,
+         * so at any moment some blocks copy locally while the others use each link (a local
+         * copy after all the remote ones left the links idle for its whole length) */
         const u64 len = a.in_bytes;
         const Span sh = share(len, b, nb);
         if (sh.hi == sh.lo) break;
         for (u32 k = 1; k <= n; k++) {
-            const u32 q = (r + k) % n;
+            const u32 q = (r + k + b) % n;
             char *dst = (char *)rp[q] + (u64)r * len + sh.lo;
             const char *src = (const char *)a.in + sh.lo;
             if (dst != src) mk::copy(dst, src, sh.hi - sh.lo);
@@ -183,8 +220,8 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         const u64 blk = a.out_bytes / n;
         const Span sh = share(blk, b, nb);
         if (sh.hi == sh.lo) break;
-        for (u32 k = 1; k <= n; k++) {
-            const u32 q = (r + k) % n;
+        for (u32 k = 1; k <= n; k++) {   /* staggered as allgather's */
+            const u32 q = (r + k + b) % n;
             mk::copy((char *)rp[q] + (u64)r * blk + sh.lo, (const char *)a.in + (u64)q * blk + sh.lo,
                      sh.hi - sh.lo);
         }
@@ -203,23 +240,27 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
 }
 
 /* Step three (block-wide): this block's stores and loads are done; wait until every peer's
- * same block says the same (release/acquire at system scope through the data counters, which
- * the slot path uses in the same matched pairs). */
+ * same block says the same (release after the block's barrier, acquire: system scope). */
 __device__ void direct_finish(const Ctx &x, u32 b) {
-    for (u32 p = 0; p < x.n; p++)
-        if (p != x.rank) put_done(x, b, p);
-    for (u32 p = 0; p < x.n; p++)
-        if (p != x.rank) wait_data(x, b, p);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (u32 p = 0; p < x.n; p++)
+            if (p != x.rank) mk::signal(lane_ctr_at(x, p, MN_LANE_DONE_IN, b));
+        for (u32 p = 0; p < x.n; p++)
+            if (p != x.rank) mk::wait(lane_ctr(x, MN_LANE_DONE_IN, b, p), lane_ctr(x, MN_LANE_DONE_SEEN, b, p));
+    }
+    __syncthreads();
 }
 
 }  // namespace mn
 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs a, MnDirect d) {
-    const mn::Ctx x(a);
+    /* the grid may exceed the slot path's MN_MAX_BLOCKS: its first blocks take the slots */
+    const mn::Ctx x(a, gridDim.x < MN_MAX_BLOCKS ? gridDim.x : MN_MAX_BLOCKS);
     const mn::Flow f(x, blockIdx.x);
     __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
     __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
-    if (x.n > MN_DIRECT_MAX_RANKS || x.pk_data() < sizeof(MnDirectRec)) {
+    if (x.n > MN_DIRECT_MAX_RANKS || !x.c->off_lane || gridDim.x > MN_DIRECT_BLOCKS) {
         mn::coll_slots(a, x, f);   /* the runtime does not launch this kernel then */
         return;
     }

@@ -42,6 +42,7 @@ struct NativeCtx {
     PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
     PmLocalRank local;             /* pm's ops context in a group of one process */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
+    int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
 
 static const char BUILTIN_SOURCE[] = "#include \"native_builtin.cuh\"\n";
@@ -80,9 +81,18 @@ uint64_t native_pk_slot_bytes(int n, uint64_t scratch) {
     return per >= MN_PK_SLOT_BYTES ? MN_PK_SLOT_BYTES : per;
 }
 
+/* Bytes of the direct kernels' lanes (counters and record slots), 256-aligned; none beyond
+ * MN_DIRECT_MAX_RANKS ranks, where there is no direct path. */
+static uint64_t lane_bytes(int n) {
+    if (n > MN_DIRECT_MAX_RANKS) return 0;
+    const uint64_t b = (uint64_t)MN_LANE_CTRS * MN_DIRECT_BLOCKS * (uint64_t)n * 8 +
+                       (uint64_t)MN_DIRECT_BLOCKS * (uint64_t)n * 2 * MN_LANE_REC_BYTES;
+    return (b + 255) / 256 * 256;
+}
+
 uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots) {
     const uint64_t pk = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch);
-    const uint64_t slots = pk_offset(n) + pk;
+    const uint64_t slots = pk_offset(n) + pk + lane_bytes(n);
     if (off_slots) *off_slots = slots;
     if (scratch <= slots) return 0;
     return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
@@ -111,6 +121,8 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_stats = 7 * ctr;
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
+    m->off_lane = lane_bytes(n)
+        ? m->off_pk + (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->pk_slot_bytes : 0;
     long long pk_max;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     m->pk_max_bytes = (uint64_t)pk_max;
@@ -255,9 +267,11 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
-        long long dmin = 0;
+        long long dmin = 0, dblocks = 0;
         mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
+        if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_DIRECT_BLOCKS, &dblocks);
         ncs[i]->direct_min = (uint64_t)dmin;
+        ncs[i]->direct_blocks = (int)dblocks;
         /* the direct path, a rank per process: collective, so every such rank calls it
          * whatever happened before */
         if (n == 1 && cs[i]->boot && cs[i]->xport) {
@@ -334,7 +348,7 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
 static bool direct_eligible(const NativeCtx *nc, const mscclrt_algo *algo,
                             const mscclrt_request *req, int n) {
     if (!nc->pm || algo->source || nc->direct_min == 0 || req->message_bytes < nc->direct_min ||
-        nc->host.pk_slot_bytes / 2 < sizeof(MnDirectRec) || n > MN_DIRECT_MAX_RANKS)
+        !nc->host.off_lane || n > MN_DIRECT_MAX_RANKS)
         return false;
     switch (req->collective) {
     case MSCCLRT_COLL_ALLREDUCE: case MSCCLRT_COLL_REDUCESCATTER: case MSCCLRT_COLL_REDUCE:
@@ -393,23 +407,34 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                        "arguments, at most %d", algo->desc.name, extra_bytes, MN_EXTRA_BYTES);
     if (blocks <= 0 && algo->default_blocks > 0) blocks = algo->default_blocks;
     if (threads <= 0 && algo->default_threads > 0) threads = algo->default_threads;
+    if (blocks > MN_MAX_BLOCKS)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks (at most %d)",
+                       algo->desc.name, blocks, MN_MAX_BLOCKS);
+    const bool p2p = req->collective == MSCCLRT_COLL_SENDRECV && !algo->source;
+    l->direct = !p2p && direct_eligible(nc, algo, req, c->nranks);
+    /* the direct kernel's grid (the same on every rank: a parameter and the collective cap),
+     * unless the caller chose one */
+    if (l->direct && blocks <= 0) {
+        const int cap = exec_native_block_cap(c, MN_DIRECT_BLOCKS);
+        blocks = nc->direct_blocks < cap ? nc->direct_blocks : cap;
+        if (threads <= 0) threads = 1024;
+    }
     /* send/recv groups have a fixed grid (both sides of a pair must cut alike): given here */
     if (blocks <= 0 || threads <= 0)
         native_default_grid(req->message_bytes, native_peer_bytes(req, c->nranks),
                             nc->host.pk_slot_bytes / 2, nc->host.pk_max_bytes,
                             exec_native_block_cap(c, MN_MAX_BLOCKS),
                             exec_context_share_max(c) > 1, &blocks, &threads);
-    if (blocks < 1 || blocks > MN_MAX_BLOCKS || threads < 32 || threads > 1024 || threads % 32)
+    const int most = l->direct ? MN_DIRECT_BLOCKS : MN_MAX_BLOCKS;
+    if (blocks < 1 || blocks > most || threads < 32 || threads > 1024 || threads % 32)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks x %d threads "
                        "(blocks 1..%d, threads a multiple of 32 up to 1024)", algo->desc.name,
-                       blocks, threads, MN_MAX_BLOCKS);
-    const bool p2p = req->collective == MSCCLRT_COLL_SENDRECV && !algo->source;
+                       blocks, threads, most);
     const char *kernel = p2p ? "mscclrt_native_p2p" : algo->kernel;
     const bool reduces = algo->reduces;
     CuContext prev;
     TRY(exec_cuda_current(c, &prev));
     const int kop = req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op;
-    l->direct = !p2p && direct_eligible(nc, algo, req, c->nranks);
     mscclrt_result res = l->direct
         ? native_kernel(c, nc, DIRECT_SOURCE, "mscclrt_native_direct", reduces, (int)req->dtype,
                         kop, &l->fn)

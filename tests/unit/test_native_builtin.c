@@ -70,6 +70,11 @@ static void t_layout(void) {
         /* 7 counter arrays and the direct path's counts, then packet slots, then slots */
         CHECK(off >= 8ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk);
         CHECK(off + (uint64_t)MN_MAX_BLOCKS * n * 2 * slot <= (32u << 20)); /* slots fit */
+        /* up to 8 ranks, the direct kernels' lanes lie between the packet slots and the slots */
+        if (n <= MN_DIRECT_MAX_RANKS)
+            CHECK(off >= 8ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk +
+                         (uint64_t)MN_LANE_CTRS * MN_DIRECT_BLOCKS * n * 8 +
+                         (uint64_t)MN_DIRECT_BLOCKS * n * 2 * MN_LANE_REC_BYTES);
     }
     CHECK_EQ_INT(0, native_slot_bytes(8, 4096, NULL));   /* too small: refused, not negative */
     CHECK_EQ_INT(0, native_pk_slot_bytes(1024, 32u << 20)); /* no packet slots for 1024 ranks */
