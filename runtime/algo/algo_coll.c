@@ -411,6 +411,13 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     if (!buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: buffer is NULL", fn, c->rank);
     AlgoComm *a = algo_comm(c);
     if (!a) return MSCCLRT_ERR_SYSTEM;
+    /* the native context reaches this node's ranks only (algo_native.c) */
+    if (a->ranks_per_node != c->nranks && c->boot &&
+        boot_node_of(c->boot, peer) != boot_node(c->boot))
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path to rank %d on "
+                       "another node (node %d, this is node %d): libmscclrt serves send/recv "
+                       "among the ranks of one node", fn, c->rank, peer,
+                       boot_node_of(c->boot, peer), boot_node(c->boot));
     if (!exec_in_group()) {   /* a group of one */
         TRY(mscclrt_group_start());
         mscclrt_result res = p2p(c, buf, count, dt, peer, stream, recv, fn);
@@ -420,10 +427,6 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     NativeLaunch *l = a->p2p_open;
     if (!l) {
         const mscclrt_algo *algo = builtin_for(c, MSCCLRT_COLL_SENDRECV);
-        if (!algo && a->ranks_per_node != c->nranks)
-            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path: the "
-                           "communicator spans nodes, and send/recv runs only on the native "
-                           "context, which reaches one host", fn, c->rank);
         if (!algo)
             return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path (the native "
                            "context is off: MSCCLRT_NATIVE_SCRATCH_BYTES=0)", fn, c->rank);

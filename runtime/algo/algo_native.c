@@ -50,7 +50,9 @@ static const char BUILTIN_SOURCE[] = "#include \"native_builtin.cuh\"\n";
 static const char DIRECT_SOURCE[] = "#define MSCCLRT_NATIVE_LIB_ONLY 1\n#include \"native_direct.cuh\"\n";
 
 /* ---- the context -------------------------------------------------------------------------- */
-static Plan *native_plan(int n, uint64_t scratch) {
+/* node[q]: rank q's node (NULL: one node). A rank reaches the scratch of the ranks of its own
+ * node only (CUDA IPC); on a communicator that spans nodes that serves send/recv between them. */
+static Plan *native_plan(int n, uint64_t scratch, const int *node) {
     Plan *p = plan_new("mscclrt-native-context", PLAN_COLL_CUSTOM, n);
     if (!p) return NULL;
     p->max_size = scratch;          /* one input chunk of max_size bytes: scratch = max_size */
@@ -59,7 +61,8 @@ static Plan *native_plan(int n, uint64_t scratch) {
         PlanGpu *g = &p->gpus[r];
         g->input_chunks = g->output_chunks = g->scratch_chunks = 1;
         for (int q = 0; q < n; q++)
-            if (q != r && plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY) < 0) {
+            if (q != r && (!node || node[q] == node[r]) &&
+                plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY) < 0) {
                 plan_free(p);
                 return NULL;
             }
@@ -132,8 +135,15 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
                        c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
     mk_u64 *peers = calloc((size_t)n, sizeof *peers);
     if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
-    for (int q = 0, k = 0; q < n; q++)
-        peers[q] = q == c->rank ? x->scratch : x->tab[x->layout.tab_remote[0] + k++];
+    /* the ranks of other nodes are not mapped (0): only send/recv to ranks of this node runs
+     * here on a communicator that spans nodes */
+    const Plan *p = nc->plan;
+    for (int q = 0, k = 0; q < n; q++) {
+        bool mapped = false;
+        for (int b = 0; b < p->gpus[c->rank].nremotes && !mapped; b++)
+            mapped = p->gpus[c->rank].remotes[b].rank == q;
+        peers[q] = q == c->rank ? x->scratch : mapped ? x->tab[x->layout.tab_remote[0] + k++] : 0;
+    }
     mscclrt_result res;
     const size_t bytes = sizeof *m + (size_t)n * sizeof *peers;
     res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
@@ -227,14 +237,18 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;   /* native algorithms switched off */
-    /* the context maps every peer's scratch through CUDA IPC: only when all ranks share a host */
-    for (int i = 0; i < n; i++)
-        if (cs[i]->boot && boot_nnodes(cs[i]->boot) > 1) {
-            LOG_INFO(LOG_SUB_INIT, "rank %d: the communicator spans %d nodes: native algorithms "
-                     "(and send/recv) are off; collectives use the multi-node programs",
-                     cs[i]->rank, boot_nnodes(cs[i]->boot));
-            return MSCCLRT_SUCCESS;
-        }
+    /* the context maps peers' scratch through CUDA IPC, so a communicator that spans nodes gets
+     * one among the ranks of each node: send/recv between them (its collectives use the
+     * multi-node programs). n > 1 only for a group of one process: one node. */
+    int *node = NULL;
+    if (n == 1 && cs[0]->boot && boot_nnodes(cs[0]->boot) > 1) {
+        node = calloc((size_t)cs[0]->nranks, sizeof *node);
+        if (!node) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+        for (int q = 0; q < cs[0]->nranks; q++) node[q] = boot_node_of(cs[0]->boot, q);
+        LOG_INFO(LOG_SUB_INIT, "rank %d: the communicator spans %d nodes: the native context "
+                 "serves send/recv among the ranks of each node; collectives use the multi-node "
+                 "programs", cs[0]->rank, boot_nnodes(cs[0]->boot));
+    }
     const double t0 = rt_now_s();
     NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
     mscclrt_result res = MSCCLRT_SUCCESS;
@@ -246,7 +260,7 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         AlgoComm *a = algo_comm(cs[i]);
         if (!a) { res = MSCCLRT_ERR_SYSTEM; break; }
         ncs[i] = calloc(1, sizeof *ncs[i]);
-        if (!ncs[i] || !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch))) {
+        if (!ncs[i] || !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch, node))) {
             res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the native context",
                           cs[i]->rank);
             break;
@@ -274,7 +288,7 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         ncs[i]->direct_blocks = (int)dblocks;
         /* the direct path, a rank per process: collective, so every such rank calls it
          * whatever happened before */
-        if (n == 1 && cs[i]->boot && cs[i]->xport) {
+        if (n == 1 && cs[i]->boot && cs[i]->xport && !node) {   /* one node: collectives too */
             const mscclrt_result pc = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
             if (res == MSCCLRT_SUCCESS) res = pr;   /* a malformed variable fails the init */
             if (res == MSCCLRT_SUCCESS) res = pc;
@@ -290,6 +304,7 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
                  "bytes, %d ranks set up in %.2f ms", scratch,
                  (unsigned long long)ncs[0]->host.slot_bytes, n, (rt_now_s() - t0) * 1e3);
 out:
+    free(node);
     if (res != MSCCLRT_SUCCESS)
         for (int i = 0; i < n; i++) {
             if (!ncs || !ncs[i]) continue;
@@ -529,11 +544,13 @@ static mscclrt_algo *builtin(mscclrt_coll coll) {
 }
 
 mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node) {
-    if (ranks_per_node != world) return MSCCLRT_SUCCESS;   /* spans nodes: no native context */
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;
     for (int k = 0; k < MSCCLRT_COLL_COUNT; k++) {
+        /* across nodes the native context reaches each node's ranks only: send/recv among
+         * them, no collectives */
+        if (ranks_per_node != world && k != MSCCLRT_COLL_SENDRECV) continue;
         mscclrt_algo *a = builtin((mscclrt_coll)k);
         if (!a) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");
         TRY(algo_set_add(set, a));   /* takes our reference */
