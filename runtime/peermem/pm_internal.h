@@ -86,6 +86,12 @@ struct PeerMem {
     uint64_t table_dev;          /* the kernels' (ops->table_alloc) */
 };
 
+/* Whether q's message m may be applied (pm_wire.c): upto is how many of q's messages this rank
+ * applied, mapped[MN_PM_SLOTS] what it holds of q's slots (0: empty); why (n bytes) says what
+ * is wrong otherwise. An announcement's descriptor is checked further by the transport. */
+bool pm_msg_check(const PmMsgWire *m, int q, uint32_t upto, const uint64_t *mapped, char *why,
+                  size_t n);
+
 /* queues m (and a duplicate of fd for each peer, unless -1) for every peer and sends what it
  * can (pm_share.c) */
 void pm_broadcast(PeerMem *pm, const PmMsgWire *m, int fd);

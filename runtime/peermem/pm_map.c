@@ -37,21 +37,11 @@ static void take(PeerMem *pm, int q, const PmMsgWire *m, int fd) {
         fd = -1;
     }
     if (pp->broken) return;
-    if (m->magic != PM_MAGIC || m->version != PM_VERSION) {
-        snprintf(why, sizeof why, "rank %d sent a message with magic 0x%08x version %u", q, m->magic,
-                 m->version);
-        return mark_broken(pm, q, why);
-    }
-    if (m->pub != pp->upto + 1 || m->slot >= MN_PM_SLOTS) {
-        snprintf(why, sizeof why, "rank %d sent message %u for slot %u (want message %u, slots "
-                 "below %d)", q, m->pub, m->slot, pp->upto + 1, MN_PM_SLOTS);
+    if (!pm_msg_check(m, q, pp->upto, pp->mapped, why, sizeof why)) {
+        if (fd >= 0) close(fd);
         return mark_broken(pm, q, why);
     }
     if (m->kind == PM_RETIRE) {
-        if (!pp->mapped[m->slot]) {
-            snprintf(why, sizeof why, "rank %d retired slot %u, which holds nothing", q, m->slot);
-            return mark_broken(pm, q, why);
-        }
         if (set_entry(pm, q, m->slot, 0, 0) != MSCCLRT_SUCCESS) {
             snprintf(why, sizeof why, "clearing rank %d's slot %u: %s", q, m->slot, mscclrt_last_error());
             return mark_broken(pm, q, why);
@@ -61,14 +51,8 @@ static void take(PeerMem *pm, int q, const PmMsgWire *m, int fd) {
         pp->upto = m->pub;
         return;
     }
-    if (m->kind != PM_ANNOUNCE || pp->mapped[m->slot]) {
-        snprintf(why, sizeof why, "rank %d sent message %u of kind %u for slot %u%s", q, m->pub,
-                 m->kind, m->slot, pp->mapped[m->slot] ? ", which is taken" : "");
-        if (fd >= 0) close(fd);
-        return mark_broken(pm, q, why);
-    }
     uint64_t base = 0;
-    const bool ok = ipc_desc_check(&m->desc, q) == MSCCLRT_SUCCESS && m->desc.offset == 0;
+    const bool ok = ipc_desc_check(&m->desc, q) == MSCCLRT_SUCCESS;
     if (!ok && fd >= 0) close(fd);
     if (!ok || pm->ops->map(pm->ops_ctx, &m->desc, fd, &base) != MSCCLRT_SUCCESS || !base) {
         snprintf(why, sizeof why, "mapping rank %d's allocation of %llu bytes: %s", q,
