@@ -29,10 +29,13 @@ enum { OP_SUM = 0, OP_PROD = 1, OP_MAX = 2, OP_MIN = 3, OP_AVG = 4 };
 /* In a spin loop: true once the communicator is aborted (checked every 4096 turns; the word is
  * in host memory, too far to read on every turn). The loop then ends without its condition:
  * the kernel runs to its end with meaningless data, which is what an abort asks for. */
-__device__ __forceinline__ bool give_up(u32 &spins) {
-    if ((++spins & 4095u) != 0) return false;
+__device__ __forceinline__ bool aborted() {
     const u64 w = mscclrt_abort_word;
     return w && *(const volatile u32 *)w != 0;
+}
+__device__ __forceinline__ bool give_up(u32 &spins) {
+    if ((++spins & 4095u) != 0) return false;
+    return aborted();
 }
 
 /* storage wrappers: distinct types so overloads pick the right arithmetic */

@@ -79,7 +79,9 @@ __device__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 
     if (m->pub != pub) {
         /* every rank's record said this rank mapped announcement `pub`; the host keeps an
          * entry until its owner retires it, which happens only after this launch: a broken
-         * promise, not a case to run through */
+         * promise, not a case to run through (but after an abort records may be anything:
+         * then 0, and the caller takes the slots) */
+        if (mk::aborted()) return 0;
         printf("mscclrt: direct collective: rank %u's announcement %u is not in slot %u of this "
                "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)m->pub);
         __trap();
@@ -138,12 +140,15 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     for (u32 p = threadIdx.x; p < n; p += blockDim.x)
         if (p != r) mk::signal_relaxed(lane_ctr_at(x, p, MN_LANE_REC_ACK, b));
     if (threadIdx.x == 0) {
-        go = direct_allowed(a, recs, n);
+        /* after an abort the records may be half read: the slot path, which touches no user
+         * buffer of a peer, runs to its end instead */
+        go = direct_allowed(a, recs, n) && !mk::aborted();
         if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
         for (u32 q = 0; go && q < n; q++) {
             const MnDirectRec &e = recs[q];
             sp[q] = q == r ? a.in : direct_uses(a, q, 1) ? direct_peer_ptr(d, q, e.sslot, e.spub, e.soff) : 0;
             rp[q] = q == r ? a.out : direct_uses(a, q, 2) ? direct_peer_ptr(d, q, e.rslot, e.rpub, e.roff) : 0;
+            if ((direct_uses(a, q, 1) && !sp[q]) || (direct_uses(a, q, 2) && !rp[q])) go = false;
         }
     }
     __syncthreads();
