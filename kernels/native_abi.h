@@ -156,6 +156,24 @@ typedef struct MnDirect {
     MnDirectRec rec;              /* this rank's record */
 } MnDirect;
 
+/* The built-in send/recv kernel's third argument: the direct form of large transfers between
+ * the ranks of one node. A pair of entries (a send and the peer's matching receive) goes direct
+ * when the receiver's buffer is shared and the sender has mapped it; both sides learn it from
+ * records exchanged through the lanes, so they decide alike. */
+#define MN_P2P_DIRECT 16          /* receive entries of a group that may be written directly */
+typedef struct MnP2pRecv {
+    mk_u32 pub, slot;             /* the receive buffer's allocation (pub 0: not shared) */
+    mk_u64 off;
+} MnP2pRecv;
+typedef struct MnP2pDirect {
+    mk_u64 table;                 /* device address of this rank's MnPeerMem table */
+    mk_u64 min_bytes;             /* entries of at least this many bytes may go direct (the same
+                                     on every rank; UINT64_MAX: never) */
+    mk_u32 upto[MN_DIRECT_MAX_RANKS]; /* as MnDirectRec.upto */
+    MnP2pRecv recv[MN_P2P_DIRECT];/* the group's first MN_P2P_DIRECT receive entries, in order */
+} MnP2pDirect;
+MK_STATIC_ASSERT(sizeof(MnP2pDirect) == 48 + 16 * MN_P2P_DIRECT, "MnP2pDirect layout");
+
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the
  * 4 KiB of kernel parameters). */
 typedef struct MnP2pList { MnP2p v[MN_P2P_MAX]; } MnP2pList;

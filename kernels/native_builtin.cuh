@@ -428,25 +428,86 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
 /* ---- grouped send/recv -------------------------------------------------------------------- */
 /* Entries to (or from) one peer form one stream of pieces, in call order; piece j of the
  * stream is message j of (block, peer) on both sides. Self pairs copy directly. */
-__device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, const Flow &f) {
+/* An entry alone in its direction to its peer (the peer's matching entry is then alone too,
+ * so both sides choose its form alike). */
+__device__ __forceinline__ bool p2p_alone(const MnP2pList &l, u32 ne, u32 e) {
+    bool alone = true;
+    for (u32 d = 0; d < ne; d++)
+        alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
+    return alone;
+}
+
+__device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect &dd, const Ctx &x,
+                         const Flow &f) {
     __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
     __shared__ bool pk[MN_P2P_MAX];
+    __shared__ u64 dptr[MN_P2P_MAX];   /* direct: the peer's receive buffer (send entries), 1 (receive) */
+    __shared__ bool cand[MN_P2P_MAX];  /* may go direct (both sides know the same) */
     __shared__ u64 rounds;
+    __shared__ bool with[MN_DIRECT_MAX_RANKS];
+    __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
+    __shared__ bool any_direct;
     const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = x.nb, r = x.rank;
+    /* large entries between the ranks of this node may go direct: the sender stores into the
+     * receiver's own buffer, once both sides' records say it is shared and mapped */
+    const bool lanes = x.c->off_lane != 0 && x.n <= MN_DIRECT_MAX_RANKS && dd.min_bytes != ~0ull &&
+                       gridDim.x <= MN_DIRECT_BLOCKS;
+    if (threadIdx.x == 0) {
+        any_direct = false;
+        for (u32 p = 0; p < MN_DIRECT_MAX_RANKS; p++) with[p] = false;
+        for (u32 e = 0, k = 0; e < ne; e++) {
+            const bool alone = p2p_alone(l, ne, e);
+            const u32 peer = (u32)l.v[e].peer;
+            pk[e] = alone && peer != r && pk_mode(x, l.v[e].bytes);
+            dptr[e] = 0;
+            cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] &&
+                      l.v[e].bytes >= dd.min_bytes;
+            if (cand[e]) {
+                if (!with[peer]) {
+                    with[peer] = true;
+                    mine[peer] = MnDirectRec{};
+                    for (u32 q = 0; q < MN_DIRECT_MAX_RANKS; q++) mine[peer].upto[q] = dd.upto[q];
+                }
+                any_direct = true;
+                if (l.v[e].recv && k < MN_P2P_DIRECT) {
+                    mine[peer].rpub = dd.recv[k].pub;
+                    mine[peer].rslot = dd.recv[k].slot;
+                    mine[peer].roff = dd.recv[k].off;
+                }
+                dptr[e] = 1;   /* decided below */
+            }
+            if (l.v[e].recv) k++;
+        }
+    }
+    __syncthreads();
+    if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
     if (threadIdx.x == 0) {
         rounds = 0;
-        for (u32 e = 0; e < ne; e++) {
-            /* packets for a small entry that is alone in its direction to its peer: the peer's
-             * matching entry is small and alone too, so both sides choose alike */
-            bool alone = true;
-            for (u32 d = 0; d < ne; d++)
-                alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
-            pk[e] = alone && (u32)l.v[e].peer != r && pk_mode(x, l.v[e].bytes);
-            cnt[e] = pk[e] ? 0 : npieces(share(l.v[e].bytes, f.b, nb), x.slot);
+        for (u32 e = 0, k = 0; e < ne; e++) {
+            const u32 peer = (u32)l.v[e].peer;
+            if (dptr[e]) {
+                /* send: the receiver's buffer is shared and this rank mapped it; receive: this
+                 * rank's buffer is shared and the sender mapped it; the same facts on both sides */
+                const MnDirectRec &t = theirs[peer];
+                bool go = !mk::aborted();
+                if (l.v[e].recv) {
+                    const u32 pub = k < MN_P2P_DIRECT ? dd.recv[k].pub : 0;
+                    go = go && pub && t.upto[r] >= pub;
+                } else {
+                    go = go && t.rpub && t.rslot < MN_PM_SLOTS && dd.upto[peer] >= t.rpub;
+                    if (go) dptr[e] = pm_peer_ptr(dd.table, peer, t.rslot, t.rpub, t.roff);
+                    go = go && dptr[e];
+                }
+                dptr[e] = go ? (l.v[e].recv ? 1 : dptr[e]) : 0;
+            }
+            if (l.v[e].recv) k++;
+            if (f.b == 0 && cand[e])   /* the direct counts, per entry */
+                atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
+            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, nb), x.slot);
             start[e] = 0;
             for (u32 d = 0; d < e; d++)
                 if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
-            if ((u32)l.v[e].peer != r && start[e] + cnt[e] > rounds) rounds = start[e] + cnt[e];
+            if (peer != r && start[e] + cnt[e] > rounds) rounds = start[e] + cnt[e];
         }
     }
     __syncthreads();
@@ -471,11 +532,23 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
         if (sh.hi > sh.lo)
             pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
+    /* direct sends: this block's share straight into the receiver's buffer, then done */
+    for (u32 e = 0; e < ne; e++) {
+        if (!dptr[e] || l.v[e].recv) continue;
+        const Span sh = share(l.v[e].bytes, f.b, nb);
+        if (sh.hi > sh.lo) mk::copy((char *)dptr[e] + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+        __syncthreads();
+        if (threadIdx.x == 0) lane_done(x, f.b, (u32)l.v[e].peer);
+    }
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;
         const Span sh = share(l.v[e].bytes, f.b, nb);
         if (sh.hi > sh.lo) pk_recv(x, f.b, (u32)l.v[e].peer, (char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
+    /* direct receives: the sender's share of this block has landed */
+    for (u32 e = 0; e < ne; e++)
+        if (dptr[e] && l.v[e].recv && threadIdx.x == 0) lane_wait_done(x, f.b, (u32)l.v[e].peer);
+    __syncthreads();
     for (u64 i = 0; i < rounds; i++) {
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
@@ -528,10 +601,11 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a)
     mn::coll_slots(a, x, f);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l) {
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l,
+                                                                       MnP2pDirect d) {
     const mn::Ctx x(a);
     const mn::Flow f(x, blockIdx.x);
-    mn::sendrecv(a, l, x, f);
+    mn::sendrecv(a, l, d, x, f);
 }
 #endif
 #endif

@@ -73,72 +73,24 @@ __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) 
     return true;
 }
 
-/* rank q's buffer as this rank maps it: the table entry of q's announcement plus the offset */
-__device__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 off) {
-    const volatile MnPeerMem *m = (const volatile MnPeerMem *)d.table + (u64)q * MN_PM_SLOTS + slot;
-    if (m->pub != pub) {
-        /* every rank's record said this rank mapped announcement `pub`; the host keeps an
-         * entry until its owner retires it, which happens only after this launch: a broken
-         * promise, not a case to run through (but after an abort records may be anything:
-         * then 0, and the caller takes the slots) */
-        if (mk::aborted()) return 0;
-        printf("mscclrt: direct collective: rank %u's announcement %u is not in slot %u of this "
-               "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)m->pub);
-        __trap();
-    }
-    return m->base + off;
-}
-
-/* ---- lanes: the direct kernel's own channel per (block, peer), for up to MN_DIRECT_BLOCKS
- * blocks: counters in this rank's scratch (own ones, and ones peers add to), and record slots
- * of two halves that peers write LL16 packets into, as the packet protocol does */
-__device__ __forceinline__ u64 lane_off(const Ctx &x, u32 kind, u32 b, u32 p) {
-    return x.c->off_lane + (((u64)kind * MN_DIRECT_BLOCKS + b) * x.n + p) * 8;
-}
-__device__ __forceinline__ u64 *lane_ctr(const Ctx &x, u32 kind, u32 b, u32 p) {
-    return (u64 *)(x.scratch + lane_off(x, kind, b, p));
-}
-/* peer q's counter of kind for (block b, this rank), as an address for mk::signal */
-__device__ __forceinline__ u64 lane_ctr_at(const Ctx &x, u32 q, u32 kind, u32 b) {
-    return x.peers[q] + lane_off(x, kind, b, x.rank);
-}
-__device__ __forceinline__ u64 lane_rec_off(const Ctx &x, u32 b, u32 s, u32 flag) {
-    return x.c->off_lane + (u64)MN_LANE_CTRS * MN_DIRECT_BLOCKS * x.n * 8 +
-           (((u64)b * x.n + s) * 2 + (flag & 1)) * MN_LANE_REC_BYTES;
+/* rank q's buffer as this rank maps it (mscclrt_native.cuh) */
+__device__ __forceinline__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 off) {
+    return pm_peer_ptr(d.table, q, slot, pub, off);
 }
 
 /* Round one (block-wide): records exchanged with the same block of every peer; returns the
  * path, and for the direct one every rank's send and recv addresses in sp / rp. */
 __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b,
                              MnDirectRec *recs, u64 *sp, u64 *rp) {
-    __shared__ u32 sf[MN_DIRECT_MAX_RANKS], rf[MN_DIRECT_MAX_RANKS];
     __shared__ bool go;
+    __shared__ bool all[MN_DIRECT_MAX_RANKS];
     const u32 n = x.n, r = x.rank;
-    const u64 rb = sizeof(MnDirectRec);
-    if (threadIdx.x == 0) recs[r] = d.rec;
-    /* message m (1, 2, ...) of (b, p) uses half m % 2 of p's slot: wait until p read m - 2 */
-    for (u32 p = threadIdx.x; p < n; p += blockDim.x) {
-        if (p == r) continue;
-        u64 *c = lane_ctr(x, MN_LANE_REC_SENT, b, p);
-        const u64 m = *c + 1;
-        *c = m;
-        sf[p] = (u32)m;
-        const u64 *ack = lane_ctr(x, MN_LANE_REC_ACK, b, p);
-        u32 sp_ = 0;
-        while (m > 2 && mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp_)) { }
-        c = lane_ctr(x, MN_LANE_REC_RECV, b, p);
-        rf[p] = (u32)(*c + 1);
-        *c += 1;
+    if (threadIdx.x == 0) {
+        recs[r] = d.rec;
+        for (u32 p = 0; p < n; p++) all[p] = p != r;
     }
     __syncthreads();
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_write((char *)x.peers[p] + lane_rec_off(x, b, r, sf[p]), (const char *)&recs[r], rb, sf[p]);
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_read((char *)&recs[p], x.scratch + lane_rec_off(x, b, p, rf[p]), rb, rf[p]);
-    __syncthreads();
-    /* read: the half may be written again (relaxed, as pk_ack_all: the values are used) */
-    for (u32 p = threadIdx.x; p < n; p += blockDim.x)
-        if (p != r) mk::signal_relaxed(lane_ctr_at(x, p, MN_LANE_REC_ACK, b));
+    lane_exchange(x, b, all, &recs[r], 0, recs);
     if (threadIdx.x == 0) {
         /* after an abort the records may be half read: the slot path, which touches no user
          * buffer of a peer, runs to its end instead */
@@ -250,9 +202,9 @@ __device__ void direct_finish(const Ctx &x, u32 b) {
     __syncthreads();
     if (threadIdx.x == 0) {
         for (u32 p = 0; p < x.n; p++)
-            if (p != x.rank) mk::signal(lane_ctr_at(x, p, MN_LANE_DONE_IN, b));
+            if (p != x.rank) lane_done(x, b, p);
         for (u32 p = 0; p < x.n; p++)
-            if (p != x.rank) mk::wait(lane_ctr(x, MN_LANE_DONE_IN, b, p), lane_ctr(x, MN_LANE_DONE_SEEN, b, p));
+            if (p != x.rank) lane_wait_done(x, b, p);
     }
     __syncthreads();
 }

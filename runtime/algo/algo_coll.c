@@ -442,6 +442,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
         }
         l->args.np2p = 0;
         l->args.in_bytes = 0;
+        algo_native_p2p_begin(c, l);
         TRY(exec_group_defer(c, algo_p2p_launch, l, &l->args.in_bytes));
         a->p2p_open = l;
     }
@@ -458,6 +459,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     o->bytes = bytes;
     o->peer = peer;
     o->recv = recv;
+    if (recv) algo_native_p2p_recv(c, l, peer, buf, bytes);
     return MSCCLRT_SUCCESS;
 }
 
@@ -465,6 +467,7 @@ mscclrt_result algo_p2p_launch(void *arg, bool run) {
     NativeLaunch *l = arg;
     if (l->comm->algo && l->comm->algo->p2p_open == l) l->comm->algo->p2p_open = NULL;
     if (!run || l->args.np2p == 0) return MSCCLRT_SUCCESS;
+    algo_native_p2p_end(l->comm, l);
     return algo_native_launch(l);
 }
 

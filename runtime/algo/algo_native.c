@@ -516,8 +516,43 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
     if (l->direct) native_direct_fill(c, req, l);
 }
 
+/* ---- the direct form of send/recv ------------------------------------------------------------- */
+void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    memset(&l->p2pd, 0, sizeof l->p2pd);
+    l->p2p_nrecv = 0;
+    /* every rank has peer memory or none does (pm_create), so this is the same everywhere */
+    l->p2pd.min_bytes = nc && nc->pm && nc->direct_min ? nc->direct_min : ~0ull;
+}
+
+void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf, uint64_t bytes) {
+    const int k = l->p2p_nrecv++;
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (k >= MN_P2P_DIRECT || !nc || !nc->pm || bytes < l->p2pd.min_bytes || peer == c->rank)
+        return;   /* pub 0: the pair takes the slots */
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;
+    MnP2pRecv *e = &l->p2pd.recv[k];
+    pm_locate(nc->pm, buf, bytes, &e->pub, &e->slot, &e->off);
+    exec_cuda_restore(c, prev);
+}
+
+void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l) {
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (!nc || !nc->pm || l->p2pd.min_bytes == ~0ull) return;
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;
+    pm_poll(nc->pm);
+    MnDirect d;
+    memset(&d, 0, sizeof d);
+    pm_direct_args(nc->pm, &d);
+    l->p2pd.table = d.table;
+    memcpy(l->p2pd.upto, d.rec.upto, sizeof l->p2pd.upto);
+    exec_cuda_restore(c, prev);
+}
+
 mscclrt_result algo_native_launch(NativeLaunch *l) {
-    void *params[2] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list};
+    void *params[3] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list, &l->p2pd};
     return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,
                               "native kernel", l->p2p ? "mscclrt_native_p2p"
                                                : l->direct ? "mscclrt_native_direct" : "native");

@@ -20,6 +20,8 @@ typedef struct NativeLaunch {
     MnArgs args;
     MnDirect dargs;                /* (before list: group calls copy up to list) */
     MnP2pList list;
+    MnP2pDirect p2pd;              /* the send/recv kernel's third argument */
+    int p2p_nrecv;                 /* receive entries so far (p2pd.recv's index) */
 } NativeLaunch;
 
 /* Sets up the native context of every comm in cs: n comms of one single-process group
@@ -57,6 +59,13 @@ mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint6
 /* Logs those counts (INFO, EXEC) when the comm has a direct path; at destroy, before the
  * executor's contexts (the native scratch holds them) go. */
 void algo_native_report(mscclrt_comm *c);
+/* The direct form of a send/recv group (kernels/native_builtin.cuh's sendrecv): begin when
+ * its launch is made (the size threshold, the same on every rank), recv for each receive entry
+ * in order (shares its buffer's allocation with the peers), end just before the launch (what
+ * this rank has mapped of its peers'). */
+void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l);
+void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf, uint64_t bytes);
+void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l);
 /* The source the built-in algorithms compile (for CI's NVRTC checks). */
 const char *algo_native_builtin_source(void);
 const char *algo_native_direct_source(void);   /* the direct kernel's module */

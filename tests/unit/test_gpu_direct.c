@@ -7,9 +7,10 @@
  * same buffers (the first may take the slots while peers map the allocation; the later ones
  * must go direct: the kernel's counts say so), then the allocation freed and a new one made,
  * most likely at the same address, and everything again (a stale mapping would give peers'
- * old memory: wrong values), and once more on cuMem/VMM memory (shared by its POSIX fd); then
- * the same collectives on the ranks of one process (mscclrt_comm_init_all, group calls). Element counts are odd. Results are compared exactly (small
- * integers in float32). Skips (77) without a GPU.
+ * old memory: wrong values), and once more on cuMem/VMM memory (shared by its POSIX fd); the
+ * processes also exchange buffers by send/recv in pairs (r, r ^ 1), directly; then the
+ * collectives on the ranks of one process (mscclrt_comm_init_all, group calls). Element counts
+ * are odd. Results are compared exactly (small integers in float32). Skips (77) without a GPU.
  */
 #include "../harness.h"
 
@@ -28,9 +29,9 @@
 #define MAXR 8
 static int NR = 2;
 
-enum { AR, RS, RD, AG, A2A, BC, NCOLL };
+enum { AR, RS, RD, AG, A2A, BC, SR, NCOLL };
 static const char *const cname[NCOLL] = {"allreduce", "reducescatter", "reduce", "allgather",
-                                         "alltoall", "broadcast"};
+                                         "alltoall", "broadcast", "sendrecv"};
 
 static float value(int q, size_t i, int k) { return (float)((q + 1) * 3 + (int)(i % 97) + k); }
 
@@ -55,6 +56,7 @@ static float expect(int coll, int r, size_t j, size_t c, int k, int root) {
         return s;
     case AG: return value((int)(j / c), j % c, k);
     case A2A: return value((int)(j / c), (size_t)r * c + j % c, k);
+    case SR: return value(r ^ 1, j, k);   /* from the pair's other rank */
     default: return value(root, j, k);
     }
 }
@@ -67,6 +69,16 @@ static mscclrt_result call(mscclrt_comm *comm, int coll, const float *s, float *
     case RD: return mscclrt_reduce(comm, s, d, c, MSCCLRT_FLOAT32, MSCCLRT_SUM, root, st);
     case AG: return mscclrt_allgather(comm, s, d, c, MSCCLRT_FLOAT32, st);
     case A2A: return mscclrt_alltoall(comm, s, d, c, MSCCLRT_FLOAT32, st);
+    case SR: {   /* ranks in pairs (r, r ^ 1) exchange their buffers */
+        int mate = 0;
+        mscclrt_comm_rank(comm, &mate);
+        mate ^= 1;
+        mscclrt_result g = mscclrt_group_start();
+        if (g == MSCCLRT_SUCCESS) g = mscclrt_send(comm, s, c, MSCCLRT_FLOAT32, mate, st);
+        if (g == MSCCLRT_SUCCESS) g = mscclrt_recv(comm, d, c, MSCCLRT_FLOAT32, mate, st);
+        const mscclrt_result e = mscclrt_group_end();
+        return g != MSCCLRT_SUCCESS ? g : e;
+    }
     default: return mscclrt_broadcast(comm, s, d, c, MSCCLRT_FLOAT32, root, st);
     }
 }
@@ -153,7 +165,8 @@ static int child(mscclrt_unique_id id, int r, int ndev) {
         }
         for (int coll = 0; coll < NCOLL && !bad; coll++)
             for (int ip = 0; ip < 2 && !bad; ip++) {
-                if (coll == A2A && ip) continue;   /* no in-place alltoall */
+                if ((coll == A2A || coll == SR) && ip) continue;   /* no in-place alltoall, sendrecv */
+                if (coll == SR && NR % 2) continue;                 /* pairs need an even count */
                 bad = run_case(comm, r, coll, c, ip, k, mem, cap, st, host, &direct_calls);
                 calls += 3;
             }
@@ -278,6 +291,7 @@ static int one_process(int ndev) {
         for (int coll = 0; coll < NCOLL && !bad; coll++)
             for (int ip = 0; ip < 2 && !bad; ip++) {
                 if (coll == A2A && ip) continue;
+                if (coll == SR) continue;   /* send/recv inside the group call: not this case */
                 bad = group_case(rk, coll, c, ip, k, host);
                 calls += 3;
             }
