@@ -114,8 +114,8 @@ MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
  * Peers read and write a rank's own buffers instead of staging through scratch. The runtime
  * shares the allocations behind users' buffers lazily (runtime/peermem): each rank announces
  * an allocation once, with a publication number (1, 2, ... per rank), and every peer maps it
- * when it sees the announcement, into a table of MN_PM_SLOTS entries per peer in host memory
- * the kernels read (MnPeerMem). A launch cannot know what its peers have mapped, so the kernel
+ * when it sees the announcement, into a table of MN_PM_SLOTS entries per peer in device
+ * memory the kernels read (MnPeerMem). A launch cannot know what its peers have mapped, so the kernel
  * decides: every block first sends its record (MnDirectRec: where its buffers are and how far
  * it has mapped each peer's announcements) to the same block of every peer, and all blocks of
  * all ranks, reading the same records, take the same path: direct when every rank has mapped

@@ -98,6 +98,13 @@ static mscclrt_result exec_call(mscclrt_comm *c, const Plan *p, const void *send
     return exec_launch(c, fn, x, &args, stream);
 }
 
+/* One message of the plan: into the open group, or now. */
+static mscclrt_result exec_issue(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
+                                 size_t in, size_t out, int dt, int op, int pk, void *stream) {
+    if (exec_group_depth > 0) return exec_group_enqueue(c, p, send, recv, in, out, dt, op, pk, stream);
+    return exec_call(c, p, send, recv, in, out, dt, op, pk, stream);
+}
+
 /* ---- execute ------------------------------------------------------------------------------- */
 mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, const void *send,
                                   void *recv, size_t in, size_t out, mscclrt_dtype dt,
@@ -130,20 +137,15 @@ mscclrt_result mscclrt_execute_ex(mscclrt_comm *c, const mscclrt_plan *plan, con
                        !send ? "sendbuf" : "recvbuf");
     /* an elementwise message too large for the plan's 32-bit op offsets: consecutive pieces */
     const uint64_t piece = in == out ? plan_piece_bytes(p, in) : 0;
-    for (uint64_t off = 0; piece && off < in; off += piece) {
+    if (!piece) return exec_issue(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream);
+    for (uint64_t off = 0; off < in; off += piece) {
         const uint64_t len = in - off < piece ? in - off : piece;
-        const char *s = (const char *)send + off;
-        char *r = (char *)recv + off;
         LOG_TRACE(LOG_SUB_EXEC, "rank %d: plan '%s': piece [%llu, +%llu) of %zu bytes", c->rank,
                   PLAN_ESC(p->name), (unsigned long long)off, (unsigned long long)len, in);
-        TRY(exec_group_depth > 0
-                ? exec_group_enqueue(c, p, s, r, len, len, (int)dt, (int)op, (int)pk, stream)
-                : exec_call(c, p, s, r, len, len, (int)dt, (int)op, (int)pk, stream));
+        TRY(exec_issue(c, p, (const char *)send + off, (char *)recv + off, len, len, (int)dt,
+                       (int)op, (int)pk, stream));
     }
-    if (piece) return MSCCLRT_SUCCESS;
-    if (exec_group_depth > 0)
-        return exec_group_enqueue(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream);
-    return exec_call(c, p, send, recv, in, out, (int)dt, (int)op, (int)pk, stream);
+    return MSCCLRT_SUCCESS;
 }
 
 mscclrt_result mscclrt_execute(mscclrt_comm *c, const mscclrt_plan *plan, const void *send,

@@ -205,8 +205,10 @@ mscclrt_result fdpass_post(FdPass *f, int peer, uint64_t key, const void *msg, s
  * and their descriptors closed. */
 static bool fd_read_one(FdPass *f) {
     int rank = boot_rank(f->boot);
+    /* the header, then its payload; one byte more than the largest, to see a longer one */
     union { FdMsgWire m; unsigned char raw[sizeof(FdMsgWire) + FDPASS_MSG_MAX + 1]; } in;
-    FdMsgWire m;
+    memset(&in.m, 0, sizeof in.m);   /* a short datagram's missing fields read as 0 */
+    const FdMsgWire *m = &in.m;
     struct sockaddr_un from;
     union { char buf[CMSG_SPACE(sizeof(int) * 8)]; struct cmsghdr align; } ctl;
     struct iovec iov = {.iov_base = in.raw, .iov_len = sizeof in.raw};
@@ -220,39 +222,37 @@ static bool fd_read_one(FdPass *f) {
             size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
             for (size_t i = 0; i < k && nfds < 8; i++) memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         }
-    memset(&m, 0, sizeof m);
-    if (n >= (ssize_t)sizeof m) memcpy(&m, in.raw, sizeof m);
     const char *why = NULL;
-    if (n < (ssize_t)sizeof m || n != (ssize_t)(sizeof m + m.len) || m.len > FDPASS_MSG_MAX ||
+    if (n < (ssize_t)sizeof *m || n != (ssize_t)(sizeof *m + m->len) || m->len > FDPASS_MSG_MAX ||
         (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
         why = "wrong size";
-    else if (m.magic != FD_MAGIC || m.version != FD_VERSION) why = "bad magic or version";
-    else if (memcmp(m.secret, boot_secret(f->boot), sizeof m.secret) != 0) why = "wrong secret";
-    else if (m.src < 0 || m.src >= boot_nranks(f->boot)) why = "sender rank out of range";
-    else if (m.len == 0 ? nfds != 1 : nfds > 1)
-        why = m.len == 0 ? "not exactly one descriptor" : "more than one descriptor";
+    else if (m->magic != FD_MAGIC || m->version != FD_VERSION) why = "bad magic or version";
+    else if (memcmp(m->secret, boot_secret(f->boot), sizeof m->secret) != 0) why = "wrong secret";
+    else if (m->src < 0 || m->src >= boot_nranks(f->boot)) why = "sender rank out of range";
+    else if (m->len == 0 ? nfds != 1 : nfds > 1)
+        why = m->len == 0 ? "not exactly one descriptor" : "more than one descriptor";
     else {
         struct sockaddr_un want;
         socklen_t wlen;
-        addr_of(&f->addrs[m.src], &want, &wlen);
+        addr_of(&f->addrs[m->src], &want, &wlen);
         if (mh.msg_namelen != wlen || memcmp(&from, &want, wlen) != 0) why = "not from that rank's socket";
     }
     FdHeld *h = why ? NULL : calloc(1, sizeof *h);
     if (!why && !h) why = "out of memory";
-    if (!why && m.len && !(h->msg = malloc(m.len))) {
+    if (!why && m->len && !(h->msg = malloc(m->len))) {
         free(h);
         h = NULL;
         why = "out of memory";
     }
     if (why) {
         LOG_WARN("fdpass: rank %d dropped a datagram (%zd bytes, %d descriptors, claims rank %d): %s",
-                 rank, n, nfds, n >= 12 ? (int)m.src : -1, why);
+                 rank, n, nfds, n >= 12 ? (int)m->src : -1, why);
         for (int i = 0; i < nfds; i++) close(fds[i]);
         return false;
     }
-    h->src = m.src, h->key = m.key, h->fd = nfds ? fds[0] : -1;
-    h->len = m.len;
-    if (m.len) memcpy(h->msg, in.raw + sizeof m, m.len);
+    h->src = m->src, h->key = m->key, h->fd = nfds ? fds[0] : -1;
+    h->len = m->len;
+    if (m->len) memcpy(h->msg, in.raw + sizeof *m, m->len);
     h->next = NULL;
     FdHeld **pp = &f->held;   /* append: keep arrival order per (src, key) */
     while (*pp) pp = &(*pp)->next;

@@ -346,6 +346,25 @@ static IpcImport *import_find(XportIpc *x, uint64_t nonce, uint64_t id) {
     return NULL;
 }
 
+/* Whether desc's export still needs its fd here: VMM memory, neither mapped nor its fd kept. */
+static bool fd_wanted(XportIpc *x, const IpcDesc *d) {
+    return d->kind == IPC_KIND_VMM && fd_lookup(x, d->owner_nonce, d->export_id) < 0 &&
+           !import_find(x, d->owner_nonce, d->export_id);
+}
+
+/* Keeps fd (taken over: closed when it cannot be kept) for xport_ipc_import of desc. */
+static mscclrt_result fd_keep(XportIpc *x, const IpcDesc *d, int fd) {
+    IpcFd *f = malloc(sizeof *f);
+    if (!f) {
+        close(fd);
+        return rt_fail(MSCCLRT_ERR_SYSTEM, "ipc: out of memory");
+    }
+    f->nonce = d->owner_nonce, f->export_id = d->export_id, f->fd = fd;
+    f->next = x->fds;
+    x->fds = f;
+    return MSCCLRT_SUCCESS;
+}
+
 mscclrt_result xport_ipc_send(XportIpc *x, int peer, int tag, const IpcDesc *desc) {
     if (!x || !desc) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "xport_ipc_send: NULL argument");
     int rank = boot_rank(x->boot);
@@ -387,19 +406,10 @@ mscclrt_result xport_ipc_recv(XportIpc *x, int peer, int tag, IpcDesc *desc) {
     TRY(ipc_desc_check(desc, peer));
     if (desc->owner_nonce != x->info[peer].nonce)
         return rt_fail(MSCCLRT_ERR_REMOTE, "ipc: rank %d sent a descriptor exported by another process", peer);
-    if (desc->kind == IPC_KIND_VMM && !same_process(x, peer) &&
-        fd_lookup(x, desc->owner_nonce, desc->export_id) < 0 &&
-        !import_find(x, desc->owner_nonce, desc->export_id)) {
-        IpcFd *f = malloc(sizeof *f);
-        if (!f) return rt_fail(MSCCLRT_ERR_SYSTEM, "ipc: out of memory");
-        mscclrt_result r = fdpass_recv(x->fdpass, peer, desc->export_id, &f->fd);
-        if (r != MSCCLRT_SUCCESS) {
-            free(f);
-            return r;
-        }
-        f->nonce = desc->owner_nonce, f->export_id = desc->export_id;
-        f->next = x->fds;
-        x->fds = f;
+    if (!same_process(x, peer) && fd_wanted(x, desc)) {
+        int fd = -1;
+        TRY(fdpass_recv(x->fdpass, peer, desc->export_id, &fd));
+        TRY(fd_keep(x, desc, fd));
     }
     return MSCCLRT_SUCCESS;
 }
@@ -416,20 +426,11 @@ mscclrt_result xport_ipc_adopt_fd(XportIpc *x, const IpcDesc *desc, int fd) {
         if (fd >= 0) close(fd);
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "xport_ipc_adopt_fd: NULL argument or no descriptor");
     }
-    if (desc->kind != IPC_KIND_VMM || fd_lookup(x, desc->owner_nonce, desc->export_id) >= 0 ||
-        import_find(x, desc->owner_nonce, desc->export_id)) {
+    if (!fd_wanted(x, desc)) {
         close(fd);   /* not needed: legacy memory, or this export's fd is here already */
         return MSCCLRT_SUCCESS;
     }
-    IpcFd *f = malloc(sizeof *f);
-    if (!f) {
-        close(fd);
-        return rt_fail(MSCCLRT_ERR_SYSTEM, "ipc: out of memory");
-    }
-    f->nonce = desc->owner_nonce, f->export_id = desc->export_id, f->fd = fd;
-    f->next = x->fds;
-    x->fds = f;
-    return MSCCLRT_SUCCESS;
+    return fd_keep(x, desc, fd);
 }
 
 mscclrt_result xport_ipc_exchange(XportIpc *x, int peer, int tag, const IpcDesc *mine, IpcDesc *theirs) {
