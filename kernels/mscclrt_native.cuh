@@ -54,6 +54,8 @@ struct Ctx {
     }
     /* data bytes one packet message carries (0: this context has no packet slots) */
     __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }
+    /* peer p is on another node: reached through the port proxy only (native_abi.h) */
+    __device__ bool remote(u32 p) const { return (peers[p] >> 56) == MN_WINDOW_TOP; }
 };
 
 /* Signals: one thread of the block issues them after a __syncthreads, so the whole block's
@@ -67,6 +69,24 @@ __device__ __forceinline__ void ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0)
         mk::signal((u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
+}
+/* The same two signals to a peer on another node, through the port proxy: put_net first hands
+ * the proxy the piece itself (n bytes from src, local memory that stays unchanged until the
+ * peer's acknowledgement) for the peer's slot dst (a window address); the proxy raises the
+ * peer's counter only after the data before it has landed there. */
+__device__ __forceinline__ void put_net(const Ctx &x, u32 b, u32 p, char *dst, const char *src, u64 n) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const MkFifo *f = (const MkFifo *)x.c->fifo;
+        mk::proxy_put(f, dst, src, n);
+        mk::proxy_signal(f, (u64)((const char *)x.peers[p] + x.c->off_data_in) + ((u64)b * x.n + x.rank) * 8);
+    }
+}
+__device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
+    __syncthreads();
+    if (threadIdx.x == 0)
+        mk::proxy_signal((const MkFifo *)x.c->fifo,
+                         (u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
 }
 __device__ __forceinline__ void wait_data(const Ctx &x, u32 b, u32 p) {
     if (threadIdx.x == 0) mk::wait(x.ctr(x.c->off_data_in, b, p), x.ctr(x.c->off_data_seen, b, p));

@@ -52,7 +52,8 @@ typedef struct MnContext {
     mk_u64 off_ack_seen;          /* u64[max_blocks][nranks]: acks consumed (own) */
     mk_u64 off_slots;
     mk_u64 peer_scratch;          /* device address of u64[nranks]: every rank's scratch base as
-                                     this rank maps it (its own entry is its own scratch) */
+                                     this rank maps it (its own entry is its own scratch; a
+                                     rank on another node: a window, MN_WINDOW_TOP) */
     mk_u64 off_pk_sent;           /* u64[max_blocks][nranks]: packet messages sent to (b, peer) */
     mk_u64 off_pk_recv;           /* u64[max_blocks][nranks]: packet messages read from (b, peer) */
     mk_u64 off_pk_ack;            /* u64[max_blocks][nranks]: of this rank's packet messages to
@@ -66,8 +67,17 @@ typedef struct MnContext {
                                      MN_DIRECT_MAX_RANKS ranks): u64[MN_LANE_CTRS][MN_DIRECT_BLOCKS]
                                      [nranks] counters, then record slots [MN_DIRECT_BLOCKS]
                                      [sender][half] of MN_LANE_REC_BYTES */
+    mk_u64 fifo;                  /* the port proxy's MkFifo (device address) when some peer is
+                                     on another node; else 0 */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 152, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 160, "MnContext layout (host and device agree)");
+
+/* A peer on another node: its peer_scratch entry is not a mapping but a window address of the
+ * network transport (runtime/net/net.h: this value in the top byte), which only the port proxy
+ * resolves. Send/recv to such a peer puts each piece into the peer's slot and raises its
+ * counters through the proxy (MkFifo triggers); the counters it waits on are its own, which the
+ * peer's proxy raises the same way. Nothing else reaches a peer on another node. */
+#define MN_WINDOW_TOP 0xfeu
 
 /* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block
  * fits one slot (MN_PK_DATA_BYTES) travels as packets: the flag in every packet says the data

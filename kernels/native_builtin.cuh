@@ -97,6 +97,11 @@ struct Flow {
         stage(dst, src, n, scale, s);
         put_done(x, b, p);
     }
+    /* the same to a peer on another node: the piece goes from src through the port proxy */
+    __device__ void send_net(u32 p, u64 k, const char *src, u64 n) const {
+        char *dst = open(p, k);
+        put_net(x, b, p, dst, src, n);
+    }
     __device__ const char *recv(u32 p, u64 k) const {
         wait_data(x, b, p);
         return x.slot_in(b, p, (u32)(k & 1));
@@ -427,7 +432,9 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
 
 /* ---- grouped send/recv -------------------------------------------------------------------- */
 /* Entries to (or from) one peer form one stream of pieces, in call order; piece j of the
- * stream is message j of (block, peer) on both sides. Self pairs copy directly. */
+ * stream is message j of (block, peer) on both sides. Self pairs copy directly. A peer on
+ * another node gets the same slots and counters, reached through the port proxy (put_net,
+ * ack_net): never packets or direct stores, which need its memory mapped. */
 /* An entry alone in its direction to its peer (the peer's matching entry is then alone too,
  * so both sides choose its form alike). */
 __device__ __forceinline__ bool p2p_alone(const MnP2pList &l, u32 ne, u32 e) {
@@ -458,9 +465,10 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         for (u32 e = 0, k = 0; e < ne; e++) {
             const bool alone = p2p_alone(l, ne, e);
             const u32 peer = (u32)l.v[e].peer;
-            pk[e] = alone && peer != r && pk_mode(x, l.v[e].bytes);
+            /* packets and direct stores need the peer's memory mapped: not across nodes */
+            pk[e] = alone && peer != r && !x.remote(peer) && pk_mode(x, l.v[e].bytes);
             dptr[e] = 0;
-            cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] &&
+            cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
                       l.v[e].bytes >= dd.min_bytes;
             if (cand[e]) {
                 if (!with[peer]) {
@@ -554,7 +562,10 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             const MnP2p &o = l.v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
             const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
-            f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
+            if (x.remote((u32)o.peer))
+                f.send_net((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo);
+            else
+                f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
@@ -562,7 +573,8 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
-            ack(x, f.b, (u32)o.peer);
+            if (x.remote((u32)o.peer)) ack_net(x, f.b, (u32)o.peer);
+            else ack(x, f.b, (u32)o.peer);
         }
     }
     /* drain once per peer: its stream's length is the end of its last entry */

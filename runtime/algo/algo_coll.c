@@ -411,13 +411,15 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     if (!buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: buffer is NULL", fn, c->rank);
     AlgoComm *a = algo_comm(c);
     if (!a) return MSCCLRT_ERR_SYSTEM;
-    /* the native context reaches this node's ranks only (algo_native.c) */
+    /* across nodes the native context reaches the other nodes' ranks through the port proxy,
+     * unless that is off (MSCCLRT_PORT_PROXY=0) or the kernel table too small (algo_native.c) */
     if (a->ranks_per_node != c->nranks && c->boot &&
-        boot_node_of(c->boot, peer) != boot_node(c->boot))
+        boot_node_of(c->boot, peer) != boot_node(c->boot) && !algo_native_reaches(c, peer))
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path to rank %d on "
-                       "another node (node %d, this is node %d): libmscclrt serves send/recv "
-                       "among the ranks of one node", fn, c->rank, peer,
-                       boot_node_of(c->boot, peer), boot_node(c->boot));
+                       "another node (node %d, this is node %d): the native context does not "
+                       "reach it (MSCCLRT_PORT_PROXY=0, more than %d ranks, or no native "
+                       "context: MSCCLRT_NATIVE_SCRATCH_BYTES=0)", fn, c->rank, peer,
+                       boot_node_of(c->boot, peer), boot_node(c->boot), MK_TAB_MAX);
     if (!exec_in_group()) {   /* a group of one */
         TRY(mscclrt_group_start());
         mscclrt_result res = p2p(c, buf, count, dt, peer, stream, recv, fn);

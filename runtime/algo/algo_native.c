@@ -18,7 +18,9 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "exec/exec.h"
+#include "net/net.h"
 #include "peermem/peermem.h"
+#include "proxy/proxy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,18 +43,23 @@ struct NativeCtx {
     NativeKernel *kernels;
     PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
     PmLocalRank local;             /* pm's ops context in a group of one process */
+    bool *reach;                   /* [nranks]: the kernels reach this rank (mapped, a window) */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
+
+/* the kernels tell a window from a mapping by its top byte (mscclrt_native.cuh Ctx::remote) */
+_Static_assert(MN_WINDOW_TOP == NET_WIN_TAG >> 56, "native_abi.h MN_WINDOW_TOP is net.h's tag");
 
 static const char BUILTIN_SOURCE[] = "#include \"native_builtin.cuh\"\n";
 /* the direct kernel's module: its slot path inlined, no other kernel */
 static const char DIRECT_SOURCE[] = "#define MSCCLRT_NATIVE_LIB_ONLY 1\n#include \"native_direct.cuh\"\n";
 
 /* ---- the context -------------------------------------------------------------------------- */
-/* node[q]: rank q's node (NULL: one node). A rank reaches the scratch of the ranks of its own
- * node only (CUDA IPC); on a communicator that spans nodes that serves send/recv between them. */
-static Plan *native_plan(int n, uint64_t scratch, const int *node) {
+/* node[q]: rank q's node (NULL: one node). A rank maps the scratch of the ranks of its own
+ * node (CUDA IPC); with port (true) it reaches the others' through port channels, whose
+ * windows and proxy the executor's setup makes as for any plan: send/recv across nodes. */
+static Plan *native_plan(int n, uint64_t scratch, const int *node, bool port) {
     Plan *p = plan_new("mscclrt-native-context", PLAN_COLL_CUSTOM, n);
     if (!p) return NULL;
     p->max_size = scratch;          /* one input chunk of max_size bytes: scratch = max_size */
@@ -61,8 +68,9 @@ static Plan *native_plan(int n, uint64_t scratch, const int *node) {
         PlanGpu *g = &p->gpus[r];
         g->input_chunks = g->output_chunks = g->scratch_chunks = 1;
         for (int q = 0; q < n; q++)
-            if (q != r && (!node || node[q] == node[r]) &&
-                plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY) < 0) {
+            if (q != r && (!node || node[q] == node[r] || port) &&
+                plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, !node || node[q] == node[r]
+                                    ? PLAN_CHAN_MEMORY : PLAN_CHAN_PORT) < 0) {
                 plan_free(p);
                 return NULL;
             }
@@ -135,18 +143,46 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
                        c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
     mk_u64 *peers = calloc((size_t)n, sizeof *peers);
     if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
-    /* the ranks of other nodes are not mapped (0): only send/recv to ranks of this node runs
-     * here on a communicator that spans nodes */
-    const Plan *p = nc->plan;
-    for (int q = 0, k = 0; q < n; q++) {
-        bool mapped = false;
-        for (int b = 0; b < p->gpus[c->rank].nremotes && !mapped; b++)
-            mapped = p->gpus[c->rank].remotes[b].rank == q;
-        peers[q] = q == c->rank ? x->scratch : mapped ? x->tab[x->layout.tab_remote[0] + k++] : 0;
+    /* the table holds the mapped scratch of this node's ranks, then the windows of the other
+     * nodes' ranks (port remotes), each in rank order (exec_fill_table); a rank the plan does
+     * not reach stays 0 (send/recv to it is refused) */
+    const PlanGpu *g = &nc->plan->gpus[c->rank];
+    int k[2] = {0, 0}, nwin = 0;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (int q = 0; q < n; q++) {
+        peers[q] = q == c->rank ? x->scratch : 0;
+        for (int b = 0; b < g->nremotes; b++) {
+            if (g->remotes[b].rank != q) continue;
+            const int t = g->remotes[b].access[PLAN_CHAN_MEMORY] ? 0 : 1;
+            peers[q] = x->tab[x->layout.tab_remote[t] + k[t]++];
+            nwin += t;
+        }
+        nc->reach[q] = peers[q] != 0;
     }
-    mscclrt_result res;
+    m->fifo = nwin && x->layout.uses_proxy ? x->tab[x->layout.tab_proxy] : 0;
+    if (nwin && (!m->fifo || !x->proxy))
+        res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: the native context reaches %d rank(s) on "
+                      "other nodes but has no port proxy", c->rank, nwin);
+    /* the counters this rank raises through the proxy: its data and ack counters at every
+     * window peer, for every block (the proxy counts per counter, from 0 as they start) */
+    if (res == MSCCLRT_SUCCESS && nwin) {
+        const int nctr = 2 * MN_MAX_BLOCKS * nwin;
+        uint64_t *ctrs = malloc((size_t)nctr * sizeof *ctrs);
+        if (!ctrs) res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+        for (int q = 0, i = 0; ctrs && q < n; q++) {
+            if (!net_is_window(peers[q])) continue;
+            for (int blk = 0; blk < MN_MAX_BLOCKS; blk++) {
+                const uint64_t at = ((uint64_t)blk * (uint64_t)n + (uint64_t)c->rank) * 8;
+                ctrs[i++] = peers[q] + m->off_data_in + at;
+                ctrs[i++] = peers[q] + m->off_ack_in + at;
+            }
+        }
+        if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);
+        free(ctrs);
+    }
     const size_t bytes = sizeof *m + (size_t)n * sizeof *peers;
-    res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
+    if (res == MSCCLRT_SUCCESS)
+        res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
     if (res == MSCCLRT_SUCCESS) {
         m->peer_scratch = nc->dctx + sizeof *m;
         res = cu_check(cu.cuMemcpyHtoD(nc->dctx, m, sizeof *m), "cuMemcpyHtoD(native context)");
@@ -167,7 +203,9 @@ static void native_free(NativeCtx *nc) {
         free(k);
     }
     pm_destroy(nc->pm);
+    /* the counters registered with the port proxy stay there: the proxy goes with the comm */
     if (nc->dctx) cu.cuMemFree(nc->dctx);
+    free(nc->reach);
     plan_free(nc->plan);
     free(nc);
 }
@@ -241,13 +279,25 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
      * one among the ranks of each node: send/recv between them (its collectives use the
      * multi-node programs). n > 1 only for a group of one process: one node. */
     int *node = NULL;
+    bool port = false;
     if (n == 1 && cs[0]->boot && boot_nnodes(cs[0]->boot) > 1) {
         node = calloc((size_t)cs[0]->nranks, sizeof *node);
         if (!node) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
         for (int q = 0; q < cs[0]->nranks; q++) node[q] = boot_node_of(cs[0]->boot, q);
+        /* the other nodes' ranks through port channels: they need the proxy, and one kernel
+         * table entry each (with the proxy's, at most MK_TAB_MAX) */
+        long long proxy_on = 0;
+        const mscclrt_result pr0 = param_int(PARAM_PORT_PROXY, &proxy_on);
+        if (pr0 != MSCCLRT_SUCCESS) {
+            free(node);
+            return pr0;
+        }
+        port = proxy_on != 0 && cs[0]->nranks <= MK_TAB_MAX;
         LOG_INFO(LOG_SUB_INIT, "rank %d: the communicator spans %d nodes: the native context "
-                 "serves send/recv among the ranks of each node; collectives use the multi-node "
-                 "programs", cs[0]->rank, boot_nnodes(cs[0]->boot));
+                 "serves send/recv %s; collectives use the multi-node programs", cs[0]->rank,
+                 boot_nnodes(cs[0]->boot), port ? "between any two ranks (across nodes through "
+                 "the port proxy)" : "among the ranks of each node (MSCCLRT_PORT_PROXY=0 or too "
+                 "many ranks for the kernel table: none across nodes)");
     }
     const double t0 = rt_now_s();
     NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
@@ -260,7 +310,8 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         AlgoComm *a = algo_comm(cs[i]);
         if (!a) { res = MSCCLRT_ERR_SYSTEM; break; }
         ncs[i] = calloc(1, sizeof *ncs[i]);
-        if (!ncs[i] || !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch, node))) {
+        if (!ncs[i] || !(ncs[i]->reach = calloc((size_t)cs[i]->nranks, sizeof *ncs[i]->reach)) ||
+            !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch, node, port))) {
             res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the native context",
                           cs[i]->rank);
             break;
@@ -551,7 +602,16 @@ void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l) {
     exec_cuda_restore(c, prev);
 }
 
+bool algo_native_reaches(const mscclrt_comm *c, int peer) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    return nc && nc->reach && peer >= 0 && peer < c->nranks && nc->reach[peer];
+}
+
 mscclrt_result algo_native_launch(NativeLaunch *l) {
+    /* send/recv across nodes pushes triggers: an idle proxy thread wakes now, not at its next
+     * timed look */
+    const NativeCtx *nc = l->p2p && l->comm->algo ? l->comm->algo->native : NULL;
+    if (nc && nc->host.fifo) proxy_kick(nc->x->proxy);
     void *params[3] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list, &l->p2pd};
     return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,
                               "native kernel", l->p2p ? "mscclrt_native_p2p"
@@ -583,8 +643,8 @@ mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node)
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;
     for (int k = 0; k < MSCCLRT_COLL_COUNT; k++) {
-        /* across nodes the native context reaches each node's ranks only: send/recv among
-         * them, no collectives */
+        /* across nodes the native context maps each node's ranks and reaches the others
+         * through the port proxy: send/recv between any two, no collectives */
         if (ranks_per_node != world && k != MSCCLRT_COLL_SENDRECV) continue;
         mscclrt_algo *a = builtin((mscclrt_coll)k);
         if (!a) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");

@@ -53,6 +53,9 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
 void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *extra,
                       size_t extra_bytes, NativeLaunch *l);
 mscclrt_result algo_native_launch(NativeLaunch *l);
+/* Whether c's native kernels reach peer: a rank of this node (mapped) or, on a communicator
+ * that spans nodes, one of another node through the port proxy (false without a context). */
+bool algo_native_reaches(const mscclrt_comm *c, int peer);
 /* How many of this rank's direct launches went direct and how many took the slots (0 and 0
  * without a native context); reads device memory, so it waits for the device. */
 mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint64_t *slots);

@@ -1,9 +1,15 @@
 /*
  * test_gpu_p2p_nodes.c - send/recv on a communicator that spans nodes: 4 processes (rank r on
- * GPU r % ndev) split into two "nodes" of two ranks by MSCCLRT_HOSTID. Between the ranks of a
- * node, grouped send/recv (both directions at once, an odd count, two rounds on the same
- * buffers and one more on new ones) is served and correct; to a rank of the other node it is
- * refused with MSCCLRT_ERR_UNAVAILABLE naming both nodes. Skips (77) without a GPU.
+ * GPU r % ndev) split into two "nodes" of two ranks by MSCCLRT_HOSTID, over loopback TCP.
+ *   - between the ranks of a node (mapped memory): grouped send/recv, both directions at once,
+ *     an odd count, two rounds on the same buffers and one more on new ones;
+ *   - between the nodes (the port proxy and the network): the same with the rank of the other
+ *     node, at sizes from one element to several slots' worth per block (odd counts), and a
+ *     group that talks to both at once (node mate and the other node, both directions);
+ *   - with MSCCLRT_PORT_PROXY=0 a new communicator refuses send/recv to the other node with
+ *     MSCCLRT_ERR_UNAVAILABLE naming both nodes (there is no path without the proxy), and still
+ *     serves the node mate.
+ * Skips (77) without a GPU.
  */
 #include "../harness.h"
 
@@ -21,7 +27,40 @@
 
 static float value(int from, int to, size_t i, int k) { return (float)(from * 100 + to * 10 + (int)(i % 7) + k); }
 
-static int child(mscclrt_unique_id id, int r, int ndev) {
+/* One group: this rank sends to each peer of peers[] and receives from each (n floats each,
+ * round k's values), then checks what arrived. 0 or 1 (with a message). */
+static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t n, int k,
+                    CuStream st, CuDevPtr *sb, CuDevPtr *rb, float *host) {
+    for (int j = 0; j < np; j++) {
+        for (size_t i = 0; i < n; i++) host[i] = value(r, peers[j], i, k);
+        cu.cuMemcpyHtoD(sb[j], host, n * 4);
+        cu.cuMemsetD8(rb[j], 0xff, n * 4);
+    }
+    mscclrt_result res = mscclrt_group_start();
+    for (int j = 0; j < np && res == MSCCLRT_SUCCESS; j++) {
+        res = mscclrt_send(comm, (void *)(uintptr_t)sb[j], n, MSCCLRT_FLOAT32, peers[j], st);
+        if (res == MSCCLRT_SUCCESS)
+            res = mscclrt_recv(comm, (void *)(uintptr_t)rb[j], n, MSCCLRT_FLOAT32, peers[j], st);
+    }
+    const mscclrt_result e = mscclrt_group_end();
+    if (res || e || cu.cuStreamSynchronize(st) != CU_OK) {
+        fprintf(stderr, "rank %d: send/recv of %zu floats with rank %d%s: %s\n", r, n, peers[0],
+                np > 1 ? " and more" : "", mscclrt_last_error());
+        return 1;
+    }
+    for (int j = 0; j < np; j++) {
+        cu.cuMemcpyDtoH(host, rb[j], n * 4);
+        for (size_t i = 0; i < n; i++)
+            if (host[i] != value(peers[j], r, i, k)) {
+                fprintf(stderr, "rank %d: %zu floats, round %d: element %zu from rank %d: got %g, "
+                        "want %g\n", r, n, k, i, peers[j], host[i], value(peers[j], r, i, k));
+                return 1;
+            }
+    }
+    return 0;
+}
+
+static int child(mscclrt_unique_id id, mscclrt_unique_id id2, int r, int ndev) {
     char hostid[32];
     snprintf(hostid, sizeof hostid, "node-%d", r / 2);
     setenv("MSCCLRT_HOSTID", hostid, 1);
@@ -40,56 +79,59 @@ static int child(mscclrt_unique_id id, int r, int ndev) {
     CuStream st = NULL;
     cu.cuStreamCreate(&st, 1);
     const int mate = r ^ 1, far = (r + 2) % NR;
-    const size_t n = (1u << 18) + 5;
-    float *host = malloc(n * 4);
+    const size_t big = (8u << 20) + 5;           /* several slots per block at 4 ranks */
+    float *host = malloc(big * 4);
+    CuDevPtr sb[2] = {0, 0}, rb[2] = {0, 0};
     int bad = !host;
+    for (int j = 0; j < 2 && !bad; j++)
+        bad = cu.cuMemAlloc(&sb[j], big * 4) != CU_OK || cu.cuMemAlloc(&rb[j], big * 4) != CU_OK;
+    /* the node mate: rounds on the same buffers, then on new ones */
     for (int k = 0; k < 3 && !bad; k++) {
-        CuDevPtr sb = 0, rb = 0;
-        if (cu.cuMemAlloc(&sb, n * 4) != CU_OK || cu.cuMemAlloc(&rb, n * 4) != CU_OK) {
-            bad = 1;
-            break;
+        if (k == 2) {
+            cu.cuMemFree(sb[0]);
+            cu.cuMemFree(rb[0]);
+            bad = cu.cuMemAlloc(&sb[0], big * 4) != CU_OK || cu.cuMemAlloc(&rb[0], big * 4) != CU_OK;
         }
-        for (int again = 0; again < (k == 0 ? 2 : 1) && !bad; again++) {
-            for (size_t i = 0; i < n; i++) host[i] = value(r, mate, i, k);
-            cu.cuMemcpyHtoD(sb, host, n * 4);
-            cu.cuMemsetD8(rb, 0xff, n * 4);
-            mscclrt_group_start();
-            mscclrt_result a = mscclrt_send(comm, (void *)(uintptr_t)sb, n, MSCCLRT_FLOAT32, mate, st);
-            mscclrt_result b = mscclrt_recv(comm, (void *)(uintptr_t)rb, n, MSCCLRT_FLOAT32, mate, st);
-            mscclrt_result e = mscclrt_group_end();
-            if (a || b || e || cu.cuStreamSynchronize(st) != CU_OK) {
-                fprintf(stderr, "rank %d: send/recv with rank %d: %s\n", r, mate, mscclrt_last_error());
-                bad = 1;
-                break;
-            }
-            cu.cuMemcpyDtoH(host, rb, n * 4);
-            for (size_t i = 0; i < n && !bad; i++)
-                if (host[i] != value(mate, r, i, k)) {
-                    fprintf(stderr, "rank %d: round %d: element %zu from rank %d: got %g, want %g\n",
-                            r, k, i, mate, host[i], value(mate, r, i, k));
-                    bad = 1;
-                }
-        }
-        cu.cuMemFree(sb);
-        cu.cuMemFree(rb);
+        if (!bad) bad = exchange(comm, r, &mate, 1, (1u << 18) + 5, k, st, sb, rb, host);
     }
-    /* the other node: refused, with both nodes named, and the comm still works after it */
-    const mscclrt_result far_r = mscclrt_send(comm, (void *)(uintptr_t)1, 1, MSCCLRT_FLOAT32, far, st);
-    if (far_r != MSCCLRT_ERR_UNAVAILABLE || !strstr(mscclrt_last_error(), "another node")) {
-        fprintf(stderr, "rank %d: send to rank %d of the other node: result %d (%s)\n", r, far,
-                (int)far_r, mscclrt_last_error());
+    /* the other node, small to large (odd counts), twice each: the counters carry over */
+    const size_t sizes[] = {1, 1000, (1u << 16) + 3, (1u << 20) + 7, big};
+    for (int i = 0; i < 5 && !bad; i++)
+        for (int k = 0; k < 2 && !bad; k++) bad = exchange(comm, r, &far, 1, sizes[i], k, st, sb, rb, host);
+    /* both at once: the node mate and the other node in one group */
+    const int both[2] = {mate, far};
+    for (int k = 0; k < 2 && !bad; k++) bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
+    mscclrt_comm_destroy(comm);
+    /* no proxy, no path across nodes: refused with both nodes named; the mate still served */
+    setenv("MSCCLRT_PORT_PROXY", "0", 1);
+    mscclrt_comm *c2 = NULL;
+    if (!bad && mscclrt_comm_init_rank(&c2, NR, id2, r, r % ndev) != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "rank %d: MSCCLRT_PORT_PROXY=0: %s\n", r, mscclrt_last_error());
         bad = 1;
+    }
+    if (c2) {
+        const mscclrt_result far_r = mscclrt_send(c2, (void *)(uintptr_t)sb[0], 1, MSCCLRT_FLOAT32, far, st);
+        if (far_r != MSCCLRT_ERR_UNAVAILABLE || !strstr(mscclrt_last_error(), "another node")) {
+            fprintf(stderr, "rank %d: MSCCLRT_PORT_PROXY=0: send to rank %d of the other node: "
+                    "result %d (%s)\n", r, far, (int)far_r, mscclrt_last_error());
+            bad = 1;
+        }
+        if (!bad) bad = exchange(c2, r, &mate, 1, 1000, 5, st, sb, rb, host);
+        mscclrt_comm_destroy(c2);
+    }
+    for (int j = 0; j < 2; j++) {
+        if (sb[j]) cu.cuMemFree(sb[j]);
+        if (rb[j]) cu.cuMemFree(rb[j]);
     }
     free(host);
     cu.cuStreamDestroy(st);
-    mscclrt_comm_destroy(comm);
     cu.cuDevicePrimaryCtxRelease(dev);
     return bad;
 }
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const char *name = "gpu p2p across nodes: send/recv within each node of 2, refused between nodes";
+    const char *name = "gpu p2p across nodes: send/recv within and between two nodes of 2 ranks";
     pid_t probe = fork();   /* the parent must not initialise CUDA before fork */
     if (probe == 0) {
         int c = 0;
@@ -103,15 +145,16 @@ int main(void) {
         TEST_SKIP(name, "a GPU");
         return 0;
     }
-    mscclrt_unique_id id;
-    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) return 1;
+    mscclrt_unique_id id, id2;
+    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS || mscclrt_get_unique_id(&id2) != MSCCLRT_SUCCESS)
+        return 1;
     pid_t kids[NR];
     fflush(stdout);
     for (int r = 0; r < NR; r++) {
         kids[r] = fork();
         if (kids[r] == 0) {
             alarm(240);
-            _exit(child(id, r, ndev) ? 1 : 0);
+            _exit(child(id, id2, r, ndev) ? 1 : 0);
         }
     }
     int bad = 0;
