@@ -444,6 +444,17 @@ __device__ __forceinline__ bool p2p_alone(const MnP2pList &l, u32 ne, u32 e) {
     return alone;
 }
 
+/* Blocks that carry an entry: the whole grid, but one per MiB (at least one) to a peer on
+ * another node: each piece there is a few triggers that the one proxy thread performs in turn,
+ * so many small pieces cost more than they overlap (the 32-block grid took 1.25 ms per 1 KiB
+ * call across two nodes over loopback TCP on 2 x H200). Both sides count alike: the peer is
+ * remote to each other, and the size is the pair's. */
+__device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 nb) {
+    if (!x.remote((u32)o.peer)) return nb;
+    const u64 w = o.bytes >> 20;
+    return w < 1 ? 1u : w < nb ? (u32)w : nb;
+}
+
 __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect &dd, const Ctx &x,
                          const Flow &f) {
     __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
@@ -511,7 +522,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             if (l.v[e].recv) k++;
             if (f.b == 0 && cand[e])   /* the direct counts, per entry */
                 atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
-            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, nb), x.slot);
+            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, p2p_nb(x, l.v[e], nb)), x.slot);
             start[e] = 0;
             for (u32 d = 0; d < e; d++)
                 if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
@@ -561,7 +572,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
+            const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
             if (x.remote((u32)o.peer))
                 f.send_net((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo);
             else
@@ -570,7 +581,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
+            const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
             if (x.remote((u32)o.peer)) ack_net(x, f.b, (u32)o.peer);
