@@ -37,6 +37,14 @@ __device__ __forceinline__ bool give_up(u32 &spins) {
     if ((++spins & 4095u) != 0) return false;
     return aborted();
 }
+/* Whether waits that began at clock64() == t0 may have been cut short by an abort. The word is
+ * read only when they took long: reading it costs a round trip to host memory, and the blocks
+ * of a launch that all read it at once were served one after another (about 1 us per block:
+ * 33 us per 32-block launch on 2 x H200). A wait that gave up has spun at least 4096 turns of
+ * a system-scope load each, far beyond 2^17 cycles (about 65 us). */
+__device__ __forceinline__ bool aborted_since(long long t0) {
+    return clock64() - t0 > (1ll << 17) && aborted();
+}
 
 /* storage wrappers: distinct types so overloads pick the right arithmetic */
 struct f16 { u16 b; };

@@ -499,6 +499,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         }
     }
     __syncthreads();
+    const long long t0 = clock64();
     if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
     if (threadIdx.x == 0) {
         rounds = 0;
@@ -508,7 +509,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
                 /* send: the receiver's buffer is shared and this rank mapped it; receive: this
                  * rank's buffer is shared and the sender mapped it; the same facts on both sides */
                 const MnDirectRec &t = theirs[peer];
-                bool go = !mk::aborted();
+                bool go = !mk::aborted_since(t0);
                 if (l.v[e].recv) {
                     const u32 pub = k < MN_P2P_DIRECT ? dd.recv[k].pub : 0;
                     go = go && pub && t.upto[r] >= pub;

@@ -85,6 +85,7 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     __shared__ bool go;
     __shared__ bool all[MN_DIRECT_MAX_RANKS];
     const u32 n = x.n, r = x.rank;
+    const long long t0 = clock64();
     if (threadIdx.x == 0) {
         recs[r] = d.rec;
         for (u32 p = 0; p < n; p++) all[p] = p != r;
@@ -94,7 +95,7 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     if (threadIdx.x == 0) {
         /* after an abort the records may be half read: the slot path, which touches no user
          * buffer of a peer, runs to its end instead */
-        go = direct_allowed(a, recs, n) && !mk::aborted();
+        go = direct_allowed(a, recs, n) && !mk::aborted_since(t0);
         if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
         for (u32 q = 0; go && q < n; q++) {
             const MnDirectRec &e = recs[q];
