@@ -345,6 +345,9 @@ static int group(int ndev) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* the one-process direct path is opt-in (params.def says why); set before anything reads
+     * the library's variables, which happens once per process and is inherited by children */
+    setenv("MSCCLRT_NATIVE_DIRECT_LOCAL", "1", 1);
     if (argc > 1) NR = atoi(argv[1]);
     if (NR < 2 || NR > MAXR) {
         fprintf(stderr, "usage: %s [ranks 2..%d]\n", argv[0], MAXR);

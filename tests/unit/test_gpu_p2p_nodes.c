@@ -19,6 +19,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,15 +61,18 @@ static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t 
     return 0;
 }
 
-static int child(mscclrt_unique_id id, mscclrt_unique_id id2, int r, int ndev) {
+/* noproxy: MSCCLRT_PORT_PROXY=0 from the process's start (parameters are read once) */
+static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
     char hostid[32];
     snprintf(hostid, sizeof hostid, "node-%d", r / 2);
     setenv("MSCCLRT_HOSTID", hostid, 1);
     setenv("MSCCLRT_NET", "socket", 0);          /* the nodes share this host: loopback TCP */
     setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);
+    if (noproxy) setenv("MSCCLRT_PORT_PROXY", "0", 1);
     mscclrt_comm *comm = NULL;
     if (mscclrt_comm_init_rank(&comm, NR, id, r, r % ndev) != MSCCLRT_SUCCESS) {
-        fprintf(stderr, "rank %d: %s\n", r, mscclrt_last_error());
+        fprintf(stderr, "rank %d%s: %s\n", r, noproxy ? " (MSCCLRT_PORT_PROXY=0)" : "",
+                mscclrt_last_error());
         return 1;
     }
     CuContext ctx = NULL;
@@ -85,8 +89,19 @@ static int child(mscclrt_unique_id id, mscclrt_unique_id id2, int r, int ndev) {
     int bad = !host;
     for (int j = 0; j < 2 && !bad; j++)
         bad = cu.cuMemAlloc(&sb[j], big * 4) != CU_OK || cu.cuMemAlloc(&rb[j], big * 4) != CU_OK;
+    if (noproxy) {
+        /* no proxy, no path across nodes: refused with both nodes named; the mate still served */
+        const mscclrt_result far_r = bad ? MSCCLRT_ERR_UNAVAILABLE
+            : mscclrt_send(comm, (void *)(uintptr_t)sb[0], 1, MSCCLRT_FLOAT32, far, st);
+        if (far_r != MSCCLRT_ERR_UNAVAILABLE || !strstr(mscclrt_last_error(), "another node")) {
+            fprintf(stderr, "rank %d: MSCCLRT_PORT_PROXY=0: send to rank %d of the other node: "
+                    "result %d (%s)\n", r, far, (int)far_r, mscclrt_last_error());
+            bad = 1;
+        }
+        if (!bad) bad = exchange(comm, r, &mate, 1, 1000, 5, st, sb, rb, host);
+    }
     /* the node mate: rounds on the same buffers, then on new ones */
-    for (int k = 0; k < 3 && !bad; k++) {
+    for (int k = 0; k < 3 && !bad && !noproxy; k++) {
         if (k == 2) {
             cu.cuMemFree(sb[0]);
             cu.cuMemFree(rb[0]);
@@ -95,30 +110,14 @@ static int child(mscclrt_unique_id id, mscclrt_unique_id id2, int r, int ndev) {
         if (!bad) bad = exchange(comm, r, &mate, 1, (1u << 18) + 5, k, st, sb, rb, host);
     }
     /* the other node, small to large (odd counts), twice each: the counters carry over */
-    const size_t sizes[] = {1, 1000, (1u << 16) + 3, (1u << 20) + 7, big};
-    for (int i = 0; i < 5 && !bad; i++)
+    const size_t sizes[] = {1, 1000, (1u << 16) + 3, (1u << 20) + 7, (3u << 20) + 1, big};
+    for (int i = 0; i < 6 && !bad && !noproxy; i++)
         for (int k = 0; k < 2 && !bad; k++) bad = exchange(comm, r, &far, 1, sizes[i], k, st, sb, rb, host);
     /* both at once: the node mate and the other node in one group */
     const int both[2] = {mate, far};
-    for (int k = 0; k < 2 && !bad; k++) bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
+    for (int k = 0; k < 2 && !bad && !noproxy; k++)
+        bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
     mscclrt_comm_destroy(comm);
-    /* no proxy, no path across nodes: refused with both nodes named; the mate still served */
-    setenv("MSCCLRT_PORT_PROXY", "0", 1);
-    mscclrt_comm *c2 = NULL;
-    if (!bad && mscclrt_comm_init_rank(&c2, NR, id2, r, r % ndev) != MSCCLRT_SUCCESS) {
-        fprintf(stderr, "rank %d: MSCCLRT_PORT_PROXY=0: %s\n", r, mscclrt_last_error());
-        bad = 1;
-    }
-    if (c2) {
-        const mscclrt_result far_r = mscclrt_send(c2, (void *)(uintptr_t)sb[0], 1, MSCCLRT_FLOAT32, far, st);
-        if (far_r != MSCCLRT_ERR_UNAVAILABLE || !strstr(mscclrt_last_error(), "another node")) {
-            fprintf(stderr, "rank %d: MSCCLRT_PORT_PROXY=0: send to rank %d of the other node: "
-                    "result %d (%s)\n", r, far, (int)far_r, mscclrt_last_error());
-            bad = 1;
-        }
-        if (!bad) bad = exchange(c2, r, &mate, 1, 1000, 5, st, sb, rb, host);
-        mscclrt_comm_destroy(c2);
-    }
     for (int j = 0; j < 2; j++) {
         if (sb[j]) cu.cuMemFree(sb[j]);
         if (rb[j]) cu.cuMemFree(rb[j]);
@@ -145,22 +144,34 @@ int main(void) {
         TEST_SKIP(name, "a GPU");
         return 0;
     }
-    mscclrt_unique_id id, id2;
-    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS || mscclrt_get_unique_id(&id2) != MSCCLRT_SUCCESS)
-        return 1;
-    pid_t kids[NR];
-    fflush(stdout);
-    for (int r = 0; r < NR; r++) {
-        kids[r] = fork();
-        if (kids[r] == 0) {
-            alarm(240);
-            _exit(child(id, id2, r, ndev) ? 1 : 0);
-        }
-    }
+    /* each phase in a process of its own: the library reads its variables once per process
+     * (the unique id's creation already does), and the ranks inherit what it read */
     int bad = 0;
-    for (int r = 0; r < NR; r++) {
-        waitpid(kids[r], &st, 0);
-        bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    for (int phase = 0; phase < 2; phase++) {   /* with the proxy, then MSCCLRT_PORT_PROXY=0 */
+        fflush(stdout);
+        const pid_t coord = fork();
+        if (coord == 0) {
+            if (phase == 1) setenv("MSCCLRT_PORT_PROXY", "0", 1);
+            mscclrt_unique_id id;
+            if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) _exit(NR);
+            pid_t kids[NR];
+            for (int r = 0; r < NR; r++) {
+                kids[r] = fork();
+                if (kids[r] == 0) {
+                    alarm(240);
+                    _exit(child(id, r, ndev, phase == 1) ? 1 : 0);
+                }
+            }
+            int failed = 0;
+            for (int r = 0; r < NR; r++) {
+                int ks = 0;
+                waitpid(kids[r], &ks, 0);
+                failed += !WIFEXITED(ks) || WEXITSTATUS(ks) != 0;
+            }
+            _exit(failed);
+        }
+        waitpid(coord, &st, 0);
+        bad += WIFEXITED(st) ? WEXITSTATUS(st) : NR;
     }
     TEST(name, CHECK_EQ_INT(0, bad));
     return harness_report();
