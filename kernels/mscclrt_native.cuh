@@ -29,10 +29,12 @@ struct Ctx {
     char *scratch;
     const u64 *peers;             /* peer scratch bases */
     u64 slot;
+    u32 nb;                       /* blocks that take part in the slot path: the grid, or the
+                                     first MN_MAX_BLOCKS of a larger (direct) one */
 
-    __device__ explicit Ctx(const MnArgs &a)
+    __device__ explicit Ctx(const MnArgs &a, u32 blocks = gridDim.x)
         : c((const MnContext *)a.ctx), rank(c->rank), n(c->nranks), scratch((char *)c->scratch),
-          peers((const u64 *)c->peer_scratch), slot(c->slot_bytes) {}
+          peers((const u64 *)c->peer_scratch), slot(c->slot_bytes), nb(blocks) {}
 
     __device__ u64 *ctr(u64 off, u32 b, u32 r) const { return (u64 *)(scratch + off) + (u64)b * n + r; }
     /* this rank's slot for data from sender s (block b, half h) */
@@ -52,6 +54,8 @@ struct Ctx {
     }
     /* data bytes one packet message carries (0: this context has no packet slots) */
     __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }
+    /* peer p is on another node: reached through the port proxy only (native_abi.h) */
+    __device__ bool remote(u32 p) const { return (peers[p] >> 56) == MN_WINDOW_TOP; }
 };
 
 /* Signals: one thread of the block issues them after a __syncthreads, so the whole block's
@@ -65,6 +69,24 @@ __device__ __forceinline__ void ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0)
         mk::signal((u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
+}
+/* The same two signals to a peer on another node, through the port proxy: put_net first hands
+ * the proxy the piece itself (n bytes from src, local memory that stays unchanged until the
+ * peer's acknowledgement) for the peer's slot dst (a window address); the proxy raises the
+ * peer's counter only after the data before it has landed there. */
+__device__ __forceinline__ void put_net(const Ctx &x, u32 b, u32 p, char *dst, const char *src, u64 n) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const MkFifo *f = (const MkFifo *)x.c->fifo;
+        mk::proxy_put(f, dst, src, n);
+        mk::proxy_signal(f, (u64)((const char *)x.peers[p] + x.c->off_data_in) + ((u64)b * x.n + x.rank) * 8);
+    }
+}
+__device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
+    __syncthreads();
+    if (threadIdx.x == 0)
+        mk::proxy_signal((const MkFifo *)x.c->fifo,
+                         (u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
 }
 __device__ __forceinline__ void wait_data(const Ctx &x, u32 b, u32 p) {
     if (threadIdx.x == 0) mk::wait(x.ctr(x.c->off_data_in, b, p), x.ctr(x.c->off_data_seen, b, p));
@@ -192,6 +214,81 @@ __device__ __forceinline__ void pk_read(char *dst, const char *slot, u64 n, u32 
         mk::Pkt<16>::read(slot + j * 16, d, flag);
         st8(dst + j * 8, n - j * 8, d);
     }
+}
+
+/* ---- lanes: channels of the direct kernels per (block, peer), for up to MN_DIRECT_BLOCKS
+ * blocks (native_abi.h): counters in this rank's scratch (its own ones, and ones peers add to)
+ * and record slots of two halves that peers write LL16 packets into, as the packet protocol
+ * does. Only where the context has them (off_lane != 0). */
+__device__ __forceinline__ u64 lane_off(const Ctx &x, u32 kind, u32 b, u32 p) {
+    return x.c->off_lane + (((u64)kind * MN_DIRECT_BLOCKS + b) * x.n + p) * 8;
+}
+__device__ __forceinline__ u64 *lane_ctr(const Ctx &x, u32 kind, u32 b, u32 p) {
+    return (u64 *)(x.scratch + lane_off(x, kind, b, p));
+}
+/* peer q's counter of kind for (block b, this rank), as an address for mk::signal */
+__device__ __forceinline__ u64 lane_ctr_at(const Ctx &x, u32 q, u32 kind, u32 b) {
+    return x.peers[q] + lane_off(x, kind, b, x.rank);
+}
+__device__ __forceinline__ u64 lane_rec_off(const Ctx &x, u32 b, u32 s, u32 flag) {
+    return x.c->off_lane + (u64)MN_LANE_CTRS * MN_DIRECT_BLOCKS * x.n * 8 +
+           (((u64)b * x.n + s) * 2 + (flag & 1)) * MN_LANE_REC_BYTES;
+}
+/* Block-wide: block b sends record mine + p * stride (stride 0: the same to all) to the same
+ * block of every peer p with with[p] (shared), and reads theirs into theirs[p]; every record
+ * is written before any is read, so ranks exchanging with each other never wait in turn. */
+__device__ void lane_exchange(const Ctx &x, u32 b, const bool *with, const MnDirectRec *mine,
+                              u32 stride, MnDirectRec *theirs) {
+    __shared__ u32 sf[MN_DIRECT_MAX_RANKS], rf[MN_DIRECT_MAX_RANKS];
+    const u32 n = x.n;
+    const u64 rb = sizeof(MnDirectRec);
+    /* message m (1, 2, ...) of (b, p) uses half m % 2 of p's slot: wait until p read m - 2 */
+    for (u32 p = threadIdx.x; p < n; p += blockDim.x) {
+        if (!with[p]) continue;
+        u64 *c = lane_ctr(x, MN_LANE_REC_SENT, b, p);
+        const u64 m = *c + 1;
+        *c = m;
+        sf[p] = (u32)m;
+        const u64 *ack = lane_ctr(x, MN_LANE_REC_ACK, b, p);
+        u32 sp = 0;
+        while (m > 2 && mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp)) { }
+        c = lane_ctr(x, MN_LANE_REC_RECV, b, p);
+        rf[p] = (u32)(*c + 1);
+        *c += 1;
+    }
+    __syncthreads();
+    for (u32 p = 0; p < n; p++)
+        if (with[p]) pk_write((char *)x.peers[p] + lane_rec_off(x, b, x.rank, sf[p]),
+                              (const char *)(mine + p * stride), rb, sf[p]);
+    for (u32 p = 0; p < n; p++)
+        if (with[p]) pk_read((char *)&theirs[p], x.scratch + lane_rec_off(x, b, p, rf[p]), rb, rf[p]);
+    __syncthreads();
+    /* read: the half may be written again (relaxed, as pk_ack_all: the values are used) */
+    for (u32 p = threadIdx.x; p < n; p += blockDim.x)
+        if (with[p]) mk::signal_relaxed(lane_ctr_at(x, p, MN_LANE_REC_ACK, b));
+}
+/* Rank q's buffer as this rank maps it: the entry of q's announcement pub in slot `slot` of
+ * this rank's peer-memory table (runtime/peermem) plus off. Every rank's record said this rank
+ * mapped it, and the host keeps an entry until its owner retires it, which happens only after
+ * this launch: a mismatch is a broken promise and traps, except after an abort, when records
+ * may be half read (0: the caller does not go direct). */
+__device__ u64 pm_peer_ptr(u64 table, u32 q, u32 slot, u32 pub, u64 off) {
+    const volatile MnPeerMem *m = (const volatile MnPeerMem *)table + (u64)q * MN_PM_SLOTS + slot;
+    if (m->pub != pub) {
+        if (mk::aborted()) return 0;
+        printf("mscclrt: direct transfer: rank %u's announcement %u is not in slot %u of this "
+               "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)m->pub);
+        __trap();
+    }
+    return m->base + off;
+}
+/* one thread: block b's writes into peer p's memory are done (after the block's barrier) */
+__device__ __forceinline__ void lane_done(const Ctx &x, u32 b, u32 p) {
+    mk::signal(lane_ctr_at(x, p, MN_LANE_DONE_IN, b));
+}
+/* one thread: wait for peer p's lane_done of block b */
+__device__ __forceinline__ void lane_wait_done(const Ctx &x, u32 b, u32 p) {
+    mk::wait(lane_ctr(x, MN_LANE_DONE_IN, b, p), lane_ctr(x, MN_LANE_DONE_SEEN, b, p));
 }
 
 /* [lo, hi) of piece i of a block's share: shares and pieces are multiples of 16 bytes, so

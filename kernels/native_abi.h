@@ -11,6 +11,10 @@
  *   [off_pk_sent, off_stats) packet counters per (block, peer): messages sent, messages read
  *                         (this rank's own) and acknowledgements the peer added (persistent)
  *   [off_stats, off_pk)   this rank's counts of direct launches by path (native_direct.cuh)
+ *   [off_lane, off_slots) where there are at most MN_DIRECT_MAX_RANKS ranks, after the packet
+ *                         slots: the direct kernels' lanes (their own counters and record slots
+ *                         for up to MN_DIRECT_BLOCKS blocks, which may be more than the slot
+ *                         path's MN_MAX_BLOCKS)
  *   [off_pk, off_slots)   packet slots: per (block, sender, half) pk_slot_bytes of LL16
  *                         packets (8 data bytes and two copies of a 32-bit flag each), for
  *                         messages small enough to skip the data/ack round trips
@@ -48,7 +52,8 @@ typedef struct MnContext {
     mk_u64 off_ack_seen;          /* u64[max_blocks][nranks]: acks consumed (own) */
     mk_u64 off_slots;
     mk_u64 peer_scratch;          /* device address of u64[nranks]: every rank's scratch base as
-                                     this rank maps it (its own entry is its own scratch) */
+                                     this rank maps it (its own entry is its own scratch; a
+                                     rank on another node: a window, MN_WINDOW_TOP) */
     mk_u64 off_pk_sent;           /* u64[max_blocks][nranks]: packet messages sent to (b, peer) */
     mk_u64 off_pk_recv;           /* u64[max_blocks][nranks]: packet messages read from (b, peer) */
     mk_u64 off_pk_ack;            /* u64[max_blocks][nranks]: of this rank's packet messages to
@@ -58,8 +63,21 @@ typedef struct MnContext {
     mk_u64 pk_max_bytes;          /* messages of at most this many bytes per peer may travel as
                                      packets (MSCCLRT_NATIVE_PACKET_BYTES, read at setup) */
     mk_u64 off_stats;             /* u64[2]: direct launches that went direct, that took the slots */
+    mk_u64 off_lane;              /* the direct kernels' lanes (0: none, more than
+                                     MN_DIRECT_MAX_RANKS ranks): u64[MN_LANE_CTRS][MN_DIRECT_BLOCKS]
+                                     [nranks] counters, then record slots [MN_DIRECT_BLOCKS]
+                                     [sender][half] of MN_LANE_REC_BYTES */
+    mk_u64 fifo;                  /* the port proxy's MkFifo (device address) when some peer is
+                                     on another node; else 0 */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 144, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 160, "MnContext layout (host and device agree)");
+
+/* A peer on another node: its peer_scratch entry is not a mapping but a window address of the
+ * network transport (runtime/net/net.h: this value in the top byte), which only the port proxy
+ * resolves. Send/recv to such a peer puts each piece into the peer's slot and raises its
+ * counters through the proxy (MkFifo triggers); the counters it waits on are its own, which the
+ * peer's proxy raises the same way. Nothing else reaches a peer on another node. */
+#define MN_WINDOW_TOP 0xfeu
 
 /* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block
  * fits one slot (MN_PK_DATA_BYTES) travels as packets: the flag in every packet says the data
@@ -115,6 +133,11 @@ MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
 #define MN_DIRECT_MAX_RANKS 8     /* ranks of a communicator that may go direct */
 #define MN_PM_SLOTS 64            /* allocations one rank may share at once */
 #define MN_DIRECT_INPLACE 1u      /* MnDirectRec.flags: sendbuf == recvbuf on this rank */
+#define MN_DIRECT_BLOCKS 128      /* blocks (lanes) of a direct launch at most */
+#define MN_LANE_REC_BYTES 256     /* a record as LL16 packets, in one half of a lane's slot */
+/* the lanes' counter arrays, u64[MN_DIRECT_BLOCKS][nranks] each, in this order */
+enum { MN_LANE_REC_SENT = 0, MN_LANE_REC_RECV, MN_LANE_REC_ACK, MN_LANE_DONE_IN, MN_LANE_DONE_SEEN,
+       MN_LANE_CTRS };
 
 /* One mapped peer allocation (the importer's table, [nranks][MN_PM_SLOTS]). */
 typedef struct MnPeerMem {
@@ -135,12 +158,31 @@ typedef struct MnDirectRec {
                                      (0: none, or mapping q's memory failed) */
 } MnDirectRec;
 MK_STATIC_ASSERT(sizeof(MnDirectRec) == 40 + 4 * MN_DIRECT_MAX_RANKS, "MnDirectRec layout");
+MK_STATIC_ASSERT(2 * sizeof(MnDirectRec) <= MN_LANE_REC_BYTES, "a record's packets fit a lane slot half");
 
 /* The direct kernel's second argument (by value). */
 typedef struct MnDirect {
     mk_u64 table;                 /* device address of MnPeerMem[nranks][MN_PM_SLOTS] */
     MnDirectRec rec;              /* this rank's record */
 } MnDirect;
+
+/* The built-in send/recv kernel's third argument: the direct form of large transfers between
+ * the ranks of one node. A pair of entries (a send and the peer's matching receive) goes direct
+ * when the receiver's buffer is shared and the sender has mapped it; both sides learn it from
+ * records exchanged through the lanes, so they decide alike. */
+#define MN_P2P_DIRECT 16          /* receive entries of a group that may be written directly */
+typedef struct MnP2pRecv {
+    mk_u32 pub, slot;             /* the receive buffer's allocation (pub 0: not shared) */
+    mk_u64 off;
+} MnP2pRecv;
+typedef struct MnP2pDirect {
+    mk_u64 table;                 /* device address of this rank's MnPeerMem table */
+    mk_u64 min_bytes;             /* entries of at least this many bytes may go direct (the same
+                                     on every rank; UINT64_MAX: never) */
+    mk_u32 upto[MN_DIRECT_MAX_RANKS]; /* as MnDirectRec.upto */
+    MnP2pRecv recv[MN_P2P_DIRECT];/* the group's first MN_P2P_DIRECT receive entries, in order */
+} MnP2pDirect;
+MK_STATIC_ASSERT(sizeof(MnP2pDirect) == 48 + 16 * MN_P2P_DIRECT, "MnP2pDirect layout");
 
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the
  * 4 KiB of kernel parameters). */

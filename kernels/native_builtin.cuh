@@ -97,6 +97,11 @@ struct Flow {
         stage(dst, src, n, scale, s);
         put_done(x, b, p);
     }
+    /* the same to a peer on another node: the piece goes from src through the port proxy */
+    __device__ void send_net(u32 p, u64 k, const char *src, u64 n) const {
+        char *dst = open(p, k);
+        put_net(x, b, p, dst, src, n);
+    }
     __device__ const char *recv(u32 p, u64 k) const {
         wait_data(x, b, p);
         return x.slot_in(b, p, (u32)(k & 1));
@@ -133,7 +138,7 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
  * the same: len, the grid and the context's slot size agree on all of them. */
 __device__ __forceinline__ bool pk_mode(const Ctx &x, u64 len) {
     return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && x.pk_data() &&
-           round16((len + gridDim.x - 1) / gridDim.x) <= x.pk_data();
+           round16((len + x.nb - 1) / x.nb) <= x.pk_data();
 }
 
 /* d *= s elementwise (PreMulSum's scaling of a contribution) */
@@ -225,7 +230,7 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
     case MN_BROADCAST: w = {root, r == root, false, false, r != root}; break;
     default: return;
     }
-    const Span sh = share(len, b, gridDim.x);
+    const Span sh = share(len, b, x.nb);
     const u64 m = sh.hi - sh.lo;
     if (m == 0) return;   /* every rank's share of this block is empty: no messages */
     pk_open_all(x, b, w, sf, rf);
@@ -270,7 +275,7 @@ __device__ void allreduce(const MnArgs &a, const Ctx &x, const Flow &f) {
     char *out = (char *)a.out;
     const bool scale = a.op == MN_OP_PREMULSUM;
     const T *s = (const T *)a.scalar;
-    const u32 nb = gridDim.x, n = x.n, r = x.rank;
+    const u32 nb = x.nb, n = x.n, r = x.rank;
     if (pk_mode(x, bytes)) return pk_collective(a, x, f.b);
     if (bytes <= (u64)n * 16384) {   /* small: one hop, everyone reduces everything */
         const Span sh = share(bytes, f.b, nb);
@@ -323,7 +328,7 @@ __device__ void gather_like(const MnArgs &a, const Ctx &x, const Flow &f, bool t
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     const bool receiver = to_all || r == root;
     if (pk_mode(x, blk)) return pk_collective(a, x, f.b);
-    const Span sh = share(blk, f.b, gridDim.x);
+    const Span sh = share(blk, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -352,7 +357,7 @@ __device__ void scatter_like(const MnArgs &a, const Ctx &x, const Flow &f, bool 
     char *out = (char *)a.out;
     const bool sender = from_all || r == root;
     if (pk_mode(x, blk)) return pk_collective(a, x, f.b);
-    const Span sh = share(blk, f.b, gridDim.x);
+    const Span sh = share(blk, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -384,7 +389,7 @@ __device__ void reduce_like(const MnArgs &a, const Ctx &x, const Flow &f, bool s
     const T *s = (const T *)a.scalar;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     if (pk_mode(x, len)) return pk_collective(a, x, f.b);
-    const Span sh = share(len, f.b, gridDim.x);
+    const Span sh = share(len, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -407,7 +412,7 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
     char *out = (char *)a.out;
     const u32 n = x.n, r = x.rank, root = (u32)a.root;
     if (pk_mode(x, len)) return pk_collective(a, x, f.b);
-    const Span sh = share(len, f.b, gridDim.x);
+    const Span sh = share(len, f.b, x.nb);
     const u64 K = npieces(sh, slot);
     for (u64 i = 0; i < K; i++) {
         const Span pc = piece(sh, i, slot);
@@ -427,26 +432,102 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
 
 /* ---- grouped send/recv -------------------------------------------------------------------- */
 /* Entries to (or from) one peer form one stream of pieces, in call order; piece j of the
- * stream is message j of (block, peer) on both sides. Self pairs copy directly. */
-__device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, const Flow &f) {
+ * stream is message j of (block, peer) on both sides. Self pairs copy directly. A peer on
+ * another node gets the same slots and counters, reached through the port proxy (put_net,
+ * ack_net): never packets or direct stores, which need its memory mapped. */
+/* An entry alone in its direction to its peer (the peer's matching entry is then alone too,
+ * so both sides choose its form alike). */
+__device__ __forceinline__ bool p2p_alone(const MnP2pList &l, u32 ne, u32 e) {
+    bool alone = true;
+    for (u32 d = 0; d < ne; d++)
+        alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
+    return alone;
+}
+
+/* Blocks that carry an entry: the whole grid, but one per MiB (at least one) to a peer on
+ * another node: each piece there is a few triggers that the one proxy thread performs in turn,
+ * so many small pieces cost more than they overlap (the 32-block grid took 1.25 ms per 1 KiB
+ * call across two nodes over loopback TCP on 2 x H200). Both sides count alike: the peer is
+ * remote to each other, and the size is the pair's. */
+__device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 nb) {
+    if (!x.remote((u32)o.peer)) return nb;
+    const u64 w = o.bytes >> 20;
+    return w < 1 ? 1u : w < nb ? (u32)w : nb;
+}
+
+__device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect &dd, const Ctx &x,
+                         const Flow &f) {
     __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
     __shared__ bool pk[MN_P2P_MAX];
+    __shared__ u64 dptr[MN_P2P_MAX];   /* direct: the peer's receive buffer (send entries), 1 (receive) */
+    __shared__ bool cand[MN_P2P_MAX];  /* may go direct (both sides know the same) */
     __shared__ u64 rounds;
-    const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = gridDim.x, r = x.rank;
+    __shared__ bool with[MN_DIRECT_MAX_RANKS];
+    __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
+    __shared__ bool any_direct;
+    const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = x.nb, r = x.rank;
+    /* large entries between the ranks of this node may go direct: the sender stores into the
+     * receiver's own buffer, once both sides' records say it is shared and mapped */
+    const bool lanes = x.c->off_lane != 0 && x.n <= MN_DIRECT_MAX_RANKS && dd.min_bytes != ~0ull &&
+                       gridDim.x <= MN_DIRECT_BLOCKS;
+    if (threadIdx.x == 0) {
+        any_direct = false;
+        for (u32 p = 0; p < MN_DIRECT_MAX_RANKS; p++) with[p] = false;
+        for (u32 e = 0, k = 0; e < ne; e++) {
+            const bool alone = p2p_alone(l, ne, e);
+            const u32 peer = (u32)l.v[e].peer;
+            /* packets and direct stores need the peer's memory mapped: not across nodes */
+            pk[e] = alone && peer != r && !x.remote(peer) && pk_mode(x, l.v[e].bytes);
+            dptr[e] = 0;
+            cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
+                      l.v[e].bytes >= dd.min_bytes;
+            if (cand[e]) {
+                if (!with[peer]) {
+                    with[peer] = true;
+                    mine[peer] = MnDirectRec{};
+                    for (u32 q = 0; q < MN_DIRECT_MAX_RANKS; q++) mine[peer].upto[q] = dd.upto[q];
+                }
+                any_direct = true;
+                if (l.v[e].recv && k < MN_P2P_DIRECT) {
+                    mine[peer].rpub = dd.recv[k].pub;
+                    mine[peer].rslot = dd.recv[k].slot;
+                    mine[peer].roff = dd.recv[k].off;
+                }
+                dptr[e] = 1;   /* decided below */
+            }
+            if (l.v[e].recv) k++;
+        }
+    }
+    __syncthreads();
+    const long long t0 = clock64();
+    if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
     if (threadIdx.x == 0) {
         rounds = 0;
-        for (u32 e = 0; e < ne; e++) {
-            /* packets for a small entry that is alone in its direction to its peer: the peer's
-             * matching entry is small and alone too, so both sides choose alike */
-            bool alone = true;
-            for (u32 d = 0; d < ne; d++)
-                alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
-            pk[e] = alone && (u32)l.v[e].peer != r && pk_mode(x, l.v[e].bytes);
-            cnt[e] = pk[e] ? 0 : npieces(share(l.v[e].bytes, f.b, nb), x.slot);
+        for (u32 e = 0, k = 0; e < ne; e++) {
+            const u32 peer = (u32)l.v[e].peer;
+            if (dptr[e]) {
+                /* send: the receiver's buffer is shared and this rank mapped it; receive: this
+                 * rank's buffer is shared and the sender mapped it; the same facts on both sides */
+                const MnDirectRec &t = theirs[peer];
+                bool go = !mk::aborted_since(t0);
+                if (l.v[e].recv) {
+                    const u32 pub = k < MN_P2P_DIRECT ? dd.recv[k].pub : 0;
+                    go = go && pub && t.upto[r] >= pub;
+                } else {
+                    go = go && t.rpub && t.rslot < MN_PM_SLOTS && dd.upto[peer] >= t.rpub;
+                    if (go) dptr[e] = pm_peer_ptr(dd.table, peer, t.rslot, t.rpub, t.roff);
+                    go = go && dptr[e];
+                }
+                dptr[e] = go ? (l.v[e].recv ? 1 : dptr[e]) : 0;
+            }
+            if (l.v[e].recv) k++;
+            if (f.b == 0 && cand[e])   /* the direct counts, per entry */
+                atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
+            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, p2p_nb(x, l.v[e], nb)), x.slot);
             start[e] = 0;
             for (u32 d = 0; d < e; d++)
                 if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
-            if ((u32)l.v[e].peer != r && start[e] + cnt[e] > rounds) rounds = start[e] + cnt[e];
+            if (peer != r && start[e] + cnt[e] > rounds) rounds = start[e] + cnt[e];
         }
     }
     __syncthreads();
@@ -471,25 +552,41 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
         if (sh.hi > sh.lo)
             pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
+    /* direct sends: this block's share straight into the receiver's buffer, then done */
+    for (u32 e = 0; e < ne; e++) {
+        if (!dptr[e] || l.v[e].recv) continue;
+        const Span sh = share(l.v[e].bytes, f.b, nb);
+        if (sh.hi > sh.lo) mk::copy((char *)dptr[e] + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+        __syncthreads();
+        if (threadIdx.x == 0) lane_done(x, f.b, (u32)l.v[e].peer);
+    }
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;
         const Span sh = share(l.v[e].bytes, f.b, nb);
         if (sh.hi > sh.lo) pk_recv(x, f.b, (u32)l.v[e].peer, (char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
+    /* direct receives: the sender's share of this block has landed */
+    for (u32 e = 0; e < ne; e++)
+        if (dptr[e] && l.v[e].recv && threadIdx.x == 0) lane_wait_done(x, f.b, (u32)l.v[e].peer);
+    __syncthreads();
     for (u64 i = 0; i < rounds; i++) {
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
-            f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
+            const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
+            if (x.remote((u32)o.peer))
+                f.send_net((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo);
+            else
+                f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, nb), i - start[e], x.slot);
+            const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
-            ack(x, f.b, (u32)o.peer);
+            if (x.remote((u32)o.peer)) ack_net(x, f.b, (u32)o.peer);
+            else ack(x, f.b, (u32)o.peer);
         }
     }
     /* drain once per peer: its stream's length is the end of its last entry */
@@ -502,8 +599,9 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const Ctx &x, cons
     }
 }
 
-/* every collective through the slots (or packets) */
+/* every collective through the slots (or packets), on blocks 0 .. x.nb - 1 */
 __device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
+    if (f.b >= x.nb) return;
     switch (a.coll) {
     case MN_ALLREDUCE: allreduce(a, x, f); break;
     case MN_ALLGATHER: gather_like(a, x, f, true); break;
@@ -527,10 +625,11 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a)
     mn::coll_slots(a, x, f);
 }
 
-extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l) {
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l,
+                                                                       MnP2pDirect d) {
     const mn::Ctx x(a);
     const mn::Flow f(x, blockIdx.x);
-    mn::sendrecv(a, l, x, f);
+    mn::sendrecv(a, l, d, x, f);
 }
 #endif
 #endif

@@ -6,14 +6,17 @@
  * back to is native_builtin.cuh's, inlined here, so the built-in module's kernels stay as they
  * were. Its kernel mscclrt_native_direct takes the MnDirect argument native_abi.h describes.
  *
- * One launch: (1) every block sends its record to the same block of every peer as one packet
- * message and reads theirs; the records say where each rank's buffers lie (an announced
+ * One launch, on up to MN_DIRECT_BLOCKS blocks (more than the slot path's 32: the direct
+ * copies are bound by how many SMs keep NVLink loads and stores in flight): (1) every block
+ * sends its record to the same block of every peer as LL16 packets through its lane (its own
+ * counters and record slots, native_abi.h) and reads theirs; the records say where each rank's buffers lie (an announced
  * allocation and an offset) and what each rank has mapped, so every block of every rank takes
  * the same path; the record's arrival also says the peer's stream reached this collective, so
  * its buffers hold their input and may be written. (2) direct: block b moves its share of this
  * rank's part with plain loads and stores to peer pointers; else the slot path. (3) direct
  * only: every block signals the same block of every peer and waits for theirs, so no rank's
- * kernel ends while a peer still touches its buffers.
+ * kernel ends while a peer still touches its buffers. The slot path runs on the first
+ * MN_MAX_BLOCKS blocks (Ctx::nb); the others then end at once.
  *
  * Reductions read all n sources of a vector before storing it (mk::reduce), in rank order,
  * with one rank computing each element and storing it everywhere: in-place calls are safe and
@@ -70,40 +73,25 @@ __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) 
     return true;
 }
 
-/* rank q's buffer as this rank maps it: the table entry of q's announcement plus the offset */
-__device__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 off) {
-    const volatile MnPeerMem *m = (const volatile MnPeerMem *)d.table + (u64)q * MN_PM_SLOTS + slot;
-    if (m->pub != pub) {
-        /* every rank's record said this rank mapped announcement `pub`; the host keeps an
-         * entry until its owner retires it, which happens only after this launch: a broken
-         * promise, not a case to run through (but after an abort records may be anything:
-         * then 0, and the caller takes the slots) */
-        if (mk::aborted()) return 0;
-        printf("mscclrt: direct collective: rank %u's announcement %u is not in slot %u of this "
-               "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)m->pub);
-        __trap();
-    }
-    return m->base + off;
+/* rank q's buffer as this rank maps it (mscclrt_native.cuh) */
+__device__ __forceinline__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 off) {
+    return pm_peer_ptr(d.table, q, slot, pub, off);
 }
 
 /* Round one (block-wide): records exchanged with the same block of every peer; returns the
  * path, and for the direct one every rank's send and recv addresses in sp / rp. */
 __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b,
                              MnDirectRec *recs, u64 *sp, u64 *rp) {
-    __shared__ u32 sf[MN_DIRECT_MAX_RANKS], rf[MN_DIRECT_MAX_RANKS];
     __shared__ bool go;
+    __shared__ bool all[MN_DIRECT_MAX_RANKS];
     const u32 n = x.n, r = x.rank;
-    const u64 rb = sizeof(MnDirectRec);
     const long long t0 = clock64();
-    if (threadIdx.x == 0) recs[r] = d.rec;
-    const PkPeers all = {0, true, false, true, false};
-    pk_open_all(x, b, all, sf, rf);
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_write(x.pk_at(p, b, sf[p]), (const char *)&recs[r], rb, sf[p]);
-    for (u32 p = 0; p < n; p++)
-        if (p != r) pk_read((char *)&recs[p], x.pk_in(b, p, rf[p]), rb, rf[p]);
-    pk_ack_all(x, b, all);
+    if (threadIdx.x == 0) {
+        recs[r] = d.rec;
+        for (u32 p = 0; p < n; p++) all[p] = p != r;
+    }
     __syncthreads();
+    lane_exchange(x, b, all, &recs[r], 0, recs);
     if (threadIdx.x == 0) {
         /* after an abort the records may be half read: the slot path, which touches no user
          * buffer of a peer, runs to its end instead */
@@ -172,13 +160,14 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         break;
     }
     case MN_ALLGATHER: {
-        /* push this rank's block into every rank's output, starting with the next rank so the
-         * blocks of all ranks spread over the links */
+        /* push this rank's block into every rank's output; block b starts b ranks further on,
+         * so at any moment some blocks copy locally while the others use each link (a local
+         * copy after all the remote ones left the links idle for its whole length) */
         const u64 len = a.in_bytes;
         const Span sh = share(len, b, nb);
         if (sh.hi == sh.lo) break;
         for (u32 k = 1; k <= n; k++) {
-            const u32 q = (r + k) % n;
+            const u32 q = (r + k + b) % n;
             char *dst = (char *)rp[q] + (u64)r * len + sh.lo;
             const char *src = (const char *)a.in + sh.lo;
             if (dst != src) mk::copy(dst, src, sh.hi - sh.lo);
@@ -189,8 +178,8 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         const u64 blk = a.out_bytes / n;
         const Span sh = share(blk, b, nb);
         if (sh.hi == sh.lo) break;
-        for (u32 k = 1; k <= n; k++) {
-            const u32 q = (r + k) % n;
+        for (u32 k = 1; k <= n; k++) {   /* staggered as allgather's */
+            const u32 q = (r + k + b) % n;
             mk::copy((char *)rp[q] + (u64)r * blk + sh.lo, (const char *)a.in + (u64)q * blk + sh.lo,
                      sh.hi - sh.lo);
         }
@@ -209,23 +198,27 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
 }
 
 /* Step three (block-wide): this block's stores and loads are done; wait until every peer's
- * same block says the same (release/acquire at system scope through the data counters, which
- * the slot path uses in the same matched pairs). */
+ * same block says the same (release after the block's barrier, acquire: system scope). */
 __device__ void direct_finish(const Ctx &x, u32 b) {
-    for (u32 p = 0; p < x.n; p++)
-        if (p != x.rank) put_done(x, b, p);
-    for (u32 p = 0; p < x.n; p++)
-        if (p != x.rank) wait_data(x, b, p);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (u32 p = 0; p < x.n; p++)
+            if (p != x.rank) lane_done(x, b, p);
+        for (u32 p = 0; p < x.n; p++)
+            if (p != x.rank) lane_wait_done(x, b, p);
+    }
+    __syncthreads();
 }
 
 }  // namespace mn
 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs a, MnDirect d) {
-    const mn::Ctx x(a);
+    /* the grid may exceed the slot path's MN_MAX_BLOCKS: its first blocks take the slots */
+    const mn::Ctx x(a, gridDim.x < MN_MAX_BLOCKS ? gridDim.x : MN_MAX_BLOCKS);
     const mn::Flow f(x, blockIdx.x);
     __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
     __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
-    if (x.n > MN_DIRECT_MAX_RANKS || x.pk_data() < sizeof(MnDirectRec)) {
+    if (x.n > MN_DIRECT_MAX_RANKS || !x.c->off_lane || gridDim.x > MN_DIRECT_BLOCKS) {
         mn::coll_slots(a, x, f);   /* the runtime does not launch this kernel then */
         return;
     }

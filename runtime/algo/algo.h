@@ -212,8 +212,10 @@ bool algo_plan_crosses_nodes(const Plan *p, int rpn, char *why, size_t n);
 bool algo_stdlib_has(const char *coll_slash_name);
 /* algo_native.c: appends the built-in native algorithms ("native/<collective>", any size,
  * any buffer mode) for a world of this size to set. */
-/* Nothing across nodes (ranks_per_node != world): the native context maps every peer's scratch
- * through CUDA IPC, which reaches only this host. */
+/* Across nodes (ranks_per_node != world) native/sendrecv only: the native context maps the
+ * scratch of this node's ranks through CUDA IPC and reaches the other nodes' ranks through the
+ * port proxy, so it serves send/recv between any two and no collective (without the proxy,
+ * send/recv to another node's rank is refused, MSCCLRT_ERR_UNAVAILABLE). */
 mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node);
 typedef struct AlgoTuning AlgoTuning;
 /* The default selector (algo_select_default.c), with the tuning table t (NULL: none): t's row for

@@ -411,6 +411,15 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     if (!buf) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "%s: rank %d: buffer is NULL", fn, c->rank);
     AlgoComm *a = algo_comm(c);
     if (!a) return MSCCLRT_ERR_SYSTEM;
+    /* across nodes the native context reaches the other nodes' ranks through the port proxy,
+     * unless that is off (MSCCLRT_PORT_PROXY=0) or the kernel table too small (algo_native.c) */
+    if (a->ranks_per_node != c->nranks && c->boot &&
+        boot_node_of(c->boot, peer) != boot_node(c->boot) && !algo_native_reaches(c, peer))
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path to rank %d on "
+                       "another node (node %d, this is node %d): the native context does not "
+                       "reach it (MSCCLRT_PORT_PROXY=0, more than %d ranks, or no native "
+                       "context: MSCCLRT_NATIVE_SCRATCH_BYTES=0)", fn, c->rank, peer,
+                       boot_node_of(c->boot, peer), boot_node(c->boot), MK_TAB_MAX);
     if (!exec_in_group()) {   /* a group of one */
         TRY(mscclrt_group_start());
         mscclrt_result res = p2p(c, buf, count, dt, peer, stream, recv, fn);
@@ -420,10 +429,6 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     NativeLaunch *l = a->p2p_open;
     if (!l) {
         const mscclrt_algo *algo = builtin_for(c, MSCCLRT_COLL_SENDRECV);
-        if (!algo && a->ranks_per_node != c->nranks)
-            return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path: the "
-                           "communicator spans nodes, and send/recv runs only on the native "
-                           "context, which reaches one host", fn, c->rank);
         if (!algo)
             return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s: rank %d: no send/recv path (the native "
                            "context is off: MSCCLRT_NATIVE_SCRATCH_BYTES=0)", fn, c->rank);
@@ -439,6 +444,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
         }
         l->args.np2p = 0;
         l->args.in_bytes = 0;
+        algo_native_p2p_begin(c, l);
         TRY(exec_group_defer(c, algo_p2p_launch, l, &l->args.in_bytes));
         a->p2p_open = l;
     }
@@ -455,6 +461,7 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     o->bytes = bytes;
     o->peer = peer;
     o->recv = recv;
+    if (recv) algo_native_p2p_recv(c, l, peer, buf, bytes);
     return MSCCLRT_SUCCESS;
 }
 
@@ -462,6 +469,7 @@ mscclrt_result algo_p2p_launch(void *arg, bool run) {
     NativeLaunch *l = arg;
     if (l->comm->algo && l->comm->algo->p2p_open == l) l->comm->algo->p2p_open = NULL;
     if (!run || l->args.np2p == 0) return MSCCLRT_SUCCESS;
+    algo_native_p2p_end(l->comm, l);
     return algo_native_launch(l);
 }
 

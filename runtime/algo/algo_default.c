@@ -6,8 +6,9 @@
  * "stdlib/<collective>/<name>"; on one node the built-in native algorithms (algo_native.c)
  * follow. Across nodes only the multi-node programs (a `param G`, compiled with G = ranks per
  * node) are compiled, a plan that would reach another node over a memory or switch channel is
- * refused (only port channels cross), and there are no native algorithms (their context reaches
- * one host only). The default selector is algo_select_default.c.
+ * refused (only port channels cross), and of the native algorithms only native/sendrecv
+ * (its context maps one host's ranks and reaches the others through the port proxy). The
+ * default selector is algo_select_default.c.
  */
 #include "algo/algo.h"
 #include "algo/algo_plan_cache.h"

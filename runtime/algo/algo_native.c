@@ -18,7 +18,9 @@
 #include "core/log.h"
 #include "core/param.h"
 #include "exec/exec.h"
+#include "net/net.h"
 #include "peermem/peermem.h"
+#include "proxy/proxy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,15 +42,24 @@ struct NativeCtx {
     MnContext host;                /* what dctx holds */
     NativeKernel *kernels;
     PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
+    PmLocalRank local;             /* pm's ops context in a group of one process */
+    bool *reach;                   /* [nranks]: the kernels reach this rank (mapped, a window) */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
+    int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
+
+/* the kernels tell a window from a mapping by its top byte (mscclrt_native.cuh Ctx::remote) */
+_Static_assert(MN_WINDOW_TOP == NET_WIN_TAG >> 56, "native_abi.h MN_WINDOW_TOP is net.h's tag");
 
 static const char BUILTIN_SOURCE[] = "#include \"native_builtin.cuh\"\n";
 /* the direct kernel's module: its slot path inlined, no other kernel */
 static const char DIRECT_SOURCE[] = "#define MSCCLRT_NATIVE_LIB_ONLY 1\n#include \"native_direct.cuh\"\n";
 
 /* ---- the context -------------------------------------------------------------------------- */
-static Plan *native_plan(int n, uint64_t scratch) {
+/* node[q]: rank q's node (NULL: one node). A rank maps the scratch of the ranks of its own
+ * node (CUDA IPC); with port (true) it reaches the others' through port channels, whose
+ * windows and proxy the executor's setup makes as for any plan: send/recv across nodes. */
+static Plan *native_plan(int n, uint64_t scratch, const int *node, bool port) {
     Plan *p = plan_new("mscclrt-native-context", PLAN_COLL_CUSTOM, n);
     if (!p) return NULL;
     p->max_size = scratch;          /* one input chunk of max_size bytes: scratch = max_size */
@@ -57,7 +68,9 @@ static Plan *native_plan(int n, uint64_t scratch) {
         PlanGpu *g = &p->gpus[r];
         g->input_chunks = g->output_chunks = g->scratch_chunks = 1;
         for (int q = 0; q < n; q++)
-            if (q != r && plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, PLAN_CHAN_MEMORY) < 0) {
+            if (q != r && (!node || node[q] == node[r] || port) &&
+                plan_gpu_add_remote(g, q, PLAN_BUF_SCRATCH, !node || node[q] == node[r]
+                                    ? PLAN_CHAN_MEMORY : PLAN_CHAN_PORT) < 0) {
                 plan_free(p);
                 return NULL;
             }
@@ -79,9 +92,18 @@ uint64_t native_pk_slot_bytes(int n, uint64_t scratch) {
     return per >= MN_PK_SLOT_BYTES ? MN_PK_SLOT_BYTES : per;
 }
 
+/* Bytes of the direct kernels' lanes (counters and record slots), 256-aligned; none beyond
+ * MN_DIRECT_MAX_RANKS ranks, where there is no direct path. */
+static uint64_t lane_bytes(int n) {
+    if (n > MN_DIRECT_MAX_RANKS) return 0;
+    const uint64_t b = (uint64_t)MN_LANE_CTRS * MN_DIRECT_BLOCKS * (uint64_t)n * 8 +
+                       (uint64_t)MN_DIRECT_BLOCKS * (uint64_t)n * 2 * MN_LANE_REC_BYTES;
+    return (b + 255) / 256 * 256;
+}
+
 uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots) {
     const uint64_t pk = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch);
-    const uint64_t slots = pk_offset(n) + pk;
+    const uint64_t slots = pk_offset(n) + pk + lane_bytes(n);
     if (off_slots) *off_slots = slots;
     if (scratch <= slots) return 0;
     return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
@@ -110,6 +132,8 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_stats = 7 * ctr;
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
+    m->off_lane = lane_bytes(n)
+        ? m->off_pk + (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->pk_slot_bytes : 0;
     long long pk_max;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     m->pk_max_bytes = (uint64_t)pk_max;
@@ -119,11 +143,46 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
                        c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
     mk_u64 *peers = calloc((size_t)n, sizeof *peers);
     if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
-    for (int q = 0, k = 0; q < n; q++)
-        peers[q] = q == c->rank ? x->scratch : x->tab[x->layout.tab_remote[0] + k++];
-    mscclrt_result res;
+    /* the table holds the mapped scratch of this node's ranks, then the windows of the other
+     * nodes' ranks (port remotes), each in rank order (exec_fill_table); a rank the plan does
+     * not reach stays 0 (send/recv to it is refused) */
+    const PlanGpu *g = &nc->plan->gpus[c->rank];
+    int k[2] = {0, 0}, nwin = 0;
+    mscclrt_result res = MSCCLRT_SUCCESS;
+    for (int q = 0; q < n; q++) {
+        peers[q] = q == c->rank ? x->scratch : 0;
+        for (int b = 0; b < g->nremotes; b++) {
+            if (g->remotes[b].rank != q) continue;
+            const int t = g->remotes[b].access[PLAN_CHAN_MEMORY] ? 0 : 1;
+            peers[q] = x->tab[x->layout.tab_remote[t] + k[t]++];
+            nwin += t;
+        }
+        nc->reach[q] = peers[q] != 0;
+    }
+    m->fifo = nwin && x->layout.uses_proxy ? x->tab[x->layout.tab_proxy] : 0;
+    if (nwin && (!m->fifo || !x->proxy))
+        res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: the native context reaches %d rank(s) on "
+                      "other nodes but has no port proxy", c->rank, nwin);
+    /* the counters this rank raises through the proxy: its data and ack counters at every
+     * window peer, for every block (the proxy counts per counter, from 0 as they start) */
+    if (res == MSCCLRT_SUCCESS && nwin) {
+        const int nctr = 2 * MN_MAX_BLOCKS * nwin;
+        uint64_t *ctrs = malloc((size_t)nctr * sizeof *ctrs);
+        if (!ctrs) res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+        for (int q = 0, i = 0; ctrs && q < n; q++) {
+            if (!net_is_window(peers[q])) continue;
+            for (int blk = 0; blk < MN_MAX_BLOCKS; blk++) {
+                const uint64_t at = ((uint64_t)blk * (uint64_t)n + (uint64_t)c->rank) * 8;
+                ctrs[i++] = peers[q] + m->off_data_in + at;
+                ctrs[i++] = peers[q] + m->off_ack_in + at;
+            }
+        }
+        if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);
+        free(ctrs);
+    }
     const size_t bytes = sizeof *m + (size_t)n * sizeof *peers;
-    res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
+    if (res == MSCCLRT_SUCCESS)
+        res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
     if (res == MSCCLRT_SUCCESS) {
         m->peer_scratch = nc->dctx + sizeof *m;
         res = cu_check(cu.cuMemcpyHtoD(nc->dctx, m, sizeof *m), "cuMemcpyHtoD(native context)");
@@ -144,7 +203,9 @@ static void native_free(NativeCtx *nc) {
         free(k);
     }
     pm_destroy(nc->pm);
+    /* the counters registered with the port proxy stay there: the proxy goes with the comm */
     if (nc->dctx) cu.cuMemFree(nc->dctx);
+    free(nc->reach);
     plan_free(nc->plan);
     free(nc);
 }
@@ -178,19 +239,66 @@ void algo_native_free(mscclrt_comm *c) {
     a->native = NULL;
 }
 
+/* Peer memory for the n ranks of one process (cs[i] with ncs[i]): all of them or none (a rank
+ * without would never go direct, but its peers would keep announcing to it); without it the
+ * direct kernels take the slot path, so a failure here only logs. */
+static void native_local_peermem(mscclrt_comm **cs, NativeCtx **ncs, int n) {
+    PmLocalGroup *g = pm_local_group_new(n);
+    bool ok = g != NULL;
+    for (int i = 0; i < n && ok; i++) {
+        CuContext prev;
+        if (exec_cuda_current(cs[i], &prev) != MSCCLRT_SUCCESS) {
+            ok = false;
+            break;
+        }
+        ncs[i]->local = (PmLocalRank){.rank = cs[i]->rank, .device = cs[i]->device};
+        ok = pm_create_local(&ncs[i]->pm, g, cs[i]->rank, n, &pm_local_ops, &ncs[i]->local) ==
+             MSCCLRT_SUCCESS;
+        exec_cuda_restore(cs[i], prev);
+    }
+    if (!ok) {
+        LOG_INFO(LOG_SUB_INIT, "rank %d: no peer memory for this process's %d ranks (direct "
+                 "collectives off): %s", cs[0]->rank, n, g ? mscclrt_last_error() : "out of memory");
+        for (int i = 0; i < n; i++) {
+            CuContext prev;
+            if (!ncs[i]->pm || exec_cuda_current(cs[i], &prev) != MSCCLRT_SUCCESS) continue;
+            pm_destroy(ncs[i]->pm);
+            ncs[i]->pm = NULL;
+            exec_cuda_restore(cs[i], prev);
+        }
+    }
+    pm_local_group_drop(g);
+}
+
 mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     if (n <= 0) return rt_fail(MSCCLRT_ERR_INTERNAL, "algo_native_init: %d communicators", n);
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;   /* native algorithms switched off */
-    /* the context maps every peer's scratch through CUDA IPC: only when all ranks share a host */
-    for (int i = 0; i < n; i++)
-        if (cs[i]->boot && boot_nnodes(cs[i]->boot) > 1) {
-            LOG_INFO(LOG_SUB_INIT, "rank %d: the communicator spans %d nodes: native algorithms "
-                     "(and send/recv) are off; collectives use the multi-node programs",
-                     cs[i]->rank, boot_nnodes(cs[i]->boot));
-            return MSCCLRT_SUCCESS;
+    /* the context maps peers' scratch through CUDA IPC, so a communicator that spans nodes gets
+     * one among the ranks of each node: send/recv between them (its collectives use the
+     * multi-node programs). n > 1 only for a group of one process: one node. */
+    int *node = NULL;
+    bool port = false;
+    if (n == 1 && cs[0]->boot && boot_nnodes(cs[0]->boot) > 1) {
+        node = calloc((size_t)cs[0]->nranks, sizeof *node);
+        if (!node) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
+        for (int q = 0; q < cs[0]->nranks; q++) node[q] = boot_node_of(cs[0]->boot, q);
+        /* the other nodes' ranks through port channels: they need the proxy, and one kernel
+         * table entry each (with the proxy's, at most MK_TAB_MAX) */
+        long long proxy_on = 0;
+        const mscclrt_result pr0 = param_int(PARAM_PORT_PROXY, &proxy_on);
+        if (pr0 != MSCCLRT_SUCCESS) {
+            free(node);
+            return pr0;
         }
+        port = proxy_on != 0 && cs[0]->nranks <= MK_TAB_MAX;
+        LOG_INFO(LOG_SUB_INIT, "rank %d: the communicator spans %d nodes: the native context "
+                 "serves send/recv %s; collectives use the multi-node programs", cs[0]->rank,
+                 boot_nnodes(cs[0]->boot), port ? "between any two ranks (across nodes through "
+                 "the port proxy)" : "among the ranks of each node (MSCCLRT_PORT_PROXY=0 or too "
+                 "many ranks for the kernel table: none across nodes)");
+    }
     const double t0 = rt_now_s();
     NativeCtx **ncs = calloc((size_t)n, sizeof *ncs);
     mscclrt_result res = MSCCLRT_SUCCESS;
@@ -202,7 +310,8 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         AlgoComm *a = algo_comm(cs[i]);
         if (!a) { res = MSCCLRT_ERR_SYSTEM; break; }
         ncs[i] = calloc(1, sizeof *ncs[i]);
-        if (!ncs[i] || !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch))) {
+        if (!ncs[i] || !(ncs[i]->reach = calloc((size_t)cs[i]->nranks, sizeof *ncs[i]->reach)) ||
+            !(ncs[i]->plan = native_plan(cs[i]->nranks, (uint64_t)scratch, node, port))) {
             res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory for the native context",
                           cs[i]->rank);
             break;
@@ -223,23 +332,37 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
-        /* the direct path: one process per rank (a group of one process shares no IPC
-         * transport); collective, so every such rank calls it whatever happened before */
-        if (n == 1 && cs[i]->boot && cs[i]->xport) {
-            long long dmin = 0;
-            const mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
-            ncs[i]->direct_min = (uint64_t)dmin;
+        long long dmin = 0, dblocks = 0;
+        mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
+        if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_DIRECT_BLOCKS, &dblocks);
+        ncs[i]->direct_min = (uint64_t)dmin;
+        ncs[i]->direct_blocks = (int)dblocks;
+        /* the direct path, a rank per process: collective, so every such rank calls it
+         * whatever happened before */
+        if (n == 1 && cs[i]->boot && cs[i]->xport && !node) {   /* one node: collectives too */
             const mscclrt_result pc = pm_create(&ncs[i]->pm, cs[i]->boot, &pm_cuda_ops, cs[i]->xport);
-            if (res == MSCCLRT_SUCCESS) res = pr;   /* a malformed variable fails the init, as */
-            if (res == MSCCLRT_SUCCESS) res = pc;   /* every other one does (params.def) */
+            if (res == MSCCLRT_SUCCESS) res = pr;   /* a malformed variable fails the init */
+            if (res == MSCCLRT_SUCCESS) res = pc;
+        } else if (res == MSCCLRT_SUCCESS) {
+            res = pr;
         }
         exec_cuda_restore(cs[i], prev);
     }
+    /* the direct path, the ranks of one process: their peer memory talks in memory. Opt-in
+     * for now: with it, test_gpu_coll's 4 ranks on 2 GPUs (every collective, dtype and root,
+     * grouped send/recv, graph capture; a cold kernel cache) did not finish within 110 s on
+     * 2 x H200, while test_gpu_direct's one-process cases passed; whether it hung or only
+     * compiled longer (the direct module doubles NVRTC's work per dtype and operator) is not
+     * known yet */
+    long long local = 0;
+    if (res == MSCCLRT_SUCCESS) res = param_int(PARAM_NATIVE_DIRECT_LOCAL, &local);
+    if (res == MSCCLRT_SUCCESS && n > 1 && local) native_local_peermem(cs, ncs, n);
     if (res == MSCCLRT_SUCCESS)
         LOG_INFO(LOG_SUB_INIT, "native context: %lld bytes of scratch per rank, slots of %llu "
                  "bytes, %d ranks set up in %.2f ms", scratch,
                  (unsigned long long)ncs[0]->host.slot_bytes, n, (rt_now_s() - t0) * 1e3);
 out:
+    free(node);
     if (res != MSCCLRT_SUCCESS)
         for (int i = 0; i < n; i++) {
             if (!ncs || !ncs[i]) continue;
@@ -298,7 +421,7 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
 static bool direct_eligible(const NativeCtx *nc, const mscclrt_algo *algo,
                             const mscclrt_request *req, int n) {
     if (!nc->pm || algo->source || nc->direct_min == 0 || req->message_bytes < nc->direct_min ||
-        nc->host.pk_slot_bytes / 2 < sizeof(MnDirectRec) || n > MN_DIRECT_MAX_RANKS)
+        !nc->host.off_lane || n > MN_DIRECT_MAX_RANKS)
         return false;
     switch (req->collective) {
     case MSCCLRT_COLL_ALLREDUCE: case MSCCLRT_COLL_REDUCESCATTER: case MSCCLRT_COLL_REDUCE:
@@ -357,23 +480,34 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                        "arguments, at most %d", algo->desc.name, extra_bytes, MN_EXTRA_BYTES);
     if (blocks <= 0 && algo->default_blocks > 0) blocks = algo->default_blocks;
     if (threads <= 0 && algo->default_threads > 0) threads = algo->default_threads;
+    if (blocks > MN_MAX_BLOCKS)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks (at most %d)",
+                       algo->desc.name, blocks, MN_MAX_BLOCKS);
+    const bool p2p = req->collective == MSCCLRT_COLL_SENDRECV && !algo->source;
+    l->direct = !p2p && direct_eligible(nc, algo, req, c->nranks);
+    /* the direct kernel's grid (the same on every rank: a parameter and the collective cap),
+     * unless the caller chose one */
+    if (l->direct && blocks <= 0) {
+        const int cap = exec_native_block_cap(c, MN_DIRECT_BLOCKS);
+        blocks = nc->direct_blocks < cap ? nc->direct_blocks : cap;
+        if (threads <= 0) threads = 1024;
+    }
     /* send/recv groups have a fixed grid (both sides of a pair must cut alike): given here */
     if (blocks <= 0 || threads <= 0)
         native_default_grid(req->message_bytes, native_peer_bytes(req, c->nranks),
                             nc->host.pk_slot_bytes / 2, nc->host.pk_max_bytes,
                             exec_native_block_cap(c, MN_MAX_BLOCKS),
                             exec_context_share_max(c) > 1, &blocks, &threads);
-    if (blocks < 1 || blocks > MN_MAX_BLOCKS || threads < 32 || threads > 1024 || threads % 32)
+    const int most = l->direct ? MN_DIRECT_BLOCKS : MN_MAX_BLOCKS;
+    if (blocks < 1 || blocks > most || threads < 32 || threads > 1024 || threads % 32)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native algorithm '%s': %d blocks x %d threads "
                        "(blocks 1..%d, threads a multiple of 32 up to 1024)", algo->desc.name,
-                       blocks, threads, MN_MAX_BLOCKS);
-    const bool p2p = req->collective == MSCCLRT_COLL_SENDRECV && !algo->source;
+                       blocks, threads, most);
     const char *kernel = p2p ? "mscclrt_native_p2p" : algo->kernel;
     const bool reduces = algo->reduces;
     CuContext prev;
     TRY(exec_cuda_current(c, &prev));
     const int kop = req->op >= MSCCLRT_REDOP_COUNT ? MN_OP_PREMULSUM : req->op;
-    l->direct = !p2p && direct_eligible(nc, algo, req, c->nranks);
     mscclrt_result res = l->direct
         ? native_kernel(c, nc, DIRECT_SOURCE, "mscclrt_native_direct", reduces, (int)req->dtype,
                         kop, &l->fn)
@@ -440,8 +574,52 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
     if (l->direct) native_direct_fill(c, req, l);
 }
 
+/* ---- the direct form of send/recv ------------------------------------------------------------- */
+void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    memset(&l->p2pd, 0, sizeof l->p2pd);
+    l->p2p_nrecv = 0;
+    /* every rank has peer memory or none does (pm_create), so this is the same everywhere */
+    l->p2pd.min_bytes = nc && nc->pm && nc->direct_min ? nc->direct_min : ~0ull;
+}
+
+void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf, uint64_t bytes) {
+    const int k = l->p2p_nrecv++;
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (k >= MN_P2P_DIRECT || !nc || !nc->pm || bytes < l->p2pd.min_bytes || peer == c->rank)
+        return;   /* pub 0: the pair takes the slots */
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;
+    MnP2pRecv *e = &l->p2pd.recv[k];
+    pm_locate(nc->pm, buf, bytes, &e->pub, &e->slot, &e->off);
+    exec_cuda_restore(c, prev);
+}
+
+void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l) {
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (!nc || !nc->pm || l->p2pd.min_bytes == ~0ull) return;
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;
+    pm_poll(nc->pm);
+    MnDirect d;
+    memset(&d, 0, sizeof d);
+    pm_direct_args(nc->pm, &d);
+    l->p2pd.table = d.table;
+    memcpy(l->p2pd.upto, d.rec.upto, sizeof l->p2pd.upto);
+    exec_cuda_restore(c, prev);
+}
+
+bool algo_native_reaches(const mscclrt_comm *c, int peer) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    return nc && nc->reach && peer >= 0 && peer < c->nranks && nc->reach[peer];
+}
+
 mscclrt_result algo_native_launch(NativeLaunch *l) {
-    void *params[2] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list};
+    /* send/recv across nodes pushes triggers: an idle proxy thread wakes now, not at its next
+     * timed look */
+    const NativeCtx *nc = l->p2p && l->comm->algo ? l->comm->algo->native : NULL;
+    if (nc && nc->host.fifo) proxy_kick(nc->x->proxy);
+    void *params[3] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list, &l->p2pd};
     return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,
                               "native kernel", l->p2p ? "mscclrt_native_p2p"
                                                : l->direct ? "mscclrt_native_direct" : "native");
@@ -468,11 +646,13 @@ static mscclrt_algo *builtin(mscclrt_coll coll) {
 }
 
 mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node) {
-    if (ranks_per_node != world) return MSCCLRT_SUCCESS;   /* spans nodes: no native context */
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;
     for (int k = 0; k < MSCCLRT_COLL_COUNT; k++) {
+        /* across nodes the native context maps each node's ranks and reaches the others
+         * through the port proxy: send/recv between any two, no collectives */
+        if (ranks_per_node != world && k != MSCCLRT_COLL_SENDRECV) continue;
         mscclrt_algo *a = builtin((mscclrt_coll)k);
         if (!a) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory for the built-in algorithms");
         TRY(algo_set_add(set, a));   /* takes our reference */

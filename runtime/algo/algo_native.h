@@ -20,6 +20,8 @@ typedef struct NativeLaunch {
     MnArgs args;
     MnDirect dargs;                /* (before list: group calls copy up to list) */
     MnP2pList list;
+    MnP2pDirect p2pd;              /* the send/recv kernel's third argument */
+    int p2p_nrecv;                 /* receive entries so far (p2pd.recv's index) */
 } NativeLaunch;
 
 /* Sets up the native context of every comm in cs: n comms of one single-process group
@@ -51,12 +53,22 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
 void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *extra,
                       size_t extra_bytes, NativeLaunch *l);
 mscclrt_result algo_native_launch(NativeLaunch *l);
+/* Whether c's native kernels reach peer: a rank of this node (mapped) or, on a communicator
+ * that spans nodes, one of another node through the port proxy (false without a context). */
+bool algo_native_reaches(const mscclrt_comm *c, int peer);
 /* How many of this rank's direct launches went direct and how many took the slots (0 and 0
  * without a native context); reads device memory, so it waits for the device. */
 mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint64_t *slots);
 /* Logs those counts (INFO, EXEC) when the comm has a direct path; at destroy, before the
  * executor's contexts (the native scratch holds them) go. */
 void algo_native_report(mscclrt_comm *c);
+/* The direct form of a send/recv group (kernels/native_builtin.cuh's sendrecv): begin when
+ * its launch is made (the size threshold, the same on every rank), recv for each receive entry
+ * in order (shares its buffer's allocation with the peers), end just before the launch (what
+ * this rank has mapped of its peers'). */
+void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l);
+void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf, uint64_t bytes);
+void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l);
 /* The source the built-in algorithms compile (for CI's NVRTC checks). */
 const char *algo_native_builtin_source(void);
 const char *algo_native_direct_source(void);   /* the direct kernel's module */

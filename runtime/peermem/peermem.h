@@ -60,12 +60,24 @@ typedef struct PmOps {
 
 /* CUDA and the comm's IPC transport (ctx: the XportIpc); the caller's context is current. */
 extern const PmOps pm_cuda_ops;
+/* CUDA between the ranks of one process (ctx: a PmLocalRank): peers use the pointer itself,
+ * after peer access is enabled. */
+typedef struct PmLocalRank { int rank, device; } PmLocalRank;
+extern const PmOps pm_local_ops;
 
 typedef struct PeerMem PeerMem;
+/* The in-memory channel of the ranks of one process (mscclrt_comm_init_all's group). */
+typedef struct PmLocalGroup PmLocalGroup;
+PmLocalGroup *pm_local_group_new(int n);   /* NULL: out of memory */
+void pm_local_group_drop(PmLocalGroup *g);   /* the maker's reference; NULL is a no-op */
 
 /* Collective over b (every rank calls it): the channel, the table. *out is NULL on every rank
  * when any rank could not make one (the kernels then never go direct, on any rank). */
 mscclrt_result pm_create(PeerMem **out, Boot *b, const PmOps *ops, void *ops_ctx);
+/* Rank `rank` of a group in one process (every rank of g, one after the other, each with its
+ * own CUDA context current; no agreement needed: the caller drops them all if one fails). */
+mscclrt_result pm_create_local(PeerMem **out, PmLocalGroup *g, int rank, int nranks,
+                               const PmOps *ops, void *ops_ctx);
 void pm_destroy(PeerMem *pm);   /* unmaps every peer allocation; NULL is a no-op */
 
 /* Where [ptr, ptr + bytes) lies among this rank's shared allocations, announcing its

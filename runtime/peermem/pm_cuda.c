@@ -13,6 +13,7 @@
 #include "transport/ipc_abi.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static mscclrt_result cuda_resolve(void *ctx, uint64_t ptr, uint64_t *base, uint64_t *size, uint64_t *id) {
     (void)ctx;
@@ -83,3 +84,44 @@ static void cuda_table_free(void *ctx, uint64_t dev) {
 
 const PmOps pm_cuda_ops = {cuda_resolve, cuda_describe, cuda_forget, cuda_map, cuda_unmap,
                            cuda_table_alloc, cuda_table_write, cuda_table_free};
+
+/* ---- the ranks of one process: the pointer itself ------------------------------------------ */
+static mscclrt_result local_describe(void *ctx, uint64_t base, uint64_t size, IpcDesc *desc, int *fd) {
+    const PmLocalRank *me = ctx;
+    *fd = -1;
+    memset(desc, 0, sizeof *desc);
+    desc->magic = IPC_DESC_MAGIC;
+    desc->version = IPC_DESC_VERSION;
+    desc->kind = IPC_KIND_LEGACY;   /* nothing to open: the importer uses base */
+    desc->owner_rank = me->rank;
+    desc->owner_pid = (int32_t)getpid();
+    desc->base = base;
+    desc->size = size;
+    desc->bytes = size;
+    desc->device = me->device;
+    return MSCCLRT_SUCCESS;
+}
+
+static void local_forget(void *ctx, uint64_t base) { (void)ctx, (void)base; }
+
+/* the importer's device may reach the owner's memory: peer access from the current context to
+ * the one that owns it (nothing to do on the same device) */
+static mscclrt_result local_map(void *ctx, const IpcDesc *desc, int fd, uint64_t *base) {
+    const PmLocalRank *me = ctx;
+    if (fd >= 0) close(fd);
+    if (desc->device != me->device) {
+        CuContext owner = NULL;
+        TRY(cu_check(cu.cuPointerGetAttribute(&owner, IPC_PTR_ATTR_CONTEXT, (CuDevPtr)desc->base),
+                     "peer memory: cuPointerGetAttribute(CONTEXT) of a rank's allocation"));
+        const CuResult r = cu.cuCtxEnablePeerAccess(owner, 0);
+        if (r != CU_OK && r != CU_ERR_PEER_ACCESS_ALREADY_ENABLED)
+            return cu_check(r, "peer memory: cuCtxEnablePeerAccess");
+    }
+    *base = desc->base;
+    return MSCCLRT_SUCCESS;
+}
+
+static void local_unmap(void *ctx, uint64_t base) { (void)ctx, (void)base; }
+
+const PmOps pm_local_ops = {cuda_resolve, local_describe, local_forget, local_map, local_unmap,
+                            cuda_table_alloc, cuda_table_write, cuda_table_free};

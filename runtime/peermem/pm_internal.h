@@ -25,6 +25,25 @@ typedef struct PmMsgWire {
 static_assert(sizeof(PmMsgWire) == 16 + sizeof(IpcDesc), "PmMsgWire is a wire format");
 static_assert(sizeof(PmMsgWire) <= FDPASS_MSG_MAX, "a PmMsgWire fits one datagram");
 
+/* A channel (pm_chan.c): posts never wait (a full peer queue: *sent false, try later); a
+ * message from one sender arrives after the ones it posted before. */
+typedef struct PmChanMsg {
+    int src;                     /* sending rank (the channel vouches for it) */
+    int fd;                      /* a descriptor that came with it, owned by the taker; -1: none */
+    bool ok;                     /* the datagram was a PmMsgWire at all (else m is undefined) */
+    PmMsgWire m;
+} PmChanMsg;
+typedef struct PmChan PmChan;
+struct PmChan {
+    mscclrt_result (*post)(PmChan *ch, int peer, const PmMsgWire *m, int fd, bool *sent);
+    mscclrt_result (*take)(PmChan *ch, PmChanMsg *out, bool *got);
+    void (*destroy)(PmChan *ch);
+};
+/* between processes: fdpass over the bootstrap (collective) */
+mscclrt_result pm_chan_fdpass(PmChan **out, Boot *b);
+/* inside one process: rank's end of a group's in-memory queues (takes a reference on g) */
+mscclrt_result pm_chan_local(PmChan **out, PmLocalGroup *g, int rank);
+
 typedef struct PmShare {         /* an allocation of this rank that peers may map */
     uint64_t base, size, id;
     uint32_t pub;                /* its announcement */
@@ -50,7 +69,7 @@ typedef struct PmPeer {          /* what one peer shared with this rank */
 
 struct PeerMem {
     Boot *boot;                  /* borrowed */
-    FdPass *chan;                /* owned: the channel of PmMsgWire */
+    PmChan *chan;                /* owned: the channel of PmMsgWire */
     const PmOps *ops;
     void *ops_ctx;
     int rank, nranks;

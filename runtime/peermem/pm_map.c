@@ -73,20 +73,18 @@ static void take(PeerMem *pm, int q, const PmMsgWire *m, int fd) {
 void pm_poll(PeerMem *pm) {
     pm_flush(pm);
     for (;;) {
-        FdPassMsg msg;
+        PmChanMsg msg;
         bool got = false;
-        if (fdpass_take(pm->chan, &msg, &got) != MSCCLRT_SUCCESS || !got) return;
-        if (msg.key != PM_KEY || msg.len != sizeof(PmMsgWire) || msg.src == pm->rank) {
+        if (pm->chan->take(pm->chan, &msg, &got) != MSCCLRT_SUCCESS || !got) return;
+        if (!msg.ok || msg.src < 0 || msg.src >= pm->nranks || msg.src == pm->rank) {
             char why[200];
-            snprintf(why, sizeof why, "rank %d sent a message of %zu bytes with key %llu", msg.src,
-                     msg.len, (unsigned long long)msg.key);
+            snprintf(why, sizeof why, "rank %d sent something that is not a peer-memory message",
+                     msg.src);
             if (msg.fd >= 0) close(msg.fd);
-            mark_broken(pm, msg.src, why);
+            if (msg.src >= 0 && msg.src < pm->nranks && msg.src != pm->rank) mark_broken(pm, msg.src, why);
             continue;
         }
-        PmMsgWire m;
-        memcpy(&m, msg.msg, sizeof m);
-        take(pm, msg.src, &m, msg.fd);
+        take(pm, msg.src, &msg.m, msg.fd);
     }
 }
 

@@ -30,49 +30,53 @@ void pm_destroy(PeerMem *pm) {
     }
     if (pm->table_dev) pm->ops->table_free(pm->ops_ctx, pm->table_dev);
     free(pm->table);
-    fdpass_destroy(pm->chan);
+    if (pm->chan) pm->chan->destroy(pm->chan);
     free(pm->out);
     free(pm->peer);
     free(pm);
 }
 
+/* A PeerMem without its channel; *why says when it cannot have one (then the caller destroys
+ * it). NULL: out of memory. */
+static PeerMem *pm_new(int rank, int n, const PmOps *ops, void *ops_ctx, char *why, size_t wn) {
+    PeerMem *pm = calloc(1, sizeof *pm);
+    if (!pm) {
+        snprintf(why, wn, "out of memory");
+        return NULL;
+    }
+    pm->ops = ops, pm->ops_ctx = ops_ctx, pm->rank = rank, pm->nranks = n;
+    pm->out = calloc((size_t)n, sizeof *pm->out);
+    pm->peer = calloc((size_t)n, sizeof *pm->peer);
+    pm->table = calloc((size_t)n * MN_PM_SLOTS, sizeof *pm->table);
+    if (!pm->out || !pm->peer || !pm->table) snprintf(why, wn, "out of memory");
+    else if (n > MN_DIRECT_MAX_RANKS)   /* not an error, so no WARN line */
+        snprintf(why, wn, "%d ranks (direct collectives serve at most %d)", n, MN_DIRECT_MAX_RANKS);
+    else if (ops->table_alloc(ops_ctx, (size_t)n * MN_PM_SLOTS * sizeof(MnPeerMem), &pm->table_dev) !=
+             MSCCLRT_SUCCESS)
+        snprintf(why, wn, "%s", mscclrt_last_error());
+    return pm;
+}
+
 mscclrt_result pm_create(PeerMem **out, Boot *b, const PmOps *ops, void *ops_ctx) {
     *out = NULL;
     const int rank = boot_rank(b), n = boot_nranks(b);
-    PeerMem *pm = calloc(1, sizeof *pm);
-    mscclrt_result res = pm ? MSCCLRT_SUCCESS : rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    if (pm) {
-        pm->boot = b, pm->ops = ops, pm->ops_ctx = ops_ctx, pm->rank = rank, pm->nranks = n;
-        pm->out = calloc((size_t)n, sizeof *pm->out);
-        pm->peer = calloc((size_t)n, sizeof *pm->peer);
-        if (!pm->out || !pm->peer) res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    }
-    /* more ranks than the direct kernels serve: none (not an error, so no WARN line) */
-    const bool too_many = n > MN_DIRECT_MAX_RANKS;
-    if (res == MSCCLRT_SUCCESS && too_many) res = MSCCLRT_ERR_UNAVAILABLE;
-    if (res == MSCCLRT_SUCCESS && !(pm->table = calloc((size_t)n * MN_PM_SLOTS, sizeof *pm->table)))
-        res = rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    if (res == MSCCLRT_SUCCESS)
-        res = ops->table_alloc(ops_ctx, (size_t)n * MN_PM_SLOTS * sizeof(MnPeerMem), &pm->table_dev);
+    char why[300] = "";
+    PeerMem *pm = pm_new(rank, n, ops, ops_ctx, why, sizeof why);
+    if (pm) pm->boot = b;
     /* the channel is collective: every rank gets here and makes its own, even after a local
      * failure, so no rank waits for one that gave up */
-    mscclrt_result chan = fdpass_create(&pm->chan, b);
-    if (res == MSCCLRT_SUCCESS) res = chan;
-    char why[300] = "";
-    if (too_many)
-        snprintf(why, sizeof why, "%d ranks (direct collectives serve at most %d)", n,
-                 MN_DIRECT_MAX_RANKS);
-    else if (res != MSCCLRT_SUCCESS)
-        snprintf(why, sizeof why, "%s", mscclrt_last_error());
-    /* all or none: a rank without peer memory would never go direct, and its peers' kernels
-     * would read that from its records anyway, but a missing channel would leave them
-     * announcing to nobody */
+    PmChan *chan = NULL;
+    const mscclrt_result cr = pm_chan_fdpass(&chan, b);
+    if (pm) pm->chan = chan;
+    else if (chan) chan->destroy(chan);
+    if (!why[0] && cr != MSCCLRT_SUCCESS) snprintf(why, sizeof why, "%s", mscclrt_last_error());
+    /* all or none: a missing channel would leave the others announcing to nobody */
     int32_t *ok = calloc((size_t)n, sizeof *ok);
     if (!ok) {
         pm_destroy(pm);
         return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
     }
-    ok[rank] = res == MSCCLRT_SUCCESS;
+    ok[rank] = !why[0];
     mscclrt_result agree = boot_allgather(b, ok, sizeof *ok);
     int bad = -1;
     for (int q = 0; q < n && agree == MSCCLRT_SUCCESS; q++)
@@ -87,6 +91,22 @@ mscclrt_result pm_create(PeerMem **out, Boot *b, const PmOps *ops, void *ops_ctx
         else LOG_INFO(LOG_SUB_INIT, "rank %d: rank %d has no peer memory: direct collectives off", rank, bad);
         pm_destroy(pm);
         return MSCCLRT_SUCCESS;
+    }
+    *out = pm;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result pm_create_local(PeerMem **out, PmLocalGroup *g, int rank, int nranks,
+                               const PmOps *ops, void *ops_ctx) {
+    *out = NULL;
+    char why[300] = "";
+    PeerMem *pm = pm_new(rank, nranks, ops, ops_ctx, why, sizeof why);
+    if (pm && !why[0] && pm_chan_local(&pm->chan, g, rank) != MSCCLRT_SUCCESS)
+        snprintf(why, sizeof why, "%s", mscclrt_last_error());
+    if (!pm || why[0]) {
+        pm_destroy(pm);
+        return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: no peer memory: %s", rank,
+                       why[0] ? why : "out of memory");
     }
     *out = pm;
     return MSCCLRT_SUCCESS;
@@ -117,8 +137,8 @@ void pm_flush(PeerMem *pm) {
         PmOutbox *o = &pm->out[q];
         while (o->head < o->n) {
             bool sent = false;
-            if (fdpass_post(pm->chan, q, PM_KEY, &o->v[o->head], sizeof *o->v, o->fd[o->head],
-                            &sent) != MSCCLRT_SUCCESS) {
+            if (pm->chan->post(pm->chan, q, &o->v[o->head], o->fd[o->head], &sent) !=
+                MSCCLRT_SUCCESS) {
                 /* the peer's socket is gone (it ended): nothing it could still map matters */
                 LOG_WARN("rank %d: peer memory: %s", pm->rank, mscclrt_last_error());
                 for (; o->head < o->n; o->head++)

@@ -207,6 +207,8 @@ want procs && run gpu_buffers "$BUILD/tests/test_gpu_buffers"
 # the GPUs where there are fewer)
 want procs && run gpu_direct "$BUILD/tests/test_gpu_direct"
 want procs && run gpu_direct_4 "$BUILD/tests/test_gpu_direct" 4
+# send/recv on a communicator of two "nodes" (host ids) of 2 ranks: served within a node
+want procs && run gpu_p2p_nodes "$BUILD/tests/test_gpu_p2p_nodes"
 # envrun LOGNAME PLAN ARGS...: all ranks of --launch env; rank 0's output is the result
 # shellcheck disable=SC2317 # called through run
 envrun() {

@@ -514,7 +514,7 @@ static mscclrt_request request(mscclrt_coll coll, uint64_t bytes, int n, int inp
 }
 
 /* The default choice for req among the fitting algorithms of s plus, on one node, the native
- * stand-ins (across nodes the collection has no native algorithms: algo_native_builtins). */
+ * stand-ins (across nodes the collection has no native collectives: algo_native_builtins). */
 static const char *choose(const AlgoSet *s, const mscclrt_request *req) {
     const mscclrt_algo *cand[64];
     int n = 0;

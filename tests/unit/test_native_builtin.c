@@ -70,6 +70,11 @@ static void t_layout(void) {
         /* 7 counter arrays and the direct path's counts, then packet slots, then slots */
         CHECK(off >= 8ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk);
         CHECK(off + (uint64_t)MN_MAX_BLOCKS * n * 2 * slot <= (32u << 20)); /* slots fit */
+        /* up to 8 ranks, the direct kernels' lanes lie between the packet slots and the slots */
+        if (n <= MN_DIRECT_MAX_RANKS)
+            CHECK(off >= 8ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk +
+                         (uint64_t)MN_LANE_CTRS * MN_DIRECT_BLOCKS * n * 8 +
+                         (uint64_t)MN_DIRECT_BLOCKS * n * 2 * MN_LANE_REC_BYTES);
     }
     CHECK_EQ_INT(0, native_slot_bytes(8, 4096, NULL));   /* too small: refused, not negative */
     CHECK_EQ_INT(0, native_pk_slot_bytes(1024, 32u << 20)); /* no packet slots for 1024 ranks */
@@ -121,11 +126,26 @@ static void t_block_cap(void) {
     }
 }
 
+/* The built-in algorithms of a layout: every collective and send/recv on one node; across
+ * nodes send/recv only (the native context reaches each node's ranks). */
+static void t_builtins(void) {
+    static const struct { int world, rpn, want; } v[] = {{4, 4, MSCCLRT_COLL_COUNT}, {4, 2, 1}, {8, 1, 1}};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        AlgoSet s = {0, NULL};
+        CHECK_EQ_INT(MSCCLRT_SUCCESS, algo_native_builtins(&s, v[i].world, v[i].rpn));
+        CHECK_EQ_INT(v[i].want, s.n);
+        if (v[i].want == 1 && s.n == 1) CHECK_STR("native/sendrecv", s.v[0]->desc.name);
+        for (int k = 0; k < s.n; k++) mscclrt_algo_free((mscclrt_algo *)s.v[k]);
+        free(s.v);
+    }
+}
+
 int main(void) {
     if (cg_check_source("extern \"C\" __global__ void k() {}", 90, "probe") != MSCCLRT_SUCCESS) {
         return harness_skip("NVRTC (the CUDA toolkit's libnvrtc)", mscclrt_last_error());
     }
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
+    TEST("native builtin: every collective on one node, send/recv only across nodes", t_builtins());
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());

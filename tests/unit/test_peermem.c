@@ -6,7 +6,8 @@
  * cannot be shared refused once and not tried again; the 64-slot limit; a mapping failure and
  * a malformed or out-of-order message marking the peer, whose upto then reads 0; announcements
  * that find a peer's queue full kept in order and delivered by later polls; a rank that cannot
- * make its table leaves every rank without peer memory.
+ * make its table leaves every rank without peer memory; the ranks of one process talking
+ * through their in-memory queues.
  */
 #include "peermem/pm_internal.h"
 #include "core/err.h"
@@ -203,7 +204,7 @@ static void hostile(Boot *b, PeerMem *pm) {
         PmMsgWire m = {.magic = PM_MAGIC, .version = PM_VERSION, .kind = PM_RETIRE,
                        .pub = pm->last_pub + 5, .slot = 0};
         bool sent = false;
-        CHECK_OK(fdpass_post(pm->chan, 0, PM_KEY, &m, sizeof m, -1, &sent));
+        CHECK_OK(pm->chan->post(pm->chan, 0, &m, -1, &sent));
         CHECK(sent);
     }
     CHECK_OK(boot_barrier(b));
@@ -305,11 +306,50 @@ static void steps_all(Boot *b, PeerMem *pm) {
     map_failure(b, pm);
 }
 
+/* 9. the ranks of one process: the in-memory channel carries the same messages */
+static void local_group(void) {
+    for (int k = 0; k < FAKE_N; k++) fake_id[k] = 100 + (uint64_t)k;
+    describes = maps = unmaps = forgets = fd_maps = 0;
+    fail_table_on = -1;
+    my_memfd = -1;
+    PmLocalGroup *g = pm_local_group_new(2);
+    CHECK(g != NULL);
+    static PeerMem *pms[2];
+    for (int r = 0; g && r < 2; r++) CHECK_OK(pm_create_local(&pms[r], g, r, 2, &fake_ops, &pms[r]));
+    pm_local_group_drop(g);   /* the PeerMems hold it */
+    if (!pms[0] || !pms[1]) return;
+    uint32_t pub, slot;
+    uint64_t off;
+    locate(pms[0], fbase(5) + 64, 64, &pub, &slot, &off);
+    CHECK_EQ_INT(1, pub);
+    CHECK_EQ_INT(0, pm_upto(pms[1], 0));
+    pm_poll(pms[1]);
+    CHECK_EQ_INT(1, pm_upto(pms[1], 0));
+    CHECK_EQ_INT((long long)(fbase(5) + MAP_SHIFT), (long long)dev_entry(pms[1], 0, slot)->base);
+    /* reused address: retired and announced again, in order, through the same queue */
+    fake_id[5] += 1;
+    locate(pms[0], fbase(5), 64, &pub, &slot, &off);
+    CHECK_EQ_INT(3, pub);
+    pm_poll(pms[1]);
+    CHECK_EQ_INT(3, pm_upto(pms[1], 0));
+    CHECK_EQ_INT(1, unmaps);
+    CHECK(!pm_peer_broken(pms[1], 0));
+    /* a rank's own queue holds nothing of its own; the other direction works alike */
+    pm_poll(pms[0]);
+    CHECK_EQ_INT(0, pm_upto(pms[0], 1));
+    locate(pms[1], fbase(6), 64, &pub, &slot, &off);
+    pm_poll(pms[0]);
+    CHECK_EQ_INT(1, pm_upto(pms[0], 1));
+    pm_destroy(pms[0]);
+    pm_destroy(pms[1]);   /* the last reference frees the group */
+}
+
 int main(void) {
     alarm(120);
     setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);
     TEST("peermem/announce_reuse_refuse_slots_outbox", CHECK_EQ_INT(0, run_forked(steps_all)));
     TEST("peermem/hostile_out_of_order", CHECK_EQ_INT(0, run_forked(hostile)));
     TEST("peermem/all_or_none", CHECK_EQ_INT(0, run_forked(NULL)));
+    TEST("peermem/one_process", local_group());
     return harness_report();
 }

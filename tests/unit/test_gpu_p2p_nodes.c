@@ -1,0 +1,178 @@
+/*
+ * test_gpu_p2p_nodes.c - send/recv on a communicator that spans nodes: 4 processes (rank r on
+ * GPU r % ndev) split into two "nodes" of two ranks by MSCCLRT_HOSTID, over loopback TCP.
+ *   - between the ranks of a node (mapped memory): grouped send/recv, both directions at once,
+ *     an odd count, two rounds on the same buffers and one more on new ones;
+ *   - between the nodes (the port proxy and the network): the same with the rank of the other
+ *     node, at sizes from one element to several slots' worth per block (odd counts), and a
+ *     group that talks to both at once (node mate and the other node, both directions);
+ *   - with MSCCLRT_PORT_PROXY=0 a new communicator refuses send/recv to the other node with
+ *     MSCCLRT_ERR_UNAVAILABLE naming both nodes (there is no path without the proxy), and still
+ *     serves the node mate.
+ * Skips (77) without a GPU.
+ */
+#include "../harness.h"
+
+#include "core/err.h"
+#include "cuda/cuda_driver.h"
+#include "mscclrt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NR 4
+
+static float value(int from, int to, size_t i, int k) { return (float)(from * 100 + to * 10 + (int)(i % 7) + k); }
+
+/* One group: this rank sends to each peer of peers[] and receives from each (n floats each,
+ * round k's values), then checks what arrived. 0 or 1 (with a message). */
+static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t n, int k,
+                    CuStream st, CuDevPtr *sb, CuDevPtr *rb, float *host) {
+    for (int j = 0; j < np; j++) {
+        for (size_t i = 0; i < n; i++) host[i] = value(r, peers[j], i, k);
+        cu.cuMemcpyHtoD(sb[j], host, n * 4);
+        cu.cuMemsetD8(rb[j], 0xff, n * 4);
+    }
+    mscclrt_result res = mscclrt_group_start();
+    for (int j = 0; j < np && res == MSCCLRT_SUCCESS; j++) {
+        res = mscclrt_send(comm, (void *)(uintptr_t)sb[j], n, MSCCLRT_FLOAT32, peers[j], st);
+        if (res == MSCCLRT_SUCCESS)
+            res = mscclrt_recv(comm, (void *)(uintptr_t)rb[j], n, MSCCLRT_FLOAT32, peers[j], st);
+    }
+    const mscclrt_result e = mscclrt_group_end();
+    if (res || e || cu.cuStreamSynchronize(st) != CU_OK) {
+        fprintf(stderr, "rank %d: send/recv of %zu floats with rank %d%s: %s\n", r, n, peers[0],
+                np > 1 ? " and more" : "", mscclrt_last_error());
+        return 1;
+    }
+    for (int j = 0; j < np; j++) {
+        cu.cuMemcpyDtoH(host, rb[j], n * 4);
+        for (size_t i = 0; i < n; i++)
+            if (host[i] != value(peers[j], r, i, k)) {
+                fprintf(stderr, "rank %d: %zu floats, round %d: element %zu from rank %d: got %g, "
+                        "want %g\n", r, n, k, i, peers[j], host[i], value(peers[j], r, i, k));
+                return 1;
+            }
+    }
+    return 0;
+}
+
+/* noproxy: MSCCLRT_PORT_PROXY=0 from the process's start (parameters are read once) */
+static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
+    char hostid[32];
+    snprintf(hostid, sizeof hostid, "node-%d", r / 2);
+    setenv("MSCCLRT_HOSTID", hostid, 1);
+    setenv("MSCCLRT_NET", "socket", 0);          /* the nodes share this host: loopback TCP */
+    setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);
+    if (noproxy) setenv("MSCCLRT_PORT_PROXY", "0", 1);
+    mscclrt_comm *comm = NULL;
+    if (mscclrt_comm_init_rank(&comm, NR, id, r, r % ndev) != MSCCLRT_SUCCESS) {
+        fprintf(stderr, "rank %d%s: %s\n", r, noproxy ? " (MSCCLRT_PORT_PROXY=0)" : "",
+                mscclrt_last_error());
+        return 1;
+    }
+    CuContext ctx = NULL;
+    CuDevice dev;
+    cu.cuDeviceGet(&dev, r % ndev);
+    cu.cuDevicePrimaryCtxRetain(&ctx, dev);
+    cu.cuCtxSetCurrent(ctx);
+    CuStream st = NULL;
+    cu.cuStreamCreate(&st, 1);
+    const int mate = r ^ 1, far = (r + 2) % NR;
+    const size_t big = (8u << 20) + 5;           /* several slots per block at 4 ranks */
+    float *host = malloc(big * 4);
+    CuDevPtr sb[2] = {0, 0}, rb[2] = {0, 0};
+    int bad = !host;
+    for (int j = 0; j < 2 && !bad; j++)
+        bad = cu.cuMemAlloc(&sb[j], big * 4) != CU_OK || cu.cuMemAlloc(&rb[j], big * 4) != CU_OK;
+    if (noproxy) {
+        /* no proxy, no path across nodes: refused with both nodes named; the mate still served */
+        const mscclrt_result far_r = bad ? MSCCLRT_ERR_UNAVAILABLE
+            : mscclrt_send(comm, (void *)(uintptr_t)sb[0], 1, MSCCLRT_FLOAT32, far, st);
+        if (far_r != MSCCLRT_ERR_UNAVAILABLE || !strstr(mscclrt_last_error(), "another node")) {
+            fprintf(stderr, "rank %d: MSCCLRT_PORT_PROXY=0: send to rank %d of the other node: "
+                    "result %d (%s)\n", r, far, (int)far_r, mscclrt_last_error());
+            bad = 1;
+        }
+        if (!bad) bad = exchange(comm, r, &mate, 1, 1000, 5, st, sb, rb, host);
+    }
+    /* the node mate: rounds on the same buffers, then on new ones */
+    for (int k = 0; k < 3 && !bad && !noproxy; k++) {
+        if (k == 2) {
+            cu.cuMemFree(sb[0]);
+            cu.cuMemFree(rb[0]);
+            bad = cu.cuMemAlloc(&sb[0], big * 4) != CU_OK || cu.cuMemAlloc(&rb[0], big * 4) != CU_OK;
+        }
+        if (!bad) bad = exchange(comm, r, &mate, 1, (1u << 18) + 5, k, st, sb, rb, host);
+    }
+    /* the other node, small to large (odd counts), twice each: the counters carry over */
+    const size_t sizes[] = {1, 1000, (1u << 16) + 3, (1u << 20) + 7, (3u << 20) + 1, big};
+    for (int i = 0; i < 6 && !bad && !noproxy; i++)
+        for (int k = 0; k < 2 && !bad; k++) bad = exchange(comm, r, &far, 1, sizes[i], k, st, sb, rb, host);
+    /* both at once: the node mate and the other node in one group */
+    const int both[2] = {mate, far};
+    for (int k = 0; k < 2 && !bad && !noproxy; k++)
+        bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
+    mscclrt_comm_destroy(comm);
+    for (int j = 0; j < 2; j++) {
+        if (sb[j]) cu.cuMemFree(sb[j]);
+        if (rb[j]) cu.cuMemFree(rb[j]);
+    }
+    free(host);
+    cu.cuStreamDestroy(st);
+    cu.cuDevicePrimaryCtxRelease(dev);
+    return bad;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *name = "gpu p2p across nodes: send/recv within and between two nodes of 2 ranks";
+    pid_t probe = fork();   /* the parent must not initialise CUDA before fork */
+    if (probe == 0) {
+        int c = 0;
+        if (cu_load() != MSCCLRT_SUCCESS) _exit(77);
+        _exit(cu.cuDeviceGetCount(&c) == CU_OK && c > 0 ? (c > 8 ? 8 : c) : 77);
+    }
+    int st = 0;
+    waitpid(probe, &st, 0);
+    const int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 77;
+    if (ndev == 77) {
+        TEST_SKIP(name, "a GPU");
+        return 0;
+    }
+    /* each phase in a process of its own: the library reads its variables once per process
+     * (the unique id's creation already does), and the ranks inherit what it read */
+    int bad = 0;
+    for (int phase = 0; phase < 2; phase++) {   /* with the proxy, then MSCCLRT_PORT_PROXY=0 */
+        fflush(stdout);
+        const pid_t coord = fork();
+        if (coord == 0) {
+            if (phase == 1) setenv("MSCCLRT_PORT_PROXY", "0", 1);
+            mscclrt_unique_id id;
+            if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) _exit(NR);
+            pid_t kids[NR];
+            for (int r = 0; r < NR; r++) {
+                kids[r] = fork();
+                if (kids[r] == 0) {
+                    alarm(240);
+                    _exit(child(id, r, ndev, phase == 1) ? 1 : 0);
+                }
+            }
+            int failed = 0;
+            for (int r = 0; r < NR; r++) {
+                int ks = 0;
+                waitpid(kids[r], &ks, 0);
+                failed += !WIFEXITED(ks) || WEXITSTATUS(ks) != 0;
+            }
+            _exit(failed);
+        }
+        waitpid(coord, &st, 0);
+        bad += WIFEXITED(st) ? WEXITSTATUS(st) : NR;
+    }
+    TEST(name, CHECK_EQ_INT(0, bad));
+    return harness_report();
+}
