@@ -74,6 +74,7 @@ typedef struct AlgoComm {
     AlgoPremul *premul;            /* PreMulSum operators: [npremul] (algo_coll.c) */
     int npremul;
     struct NativeLaunch *p2p_open; /* the send/recv launch the open group is filling (algo_coll.c) */
+    struct P2pStage *p2p_stage;    /* in-place alltoall's staging across nodes (algo_p2pcoll.c) */
     AlgoSel sel[ALGO_SEL_CACHE];   /* recent selections, most recent at sel_next - 1 (algo_coll.c) */
     int sel_next;
     void *last_stream;             /* the stream of the comm's previous call (algo_coll.c) */
@@ -151,6 +152,11 @@ bool algo_fits(const mscclrt_algo *a, const mscclrt_request *req, const char **w
  * is borrowed: a registered algorithm lives until unregistered, a default one as long as comm;
  * retain it (algo_retain) to keep it past either. */
 mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, mscclrt_choice *choice);
+/* algo_select, except that when no algorithm fits it sets *none and returns
+ * MSCCLRT_ERR_UNAVAILABLE without recording or logging an error: for a caller that serves
+ * such calls another way (algo_p2pcoll.c). */
+mscclrt_result algo_select_quiet(mscclrt_comm *comm, const mscclrt_request *req,
+                                 mscclrt_choice *choice, bool *none);
 /* The chain's core, with no communicator: cand[0..n) are algorithms that fit req, in selection
  * order. The user's selector (1: its choice is checked: the algorithm must fit req, blocks in
  * 0..1024, threads 0 or a multiple of 32 up to 1024; 0: no opinion), else the default

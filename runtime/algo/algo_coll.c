@@ -9,6 +9,7 @@
  */
 #include "algo/algo.h"
 #include "algo/algo_native.h"
+#include "algo/algo_p2pcoll.h"
 #include "bootstrap/bootstrap.h"
 #include "core/api_plan.h"
 #include "core/err.h"
@@ -273,7 +274,15 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
         return issue_native(c, &l, q);
     }
     mscclrt_choice ch;
-    TRY(algo_select(c, q, &ch));
+    /* across nodes, what no algorithm serves but send/recv can compose runs that way */
+    if (algo_p2pcoll_serves(c, q)) {
+        bool none = false;
+        const mscclrt_result sr = algo_select_quiet(c, q, &ch, &none);
+        if (none) return algo_p2pcoll_run(c, q, fn);
+        TRY(sr);
+    } else {
+        TRY(algo_select(c, q, &ch));
+    }
     LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: '%s' (%d x %d)", c->rank, fn,
               (unsigned long long)q->message_bytes, ch.algo->desc.name, ch.blocks, ch.threads);
     mscclrt_choice run = ch;

@@ -4,6 +4,7 @@
  * bootstrap's host grouping), freed when the communicator is released (runtime/comm).
  */
 #include "algo/algo.h"
+#include "algo/algo_p2pcoll.h"
 #include "algo/algo_native.h"
 #include "bootstrap/bootstrap.h"
 #include "core/err.h"
@@ -56,6 +57,7 @@ void algo_comm_free(mscclrt_comm *c) {
     AlgoComm *a = c->algo;
     if (!a) return;
     algo_native_free(c);
+    algo_p2pcoll_free(c);
     algo_coll_free(c);
     algo_rooted_free(a);
     algo_set_free(a->defaults);

@@ -810,7 +810,22 @@ static mscclrt_result none_fits(const mscclrt_request *req, const mscclrt_algo *
     return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "%s", msg);
 }
 
+static mscclrt_result select_or_none(mscclrt_comm *comm, const mscclrt_request *req,
+                                     mscclrt_choice *choice, bool *none);
+
 mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, mscclrt_choice *choice) {
+    return select_or_none(comm, req, choice, NULL);
+}
+
+mscclrt_result algo_select_quiet(mscclrt_comm *comm, const mscclrt_request *req,
+                                 mscclrt_choice *choice, bool *none) {
+    *none = false;
+    return select_or_none(comm, req, choice, none);
+}
+
+/* none: NULL, or where "nothing fits" goes instead of an error */
+static mscclrt_result select_or_none(mscclrt_comm *comm, const mscclrt_request *req,
+                                     mscclrt_choice *choice, bool *none) {
     if (!comm || comm->magic != EXEC_COMM_MAGIC)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "selection: comm is %s",
                        comm ? "not a live communicator" : "NULL");
@@ -849,7 +864,12 @@ mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, msccl
                                                      : rooted[i - nreg - defs->n];
         if (algo_fits(a, req, NULL)) cand[n++] = a;
     }
-    res = n ? algo_select_from(req, cand, n, choice) : none_fits(req, reg, nreg, defs);
+    if (n)
+        res = algo_select_from(req, cand, n, choice);
+    else if (none)
+        *none = true, res = MSCCLRT_ERR_UNAVAILABLE;
+    else
+        res = none_fits(req, reg, nreg, defs);
     if (res == MSCCLRT_SUCCESS)
         LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %" PRIu64 " bytes: '%s' (%d blocks, %d threads; "
                   "%d candidates)", comm->rank, coll_names[req->collective], req->message_bytes,

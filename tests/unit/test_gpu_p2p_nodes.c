@@ -6,6 +6,8 @@
  *   - between the nodes (the port proxy and the network): the same with the rank of the other
  *     node, at sizes from one element to several slots' worth per block (odd counts), and a
  *     group that talks to both at once (node mate and the other node, both directions);
+ *   - allgather, in-place alltoall, broadcast, gather and scatter of 1001 bytes, which no
+ *     multi-node program fits: composed of send/recv (algo_p2pcoll.c), checked;
  *   - with MSCCLRT_PORT_PROXY=0 a new communicator refuses send/recv to the other node with
  *     MSCCLRT_ERR_UNAVAILABLE naming both nodes (there is no path without the proxy), and still
  *     serves the node mate.
@@ -59,6 +61,58 @@ static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t 
             }
     }
     return 0;
+}
+
+static uint8_t bval(int rank, size_t i) { return (uint8_t)(rank * 37 + i * 11 + 5); }
+
+/* Collectives of an odd byte count across the nodes, which no multi-node program fits: they
+ * run as send/recv composed (algo_p2pcoll.c), alltoall in place through staging. 0 or 1. */
+static int composed(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPtr rb) {
+    const size_t c = 1001, n = NR;
+    uint8_t *h = malloc(n * c), *g = malloc(n * c);
+    int bad = !h || !g;
+    for (int which = 0; which < 5 && !bad; which++) {
+        const int root = which % NR;
+        size_t in = c, out = c;
+        mscclrt_result res;
+        for (size_t i = 0; i < n * c; i++) h[i] = bval(r, i);
+        cu.cuMemcpyHtoD(sb, h, n * c);
+        cu.cuMemsetD8(rb, 0, n * c);
+        const char *what = "";
+        switch (which) {
+        case 0: what = "allgather"; out = n * c;
+            res = mscclrt_allgather(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_UINT8, st); break;
+        case 1: what = "alltoall in place"; in = out = n * c;
+            res = mscclrt_alltoall(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)sb, c, MSCCLRT_UINT8, st); break;
+        case 2: what = "broadcast";
+            res = mscclrt_broadcast(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_UINT8, root, st); break;
+        case 3: what = "gather"; out = r == root ? n * c : 0;
+            res = mscclrt_gather(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_UINT8, root, st); break;
+        default: what = "scatter"; in = n * c;
+            res = mscclrt_scatter(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_UINT8, root, st); break;
+        }
+        (void)in;
+        if (res != MSCCLRT_SUCCESS || cu.cuStreamSynchronize(st) != CU_OK) {
+            fprintf(stderr, "rank %d: %s of %zu bytes across nodes: %s\n", r, what, c, mscclrt_last_error());
+            bad = 1;
+            break;
+        }
+        cu.cuMemcpyDtoH(g, which == 1 ? sb : rb, out ? out : 1);
+        for (size_t i = 0; i < out && !bad; i++) {
+            const size_t blk = i / c, j = i % c;
+            const uint8_t want = which == 0 ? bval((int)blk, j) : which == 1 ? bval((int)blk, (size_t)r * c + j)
+                               : which == 2 ? bval(root, i) : which == 3 ? bval((int)blk, j)
+                               : bval(root, (size_t)r * c + i);
+            if (g[i] != want) {
+                fprintf(stderr, "rank %d: %s of %zu bytes across nodes (root %d): byte %zu: got %u, "
+                        "want %u\n", r, what, c, root, i, g[i], want);
+                bad = 1;
+            }
+        }
+    }
+    free(h);
+    free(g);
+    return bad;
 }
 
 /* noproxy: MSCCLRT_PORT_PROXY=0 from the process's start (parameters are read once) */
@@ -117,6 +171,7 @@ static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
     const int both[2] = {mate, far};
     for (int k = 0; k < 2 && !bad && !noproxy; k++)
         bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
+    if (!bad && !noproxy) bad = composed(comm, r, st, sb[1], rb[1]);
     mscclrt_comm_destroy(comm);
     for (int j = 0; j < 2; j++) {
         if (sb[j]) cu.cuMemFree(sb[j]);

@@ -1,0 +1,40 @@
+/*
+ * algo_p2pcoll.h - collectives composed of grouped send/recv (algo_p2pcoll.c): on a
+ * communicator that spans nodes, what no algorithm serves (in-place alltoall, sizes the
+ * multi-node programs do not fit) still runs, as one group of send/recv pairs on the native
+ * send/recv kernel, which reaches every rank of every node.
+ */
+#ifndef MSCCLRT_ALGO_P2PCOLL_H
+#define MSCCLRT_ALGO_P2PCOLL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mscclrt.h"
+
+/* One send or receive of rank `rank`'s part of a composed collective. A send reads
+ * sendbuf + off (or, with staged, the staging copy of sendbuf + off); a receive writes
+ * recvbuf + off. The k-th send to a peer pairs with that peer's k-th receive from this rank,
+ * which the order of the steps keeps on every rank. */
+typedef struct P2pStep {
+    int peer;
+    bool recv;
+    bool staged;
+    uint64_t off, bytes;
+} P2pStep;
+
+/* Rank `rank`'s steps of q (collective, root, in_bytes/out_bytes, sendbuf/recvbuf) among n
+ * ranks into out (room for max): their count, 0 for nothing to move, or -1 when q's
+ * collective is not composed of send/recv (the reductions) or needs more than max steps. */
+int p2pcoll_steps(const mscclrt_request *q, int n, int rank, P2pStep *out, int max);
+
+/* Whether c serves q as composed send/recv: c spans nodes, its native send/recv reaches every
+ * rank, and q's collective composes (allgather, alltoall, broadcast, gather, scatter). */
+bool algo_p2pcoll_serves(mscclrt_comm *c, const mscclrt_request *q);
+/* Runs q (filled as for selection) as one group of send/recv on q->stream; in-place alltoall
+ * first copies its buffer into the communicator's staging memory (grown as needed, kept). */
+mscclrt_result algo_p2pcoll_run(mscclrt_comm *c, const mscclrt_request *q, const char *fn);
+/* Frees c's staging memory (the comm's release, its context current). */
+void algo_p2pcoll_free(mscclrt_comm *c);
+
+#endif
