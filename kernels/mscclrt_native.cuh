@@ -58,22 +58,10 @@ struct Ctx {
     __device__ bool remote(u32 p) const { return (peers[p] >> 56) == MN_WINDOW_TOP; }
 };
 
-/* Signals: one thread of the block issues them after a __syncthreads, so the whole block's
- * writes before it are ordered before the count (release at system scope). */
-__device__ __forceinline__ void put_done(const Ctx &x, u32 b, u32 p) {
-    __syncthreads();
-    if (threadIdx.x == 0)
-        mk::signal((u64)((const char *)x.peers[p] + x.c->off_data_in) + ((u64)b * x.n + x.rank) * 8);
-}
-__device__ __forceinline__ void ack(const Ctx &x, u32 b, u32 p) {
-    __syncthreads();
-    if (threadIdx.x == 0)
-        mk::signal((u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
-}
-/* The same two signals to a peer on another node, through the port proxy: put_net first hands
- * the proxy the piece itself (n bytes from src, local memory that stays unchanged until the
- * peer's acknowledgement) for the peer's slot dst (a window address); the proxy raises the
- * peer's counter only after the data before it has landed there. */
+/* To a peer on another node, through the port proxy: put_net hands the proxy the piece itself
+ * (n bytes from src, local memory that stays unchanged until the peer's acknowledgement) for
+ * the peer's slot dst (a window address), then the data signal; the proxy raises the peer's
+ * counter only after the data before it has landed there. ack_net is the acknowledgement. */
 __device__ __forceinline__ void put_net(const Ctx &x, u32 b, u32 p, char *dst, const char *src, u64 n) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -87,6 +75,21 @@ __device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
     if (threadIdx.x == 0)
         mk::proxy_signal((const MkFifo *)x.c->fifo,
                          (u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
+}
+
+/* Signals: one thread of the block issues them after a __syncthreads, so the whole block's
+ * writes before it are ordered before the count (release at system scope). A peer on another
+ * node is acknowledged through the proxy. */
+__device__ __forceinline__ void put_done(const Ctx &x, u32 b, u32 p) {
+    __syncthreads();
+    if (threadIdx.x == 0)
+        mk::signal((u64)((const char *)x.peers[p] + x.c->off_data_in) + ((u64)b * x.n + x.rank) * 8);
+}
+__device__ __forceinline__ void ack(const Ctx &x, u32 b, u32 p) {
+    if (x.remote(p)) return ack_net(x, b, p);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        mk::signal((u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
 }
 __device__ __forceinline__ void wait_data(const Ctx &x, u32 b, u32 p) {
     if (threadIdx.x == 0) mk::wait(x.ctr(x.c->off_data_in, b, p), x.ctr(x.c->off_data_seen, b, p));

@@ -92,15 +92,13 @@ struct Flow {
         if (k >= 2) wait_ack(x, b, p);
         return x.slot_at(p, b, (u32)(k & 1));
     }
+    /* to a peer on another node the piece goes from src itself through the port proxy (the
+     * host never runs PreMulSum across nodes, so there is nothing to scale on the way) */
     __device__ void send(u32 p, u64 k, const char *src, u64 n, bool scale, const T *s) const {
         char *dst = open(p, k);
+        if (x.remote(p)) return put_net(x, b, p, dst, src, n);
         stage(dst, src, n, scale, s);
         put_done(x, b, p);
-    }
-    /* the same to a peer on another node: the piece goes from src through the port proxy */
-    __device__ void send_net(u32 p, u64 k, const char *src, u64 n) const {
-        char *dst = open(p, k);
-        put_net(x, b, p, dst, src, n);
     }
     __device__ const char *recv(u32 p, u64 k) const {
         wait_data(x, b, p);
@@ -136,10 +134,13 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
 
 /* Whether messages of len bytes per peer travel as packets with this grid. Every rank decides
  * the same: len, the grid and the context's slot size agree on all of them. */
-__device__ __forceinline__ bool pk_mode(const Ctx &x, u64 len) {
+__device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len) {
     return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && x.pk_data() &&
            round16((len + x.nb - 1) / x.nb) <= x.pk_data();
 }
+/* a collective: packets are stores into every peer's memory, so none where a peer is on another
+ * node (the context then has a proxy FIFO) */
+__device__ __forceinline__ bool pk_mode(const Ctx &x, u64 len) { return !x.c->fifo && pk_fits(x, len); }
 
 /* d *= s elementwise (PreMulSum's scaling of a contribution) */
 __device__ __forceinline__ void scale8(u32 (&d)[2], const T *s) {
@@ -477,7 +478,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             const bool alone = p2p_alone(l, ne, e);
             const u32 peer = (u32)l.v[e].peer;
             /* packets and direct stores need the peer's memory mapped: not across nodes */
-            pk[e] = alone && peer != r && !x.remote(peer) && pk_mode(x, l.v[e].bytes);
+            pk[e] = alone && peer != r && !x.remote(peer) && pk_fits(x, l.v[e].bytes);
             dptr[e] = 0;
             cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
                       l.v[e].bytes >= dd.min_bytes;
@@ -574,10 +575,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             const MnP2p &o = l.v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
             const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
-            if (x.remote((u32)o.peer))
-                f.send_net((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo);
-            else
-                f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
+            f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
@@ -585,8 +583,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
-            if (x.remote((u32)o.peer)) ack_net(x, f.b, (u32)o.peer);
-            else ack(x, f.b, (u32)o.peer);
+            ack(x, f.b, (u32)o.peer);
         }
     }
     /* drain once per peer: its stream's length is the end of its last entry */

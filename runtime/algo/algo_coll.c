@@ -244,6 +244,25 @@ static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, msc
     }
 }
 
+/* What no algorithm serves on a communicator that spans nodes (sizes the multi-node programs do
+ * not fit, in-place alltoall): data movement as one group of send/recv (algo_p2pcoll.c), else
+ * the built-in collective's slot path, its pieces to other nodes through the port proxy, on a
+ * block per MiB (every piece costs proxy triggers that one host thread performs in turn; the
+ * same count on every rank: the message size is the call's). */
+static mscclrt_result across_nodes_fallback(mscclrt_comm *c, const mscclrt_request *q,
+                                            const char *fn) {
+    if (algo_p2pcoll_serves(c, q)) return algo_p2pcoll_run(c, q, fn);
+    const mscclrt_algo *nat = algo_native_net_builtin(c, q->collective);
+    if (!nat) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+    const uint64_t mib = q->message_bytes >> 20;
+    const int blocks = mib < 1 ? 1 : mib < MN_MAX_BLOCKS ? (int)mib : MN_MAX_BLOCKS;
+    LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: no algorithm fits; '%s' over the port "
+              "proxy on %d blocks", c->rank, fn, (unsigned long long)q->message_bytes,
+              nat->desc.name, blocks);
+    NativeLaunch l;
+    return run_native(c, nat, q, blocks, 0, NULL, 0, &l);
+}
+
 static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) {
     TRY(fill_request(c, q, fn));
     if (q->message_bytes == 0) return MSCCLRT_SUCCESS;   /* NCCL: a count of 0 is a no-op */
@@ -274,11 +293,12 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
         return issue_native(c, &l, q);
     }
     mscclrt_choice ch;
-    /* across nodes, what no algorithm serves but send/recv can compose runs that way */
-    if (algo_p2pcoll_serves(c, q)) {
+    /* across nodes, what no algorithm serves still runs: composed of send/recv, or as the
+     * built-in collective over the port proxy */
+    if (algo_p2pcoll_serves(c, q) || algo_native_net_serves(c, q)) {
         bool none = false;
         const mscclrt_result sr = algo_select_quiet(c, q, &ch, &none);
-        if (none) return algo_p2pcoll_run(c, q, fn);
+        if (none) return across_nodes_fallback(c, q, fn);
         TRY(sr);
     } else {
         TRY(algo_select(c, q, &ch));

@@ -44,6 +44,8 @@ struct NativeCtx {
     PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
     PmLocalRank local;             /* pm's ops context in a group of one process */
     bool *reach;                   /* [nranks]: the kernels reach this rank (mapped, a window) */
+    mscclrt_algo *net[MSCCLRT_COLL_COUNT]; /* across nodes: the built-in collectives as the
+                                     fallback of algo_coll.c (not candidates), made on first use */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
@@ -203,6 +205,8 @@ static void native_free(NativeCtx *nc) {
         free(k);
     }
     pm_destroy(nc->pm);
+    for (int k = 0; k < MSCCLRT_COLL_COUNT; k++)
+        if (nc->net[k]) algo_release(nc->net[k]);
     /* the counters registered with the port proxy stay there: the proxy goes with the comm */
     if (nc->dctx) cu.cuMemFree(nc->dctx);
     free(nc->reach);
@@ -472,7 +476,7 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     NativeCtx *nc = a ? a->native : NULL;
     if (!nc)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: native algorithm '%s': this "
-                       "communicator has no native context (it spans nodes, or "
+                       "communicator has no native context ("
                        "MSCCLRT_NATIVE_SCRATCH_BYTES=0)",
                        c->rank, algo->desc.name);
     if (extra_bytes > MN_EXTRA_BYTES)
@@ -609,15 +613,36 @@ void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l) {
     exec_cuda_restore(c, prev);
 }
 
+static mscclrt_algo *builtin(mscclrt_coll coll);
+
+bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (!nc || !nc->host.fifo || !nc->reach) return false;   /* one node, or no proxy */
+    if ((unsigned)q->collective >= MSCCLRT_COLL_COUNT || q->collective == MSCCLRT_COLL_SENDRECV)
+        return false;
+    /* PreMulSum scales each piece into the peer's slot on the way: a store, so not across */
+    if (q->op < 0 || q->op >= MSCCLRT_REDOP_COUNT) return false;
+    for (int p = 0; p < c->nranks; p++)
+        if (!nc->reach[p]) return false;
+    return true;
+}
+
+const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll) {
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (!nc || (unsigned)coll >= MSCCLRT_COLL_COUNT) return NULL;
+    if (!nc->net[coll]) nc->net[coll] = builtin(coll);
+    return nc->net[coll];
+}
+
 bool algo_native_reaches(const mscclrt_comm *c, int peer) {
     const NativeCtx *nc = c->algo ? c->algo->native : NULL;
     return nc && nc->reach && peer >= 0 && peer < c->nranks && nc->reach[peer];
 }
 
 mscclrt_result algo_native_launch(NativeLaunch *l) {
-    /* send/recv across nodes pushes triggers: an idle proxy thread wakes now, not at its next
-     * timed look */
-    const NativeCtx *nc = l->p2p && l->comm->algo ? l->comm->algo->native : NULL;
+    /* a native kernel on a communicator that spans nodes may push triggers: an idle proxy
+     * thread wakes now, not at its next timed look */
+    const NativeCtx *nc = l->comm->algo ? l->comm->algo->native : NULL;
     if (nc && nc->host.fifo) proxy_kick(nc->x->proxy);
     void *params[3] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list, &l->p2pd};
     return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,

@@ -56,6 +56,13 @@ mscclrt_result algo_native_launch(NativeLaunch *l);
 /* Whether c's native kernels reach peer: a rank of this node (mapped) or, on a communicator
  * that spans nodes, one of another node through the port proxy (false without a context). */
 bool algo_native_reaches(const mscclrt_comm *c, int peer);
+/* Whether the built-in collective of q can run on c across nodes (its slot path, every piece to
+ * a rank of another node through the port proxy): c spans nodes, its native context reaches
+ * every rank, and the operator is not PreMulSum. It is algo_coll.c's fallback for what no
+ * algorithm serves there, never a candidate: it is slower than the multi-node programs. */
+bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q);
+/* That built-in algorithm (owned by c's native context; NULL without one). */
+const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll);
 /* How many of this rank's direct launches went direct and how many took the slots (0 and 0
  * without a native context); reads device memory, so it waits for the device. */
 mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint64_t *slots);

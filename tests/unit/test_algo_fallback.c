@@ -6,10 +6,11 @@
  * default collection (algo_default_build_plans: across nodes only the multi-node stdlib
  * programs) is filtered with algo_fits as algo_select does, and the default selector must
  * return an algorithm whose rules fit the request whenever any fits.
- * Where none fits, allgather, alltoall, broadcast, gather and scatter run as send/recv composed
- * on the native kernel when it reaches every rank (algo_p2pcoll.c, tested by test_p2pcoll and,
- * on GPUs, test_gpu_p2p_nodes; not counted here: no native context without a GPU); the
- * reductions go to the real NCCL through the drop-in (or fail without one).
+ * Where none fits and the native context reaches every rank (not counted here: there is none
+ * without a GPU), allgather, alltoall, broadcast, gather and scatter run as send/recv composed
+ * on the native kernel (algo_p2pcoll.c, tested by test_p2pcoll) and the reductions as the
+ * built-in collectives over the port proxy (both checked on GPUs by test_gpu_p2p_nodes); only
+ * PreMulSum then goes to the real NCCL through the drop-in (or fails without one).
  * Which requests those are is written per class (collective, layout, buffer mode, symmetric,
  * root) as the sizes served, into tests/golden/coverage/multi_node.txt, which the test compares
  * against (UPDATE=1 rewrites it): a hole that opens or closes shows as a reviewed diff.

@@ -7,7 +7,8 @@
  *     node, at sizes from one element to several slots' worth per block (odd counts), and a
  *     group that talks to both at once (node mate and the other node, both directions);
  *   - allgather, in-place alltoall, broadcast, gather and scatter of 1001 bytes, which no
- *     multi-node program fits: composed of send/recv (algo_p2pcoll.c), checked;
+ *     multi-node program fits: composed of send/recv (algo_p2pcoll.c), checked; allreduce,
+ *     reducescatter and reduce of 1001 floats: the built-in collectives over the port proxy;
  *   - with MSCCLRT_PORT_PROXY=0 a new communicator refuses send/recv to the other node with
  *     MSCCLRT_ERR_UNAVAILABLE naming both nodes (there is no path without the proxy), and still
  *     serves the node mate.
@@ -115,6 +116,55 @@ static int composed(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPt
     return bad;
 }
 
+static float fval(int rank, size_t i) { return (float)(rank + 1) + (float)(i % 5); }
+
+/* Reductions of 1001 floats across the nodes (4004 bytes: no multi-node program fits): the
+ * built-in collectives' slot path, pieces to the other node through the port proxy. 0 or 1. */
+static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPtr rb) {
+    const size_t c = 1001, n = NR;
+    float *h = malloc(n * c * sizeof *h);
+    int bad = !h;
+    for (int which = 0; which < 3 && !bad; which++) {
+        const int root = 1;
+        for (size_t i = 0; i < n * c; i++) h[i] = fval(r, i);
+        cu.cuMemcpyHtoD(sb, h, n * c * sizeof *h);
+        cu.cuMemsetD8(rb, 0, n * c * sizeof *h);
+        mscclrt_result res;
+        const char *what;
+        size_t out = c;
+        if (which == 0) {
+            what = "allreduce (sum)";
+            res = mscclrt_allreduce(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_FLOAT32, MSCCLRT_SUM, st);
+        } else if (which == 1) {
+            what = "reducescatter (sum)";
+            res = mscclrt_reducescatter(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_FLOAT32, MSCCLRT_SUM, st);
+        } else {
+            what = "reduce (max, root 1)";
+            out = r == root ? c : 0;
+            res = mscclrt_reduce(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_FLOAT32, MSCCLRT_MAX, root, st);
+        }
+        if (res != MSCCLRT_SUCCESS || cu.cuStreamSynchronize(st) != CU_OK) {
+            fprintf(stderr, "rank %d: %s of %zu floats across nodes: %s\n", r, what, c, mscclrt_last_error());
+            bad = 1;
+            break;
+        }
+        cu.cuMemcpyDtoH(h, rb, c * sizeof *h);
+        for (size_t i = 0; i < out && !bad; i++) {
+            const size_t at = which == 1 ? (size_t)r * c + i : i;   /* reducescatter: my block */
+            float want = 0;
+            for (int q = 0; q < NR; q++)
+                want = which == 2 ? (q == 0 || fval(q, at) > want ? fval(q, at) : want) : want + fval(q, at);
+            if (h[i] != want) {
+                fprintf(stderr, "rank %d: %s of %zu floats across nodes: element %zu: got %g, want "
+                        "%g\n", r, what, c, i, h[i], want);
+                bad = 1;
+            }
+        }
+    }
+    free(h);
+    return bad;
+}
+
 /* noproxy: MSCCLRT_PORT_PROXY=0 from the process's start (parameters are read once) */
 static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
     char hostid[32];
@@ -172,6 +222,7 @@ static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
     for (int k = 0; k < 2 && !bad && !noproxy; k++)
         bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
     if (!bad && !noproxy) bad = composed(comm, r, st, sb[1], rb[1]);
+    if (!bad && !noproxy) bad = reductions(comm, r, st, sb[1], rb[1]);
     mscclrt_comm_destroy(comm);
     for (int j = 0; j < 2; j++) {
         if (sb[j]) cu.cuMemFree(sb[j]);
