@@ -146,6 +146,8 @@ static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const msccl
 static mscclrt_result effective(mscclrt_comm *c, const mscclrt_request *q, mscclrt_choice *ch) {
     if (ch->algo->kind != MSCCLRT_ALGO_PLAN || plan_runs_now(c, ch->algo, q)) return MSCCLRT_SUCCESS;
     const mscclrt_algo *nat = builtin_for(c, q->collective);
+    /* across nodes the built-in collective runs over the port proxy (not PreMulSum) */
+    if (!nat && algo_native_net_serves(c, q)) nat = algo_native_net_builtin(c, q->collective);
     if (!nat)
         return rt_fail(MSCCLRT_ERR_UNAVAILABLE, "rank %d: plan '%s' cannot serve this %s "
                        "(PreMulSum operator, or first use under CUDA-graph capture) and no "
