@@ -622,6 +622,11 @@ bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q) {
         return false;
     /* PreMulSum scales each piece into the peer's slot on the way: a store, so not across */
     if (q->op < 0 || q->op >= MSCCLRT_REDOP_COUNT) return false;
+    /* the proxy reads a piece for another node after the kernel handed it over, and in-place
+     * alltoall receives into the very block it sends to that peer: the peer's piece could land
+     * first (algo_p2pcoll.c serves it through staging instead) */
+    if (q->collective == MSCCLRT_COLL_ALLTOALL && q->sendbuf == (const void *)q->recvbuf)
+        return false;
     for (int p = 0; p < c->nranks; p++)
         if (!nc->reach[p]) return false;
     return true;
