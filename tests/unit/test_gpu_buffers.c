@@ -14,6 +14,7 @@
  * Skipped without a CUDA device.
  */
 #include "../harness.h"
+#include "gpu_probe.h"
 
 #include "cuda/cuda_driver.h"
 #include "mscclrt.h"
@@ -167,17 +168,8 @@ static int group(int ndev, int what) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    /* the parent must not initialise CUDA before fork: probe in a child */
-    pid_t probe = fork();
-    if (probe == 0) {
-        int n = 0;
-        if (cu_load() != MSCCLRT_SUCCESS) _exit(77);
-        _exit(cu.cuDeviceGetCount(&n) == CU_OK && n > 0 ? (n >= 2 ? 2 : 1) : 77);
-    }
-    int st = 0;
-    waitpid(probe, &st, 0);
-    int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 77;
-    if (ndev == 77) {
+    const int ndev = gpu_probe_count(2);
+    if (ndev == 0) {
         TEST_SKIP("gpu buffers: sub-ranges at per-rank offsets, freed and reallocated", "a GPU");
         TEST_SKIP("gpu buffers: scratch grows from 1 MiB to 1 GiB on one communicator", "a GPU");
         return 0;

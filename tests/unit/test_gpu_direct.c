@@ -13,6 +13,7 @@
  * are odd. Results are compared exactly (small integers in float32). Skips (77) without a GPU.
  */
 #include "../harness.h"
+#include "gpu_probe.h"
 
 #include "algo/algo_native.h"
 #include "cuda/cuda_driver.h"
@@ -356,17 +357,8 @@ int main(int argc, char **argv) {
     char name[120];
     snprintf(name, sizeof name, "gpu direct: %d processes, every direct collective, users' "
              "buffers at per-rank offsets, reused", NR);
-    /* the parent must not initialise CUDA before fork: probe in a child */
-    pid_t probe = fork();
-    if (probe == 0) {
-        int n = 0;
-        if (cu_load() != MSCCLRT_SUCCESS) _exit(77);
-        _exit(cu.cuDeviceGetCount(&n) == CU_OK && n > 0 ? (n > 8 ? 8 : n) : 77);
-    }
-    int st = 0;
-    waitpid(probe, &st, 0);
-    const int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 77;
-    if (ndev == 77) {
+    const int ndev = gpu_probe_count(8);
+    if (ndev == 0) {
         TEST_SKIP(name, "a GPU");
         TEST_SKIP("gpu direct: the ranks of one process (init_all), every direct collective", "a GPU");
         return 0;

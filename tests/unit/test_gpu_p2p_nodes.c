@@ -15,6 +15,7 @@
  * Skips (77) without a GPU.
  */
 #include "../harness.h"
+#include "gpu_probe.h"
 
 #include "core/err.h"
 #include "cuda/cuda_driver.h"
@@ -237,16 +238,8 @@ static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *name = "gpu p2p across nodes: send/recv within and between two nodes of 2 ranks";
-    pid_t probe = fork();   /* the parent must not initialise CUDA before fork */
-    if (probe == 0) {
-        int c = 0;
-        if (cu_load() != MSCCLRT_SUCCESS) _exit(77);
-        _exit(cu.cuDeviceGetCount(&c) == CU_OK && c > 0 ? (c > 8 ? 8 : c) : 77);
-    }
-    int st = 0;
-    waitpid(probe, &st, 0);
-    const int ndev = WIFEXITED(st) ? WEXITSTATUS(st) : 77;
-    if (ndev == 77) {
+    const int ndev = gpu_probe_count(8);
+    if (ndev == 0) {
         TEST_SKIP(name, "a GPU");
         return 0;
     }
@@ -276,6 +269,7 @@ int main(void) {
             }
             _exit(failed);
         }
+        int st = 0;
         waitpid(coord, &st, 0);
         bad += WIFEXITED(st) ? WEXITSTATUS(st) : NR;
     }

@@ -1,0 +1,30 @@
+/*
+ * gpu_probe.h - for the GPU tests that fork ranks: how many GPUs there are, asked in a child
+ * process, because a parent that initialises CUDA before fork leaves its children a driver
+ * they cannot use.
+ */
+#ifndef TESTS_GPU_PROBE_H
+#define TESTS_GPU_PROBE_H
+
+#include "cuda/cuda_driver.h"
+#include "mscclrt.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* The device count, at most most (1..most), or 0 when there is no usable GPU. */
+static inline int gpu_probe_count(int most) {
+    fflush(stdout);
+    const pid_t probe = fork();
+    if (probe == 0) {
+        int n = 0;
+        if (cu_load() != MSCCLRT_SUCCESS) _exit(0);
+        _exit(cu.cuDeviceGetCount(&n) == CU_OK && n > 0 ? (n > most ? most : n) : 0);
+    }
+    if (probe < 0) return 0;
+    int st = 0;
+    waitpid(probe, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+}
+
+#endif
