@@ -154,7 +154,7 @@ bool algo_fits(const mscclrt_algo *a, const mscclrt_request *req, const char **w
 mscclrt_result algo_select(mscclrt_comm *comm, const mscclrt_request *req, mscclrt_choice *choice);
 /* algo_select, except that when no algorithm fits it sets *none and returns
  * MSCCLRT_ERR_UNAVAILABLE without recording or logging an error: for a caller that serves
- * such calls another way (algo_p2pcoll.c). */
+ * such calls another way (algo_coll.c across nodes). */
 mscclrt_result algo_select_quiet(mscclrt_comm *comm, const mscclrt_request *req,
                                  mscclrt_choice *choice, bool *none);
 /* The chain's core, with no communicator: cand[0..n) are algorithms that fit req, in selection
@@ -220,7 +220,8 @@ bool algo_stdlib_has(const char *coll_slash_name);
  * any buffer mode) for a world of this size to set. */
 /* Across nodes (ranks_per_node != world) native/sendrecv only: the native context maps the
  * scratch of this node's ranks through CUDA IPC and reaches the other nodes' ranks through the
- * port proxy, so it serves send/recv between any two and no collective (without the proxy,
+ * port proxy, so it serves send/recv between any two; the built-in collectives are no
+ * candidates there, only algo_coll.c's fallback where no program fits (without the proxy,
  * send/recv to another node's rank is refused, MSCCLRT_ERR_UNAVAILABLE). */
 mscclrt_result algo_native_builtins(AlgoSet *set, int world, int ranks_per_node);
 typedef struct AlgoTuning AlgoTuning;

@@ -252,8 +252,8 @@ static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, msc
  * block per MiB (every piece costs proxy triggers that one host thread performs in turn; the
  * same count on every rank: the message size is the call's). */
 static mscclrt_result across_nodes_fallback(mscclrt_comm *c, const mscclrt_request *q,
-                                            const char *fn) {
-    if (algo_p2pcoll_serves(c, q)) return algo_p2pcoll_run(c, q, fn);
+                                            bool composed, const char *fn) {
+    if (composed) return algo_p2pcoll_run(c, q, fn);
     const mscclrt_algo *nat = algo_native_net_builtin(c, q->collective);
     if (!nat) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
     const uint64_t mib = q->message_bytes >> 20;
@@ -297,10 +297,11 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     mscclrt_choice ch;
     /* across nodes, what no algorithm serves still runs: composed of send/recv, or as the
      * built-in collective over the port proxy */
-    if (algo_p2pcoll_serves(c, q) || algo_native_net_serves(c, q)) {
+    const bool composed = algo_p2pcoll_serves(c, q);
+    if (composed || algo_native_net_serves(c, q)) {
         bool none = false;
         const mscclrt_result sr = algo_select_quiet(c, q, &ch, &none);
-        if (none) return across_nodes_fallback(c, q, fn);
+        if (none) return across_nodes_fallback(c, q, composed, fn);
         TRY(sr);
     } else {
         TRY(algo_select(c, q, &ch));

@@ -44,6 +44,7 @@ struct NativeCtx {
     PeerMem *pm;                   /* users' allocations shared with peers (NULL: no direct path) */
     PmLocalRank local;             /* pm's ops context in a group of one process */
     bool *reach;                   /* [nranks]: the kernels reach this rank (mapped, a window) */
+    bool reach_all;                /* every rank (native_publish) */
     mscclrt_algo *net[MSCCLRT_COLL_COUNT]; /* across nodes: the built-in collectives as the
                                      fallback of algo_coll.c (not candidates), made on first use */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
@@ -161,6 +162,8 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         }
         nc->reach[q] = peers[q] != 0;
     }
+    nc->reach_all = true;
+    for (int q = 0; q < n; q++) nc->reach_all = nc->reach_all && nc->reach[q];
     m->fifo = nwin && x->layout.uses_proxy ? x->tab[x->layout.tab_proxy] : 0;
     if (nwin && (!m->fifo || !x->proxy))
         res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: the native context reaches %d rank(s) on "
@@ -279,9 +282,10 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
     long long scratch;
     TRY(param_int(PARAM_NATIVE_SCRATCH_BYTES, &scratch));
     if (scratch == 0) return MSCCLRT_SUCCESS;   /* native algorithms switched off */
-    /* the context maps peers' scratch through CUDA IPC, so a communicator that spans nodes gets
-     * one among the ranks of each node: send/recv between them (its collectives use the
-     * multi-node programs). n > 1 only for a group of one process: one node. */
+    /* the context maps the scratch of this node's ranks through CUDA IPC; on a communicator
+     * that spans nodes it reaches the others' through the port proxy (port), for send/recv and
+     * for what no multi-node program serves (algo_coll.c). n > 1 only for a group of one
+     * process: one node. */
     int *node = NULL;
     bool port = false;
     if (n == 1 && cs[0]->boot && boot_nnodes(cs[0]->boot) > 1) {
@@ -617,7 +621,7 @@ static mscclrt_algo *builtin(mscclrt_coll coll);
 
 bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q) {
     const NativeCtx *nc = c->algo ? c->algo->native : NULL;
-    if (!nc || !nc->host.fifo || !nc->reach) return false;   /* one node, or no proxy */
+    if (!nc || !nc->host.fifo || !nc->reach_all) return false;   /* one node, no proxy, or not all */
     if ((unsigned)q->collective >= MSCCLRT_COLL_COUNT || q->collective == MSCCLRT_COLL_SENDRECV)
         return false;
     /* PreMulSum scales each piece into the peer's slot on the way: a store, so not across */
@@ -625,11 +629,7 @@ bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q) {
     /* the proxy reads a piece for another node after the kernel handed it over, and in-place
      * alltoall receives into the very block it sends to that peer: the peer's piece could land
      * first (algo_p2pcoll.c serves it through staging instead) */
-    if (q->collective == MSCCLRT_COLL_ALLTOALL && q->sendbuf == (const void *)q->recvbuf)
-        return false;
-    for (int p = 0; p < c->nranks; p++)
-        if (!nc->reach[p]) return false;
-    return true;
+    return !(q->collective == MSCCLRT_COLL_ALLTOALL && q->sendbuf == (const void *)q->recvbuf);
 }
 
 const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll) {
@@ -637,6 +637,11 @@ const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll) 
     if (!nc || (unsigned)coll >= MSCCLRT_COLL_COUNT) return NULL;
     if (!nc->net[coll]) nc->net[coll] = builtin(coll);
     return nc->net[coll];
+}
+
+bool algo_native_reaches_all(const mscclrt_comm *c) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    return nc && nc->reach_all;
 }
 
 bool algo_native_reaches(const mscclrt_comm *c, int peer) {

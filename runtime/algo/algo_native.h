@@ -56,6 +56,8 @@ mscclrt_result algo_native_launch(NativeLaunch *l);
 /* Whether c's native kernels reach peer: a rank of this node (mapped) or, on a communicator
  * that spans nodes, one of another node through the port proxy (false without a context). */
 bool algo_native_reaches(const mscclrt_comm *c, int peer);
+/* Whether it reaches every rank (false without a context). */
+bool algo_native_reaches_all(const mscclrt_comm *c);
 /* Whether the built-in collective of q can run on c across nodes (its slot path, every piece to
  * a rank of another node through the port proxy): c spans nodes, its native context reaches
  * every rank, and the operator is not PreMulSum. It is algo_coll.c's fallback for what no

@@ -104,10 +104,7 @@ bool algo_p2pcoll_serves(mscclrt_comm *c, const mscclrt_request *q) {
     default:
         return false;
     }
-    if (2 * c->nranks > MN_P2P_MAX) return false;   /* one group's entries */
-    for (int p = 0; p < c->nranks; p++)
-        if (p != c->rank && !algo_native_reaches(c, p)) return false;
-    return true;
+    return 2 * c->nranks <= MN_P2P_MAX && algo_native_reaches_all(c);   /* one group's entries */
 }
 
 /* The staging buffer for at least `bytes` (its context current). */
