@@ -1,7 +1,7 @@
 /*
  * gpu_probe.h - for the GPU tests that fork ranks: how many GPUs there are, asked in a child
  * process, because a parent that initialises CUDA before fork leaves its children a driver
- * they cannot use.
+ * they cannot use; and a rank's entry into its device.
  */
 #ifndef TESTS_GPU_PROBE_H
 #define TESTS_GPU_PROBE_H
@@ -25,6 +25,15 @@ static inline int gpu_probe_count(int most) {
     int st = 0;
     waitpid(probe, &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+}
+
+/* Makes device's primary context current in this (rank) thread and retains it; *dev gets the
+ * device, for cuDevicePrimaryCtxRelease when the rank is done. */
+static inline void gpu_enter(int device, CuDevice *dev) {
+    CuContext ctx = NULL;
+    cu.cuDeviceGet(dev, device);
+    cu.cuDevicePrimaryCtxRetain(&ctx, *dev);
+    cu.cuCtxSetCurrent(ctx);
 }
 
 #endif

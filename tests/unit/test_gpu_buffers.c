@@ -129,11 +129,8 @@ static int child(mscclrt_unique_id id, int r, int ndev, int what) {
     }
     int bad = 0;
     if (what == 0) {
-        CuContext ctx = NULL;
         CuDevice dev;
-        cu.cuDeviceGet(&dev, r % ndev);
-        cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-        cu.cuCtxSetCurrent(ctx);
+        gpu_enter(r % ndev, &dev);
         const char *plans[] = {"tests/golden/stdlib/allgather/fullmesh.N2.json",
                                "tests/golden/stdlib/alltoall/fullmesh.N2.json"};
         for (int k = 0; k < 3 && !bad; k++)

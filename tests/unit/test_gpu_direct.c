@@ -142,11 +142,8 @@ static int child(mscclrt_unique_id id, int r, int ndev) {
         fprintf(stderr, "rank %d: %s\n", r, mscclrt_last_error());
         return 1;
     }
-    CuContext ctx = NULL;
     CuDevice dev;
-    cu.cuDeviceGet(&dev, r % ndev);
-    cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-    cu.cuCtxSetCurrent(ctx);
+    gpu_enter(r % ndev, &dev);
     CuStream st = NULL;
     cu.cuStreamCreate(&st, 1);
     const size_t c = (1u << 20) + 3;   /* elements per rank: 4 MiB and odd */

@@ -7,6 +7,7 @@
  * bootstrap's Unix socket). Skips (77) without a GPU.
  */
 #include "../harness.h"
+#include "gpu_probe.h"
 
 #include "check/check.h"
 #include "cuda/cuda_driver.h"
@@ -72,11 +73,8 @@ static int rank_main(mscclrt_unique_id id, int rank, int device, bool vmm) {
         return 1;
     }
     int fails = 0;
-    CuContext ctx;
     CuDevice dev;
-    cu.cuDeviceGet(&dev, device);
-    cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-    cu.cuCtxSetCurrent(ctx);
+    gpu_enter(device, &dev);
     CuStream st;
     cu.cuStreamCreate(&st, CU_STREAM_FLAG_NON_BLOCKING);
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {

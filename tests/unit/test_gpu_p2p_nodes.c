@@ -180,11 +180,8 @@ static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
                 mscclrt_last_error());
         return 1;
     }
-    CuContext ctx = NULL;
     CuDevice dev;
-    cu.cuDeviceGet(&dev, r % ndev);
-    cu.cuDevicePrimaryCtxRetain(&ctx, dev);
-    cu.cuCtxSetCurrent(ctx);
+    gpu_enter(r % ndev, &dev);
     CuStream st = NULL;
     cu.cuStreamCreate(&st, 1);
     const int mate = r ^ 1, far = (r + 2) % NR;
