@@ -33,7 +33,7 @@ static int log_mask = LOG_SUB_ALL;
 static int log_fd = 2;          /* standard error, or the MSCCLRT_DEBUG_FILE (never closed) */
 static char log_host[64];
 
-static const char *sub_names[] = {"INIT", "PLAN", "BOOT", "XPORT", "PROXY", "CG", "EXEC", "SHIM", "CPU"};
+static const char *sub_names[] = {"INIT", "PLAN", "BOOT", "XPORT", "PROXY", "CG", "EXEC", "SHIM", "CPU", "ALLOC"};
 
 static void write_line(const char *buf, size_t len);
 
@@ -81,7 +81,7 @@ static void log_setup(void) {
             if (strcasecmp(t, "ALL") == 0) bit = LOG_SUB_ALL;
             if (!bit)
                 setup_warn("MSCCLRT_DEBUG_SUBSYS='%.64s': unknown subsystem '%.32s' ignored "
-                           "(accepted: INIT, PLAN, BOOT, XPORT, PROXY, CG, EXEC, SHIM, CPU, ALL; "
+                           "(accepted: INIT, PLAN, BOOT, XPORT, PROXY, CG, EXEC, SHIM, CPU, ALLOC, ALL; "
                            "a leading ^ excludes)", sub, t);
             mask |= bit;
         }

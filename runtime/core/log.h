@@ -11,7 +11,7 @@ enum { LOG_LEVEL_NONE, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_TRACE };
 enum {
     LOG_SUB_INIT = 1 << 0, LOG_SUB_PLAN = 1 << 1, LOG_SUB_BOOT = 1 << 2, LOG_SUB_XPORT = 1 << 3,
     LOG_SUB_PROXY = 1 << 4, LOG_SUB_CG = 1 << 5, LOG_SUB_EXEC = 1 << 6, LOG_SUB_SHIM = 1 << 7,
-    LOG_SUB_CPU = 1 << 8, LOG_SUB_ALL = 0x1ff
+    LOG_SUB_CPU = 1 << 8, LOG_SUB_ALLOC = 1 << 9, LOG_SUB_ALL = 0x3ff
 };
 
 void log_msg(int level, int subsys, const char *file, int line, const char *fmt, ...)

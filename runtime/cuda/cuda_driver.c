@@ -69,6 +69,7 @@ static void cu_open(void) {
         cu.multicast = ok;
         if (!ok) LOG_WARN("MSCCLRT_ENABLE_NVLS=1 but the driver lacks the multicast API");
     }
+    if (log_enabled(LOG_LEVEL_TRACE, LOG_SUB_ALLOC)) cu_trace_install(&cu);
     CuResult r = cu.cuInit(0);
     if (r != CU_OK) {
         const char *name = "?";

@@ -164,6 +164,10 @@ typedef struct CudaDriver {
     int multicast;           /* 1 when the multicast entries were resolved (NVLS enabled) */
 } CudaDriver;
 
+/* MSCCLRT_DEBUG=TRACE, subsystem ALLOC: logging wrappers around the allocation, free and
+ * mapping entries (cu_trace.c); cu_open installs them */
+void cu_trace_install(CudaDriver *d);
+
 /* ---- NVRTC ----------------------------------------------------------------------------------- */
 typedef int NvrtcResult;                    /* nvrtcResult; 0 = NVRTC_SUCCESS */
 typedef struct _nvrtcProgram *NvrtcProgram;

@@ -167,6 +167,12 @@ static void run_case(int k, size_t count, mscclrt_dtype dt, int opi, int root, b
              mscclrt_dtype_name(dt), premul ? (residence ? "premulsum(host)" : "premulsum(device)")
                                             : mscclrt_redop_name(op), root,
              inplace ? "in place" : "out of place");
+    /* GPU_COLL_TRACE=1: each case's name and time on stderr, so a run cut short by a time limit
+     * shows whether a case hangs or the cases only compile slowly */
+    static int trace = -1;
+    if (trace < 0) trace = getenv("GPU_COLL_TRACE") != NULL;
+    const double t0 = now();
+    if (trace) fprintf(stderr, "case %s ...\n", what);
     Bufs b;
     if (!bufs_alloc(&b, in, out, dt, op, 1000 + k * 31 + count)) {
         CHECK(!"allocation");
@@ -267,6 +273,7 @@ static void run_case(int k, size_t count, mscclrt_dtype dt, int opi, int root, b
         if (dscal[r]) cu.cuMemFree(dscal[r]);
     }
     bufs_free(&b);
+    if (trace) fprintf(stderr, "case %s: %.0f ms\n", what, (now() - t0) * 1e3);
 }
 
 /* all-to-all-v from grouped send/recv: rank r sends (r + q + 1) * unit elements to rank q
