@@ -175,11 +175,25 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         break;
     }
     case MN_ALLTOALL: {
+        /* the local block on an eighth of the grid, the n - 1 remote ones on the rest: a local
+         * copy runs several times faster than a link, so its few blocks finish it while the
+         * others keep every link busy all along (mixing both on every block, staggered, left
+         * alltoall at 0.89 of NCCL at 1 GiB on 2 x H200 where all_gather, without the local
+         * copy, reached 1.04) */
         const u64 blk = a.out_bytes / n;
-        const Span sh = share(blk, b, nb);
+        const u32 nl = nb >= 8 ? nb / 8 : 0;
+        if (nl && b < nl) {
+            const Span sh = share(blk, b, nl);
+            if (sh.hi > sh.lo)
+                mk::copy((char *)rp[r] + (u64)r * blk + sh.lo, (const char *)a.in + (u64)r * blk + sh.lo,
+                         sh.hi - sh.lo);
+            break;
+        }
+        const u32 rb = b - nl, nr = nb - nl;
+        const Span sh = share(blk, rb, nr);
         if (sh.hi == sh.lo) break;
-        for (u32 k = 1; k <= n; k++) {   /* staggered as allgather's */
-            const u32 q = (r + k + b) % n;
+        for (u32 k = nl ? 1 : 0; k < n; k++) {   /* staggered: block rb starts rb peers on */
+            const u32 q = nl ? (r + 1 + (k - 1 + rb) % (n - 1)) % n : (r + k + 1 + rb) % n;
             mk::copy((char *)rp[q] + (u64)r * blk + sh.lo, (const char *)a.in + (u64)q * blk + sh.lo,
                      sh.hi - sh.lo);
         }

@@ -1,10 +1,14 @@
 """backend="mscclrt" for torch.distributed: a Python ProcessGroup whose collectives run on a
 libmscclrt communicator (CommGroup) through the algorithm API's selector.
 
-Streams: every operation runs on the group's own stream after waiting for the caller's current
-stream; its Work records an event there, and ``wait()`` makes the caller's current stream wait
-for it (the host does not block, as with NCCL; barrier's wait does block). Tensors are kept alive
-for the side stream (record_stream). All of this is legal inside CUDA-graph capture.
+Streams: an asynchronous operation (``async_op=True``) runs on the group's own stream after
+waiting for the caller's current stream; its Work records an event there, and ``wait()`` makes
+the caller's current stream wait for it (the host does not block, as with NCCL; barrier's wait
+does block). Tensors are kept alive for the side stream (record_stream). A synchronous one
+(``opts.asyncOp`` False, which torch.distributed sets for ``async_op=False``) runs on the
+caller's current stream, as ProcessGroupNCCL does: no stream switch, event or record_stream,
+which were most of an eager call's host time. libmscclrt orders a communicator's calls across
+streams itself. All of this is legal inside CUDA-graph capture.
 
 Point-to-point: send/recv are queued and launched together (one kernel) when any of their works
 is waited on, when coalescing ends, or before the next collective, so isend/irecv pairs in any
@@ -37,6 +41,12 @@ def _op_of(op: Any) -> int:
             return int(ours)
     raise ValueError(f"backend mscclrt: reduction {op} is not supported (SUM, PRODUCT, MAX, MIN, "
                      "AVG, PREMUL_SUM; bitwise operators are not)")
+
+
+def _is_sync(opts: Any) -> bool:
+    """Whether torch waits for the call at once (async_op=False): then it runs on the caller's
+    stream. Options without asyncOp (torch before 2.7) count as asynchronous."""
+    return opts is not None and getattr(opts, "asyncOp", True) is False
 
 
 def _is_premul(op: Any) -> bool:
@@ -169,9 +179,14 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         return self._comm
 
     # ---- running on the group's stream ----
-    def _run(self, tensors: list, fn: Any, result: Any = None, blocking: bool = False) -> MscclrtWork:
-        """Runs fn(stream_handle) on the group's stream after the caller's work; returns its Work."""
+    def _run(self, tensors: list, fn: Any, result: Any = None, blocking: bool = False,
+             opts: Any = None) -> MscclrtWork:
+        """Runs fn(stream_handle) on the group's stream after the caller's work, or, for a call
+        torch waits for at once, on the caller's stream; returns its Work."""
         self._flush_p2p()
+        if not blocking and _is_sync(opts):
+            fn(torch.cuda.current_stream(self.device).cuda_stream)
+            return MscclrtWork(self, None, result)
         cur = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(cur)
         with torch.cuda.stream(self.stream):
@@ -219,7 +234,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
             for t in tensors:
                 self.comm.allreduce(t.data_ptr(), t.data_ptr(), t.numel(),
                                     torch_dtype_to_mscclrt_dtype(t.dtype), op, s)
-        return self._run(tensors, go, tensors)
+        return self._run(tensors, go, tensors, opts=opts)
 
     def allreduce_coalesced(self, tensors: list, opts: Any = None) -> MscclrtWork:
         return self.allreduce(tensors, opts)
@@ -233,7 +248,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
             for t in tensors:
                 self.comm.broadcast(t.data_ptr(), t.data_ptr(), t.numel(),
                                     torch_dtype_to_mscclrt_dtype(t.dtype), root, s)
-        return self._run(tensors, go, tensors)
+        return self._run(tensors, go, tensors, opts=opts)
 
     def reduce(self, tensors: list, opts: Any = None) -> MscclrtWork:
         root = opts.rootRank if opts is not None else 0
@@ -245,7 +260,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
             for t in tensors:
                 self.comm.reduce(t.data_ptr(), t.data_ptr(), t.numel(),
                                  torch_dtype_to_mscclrt_dtype(t.dtype), op, root, s)
-        return self._run(tensors, go, tensors)
+        return self._run(tensors, go, tensors, opts=opts)
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> MscclrtWork:
         _check_tensor(output, "allgather output", self.device)
@@ -255,7 +270,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
                              f"expected {self._size} x {_nbytes(input)}")
         dt = torch_dtype_to_mscclrt_dtype(input.dtype)
         return self._run([output, input], lambda s: self.comm.allgather(
-            input.data_ptr(), output.data_ptr(), input.numel(), dt, s), output)
+            input.data_ptr(), output.data_ptr(), input.numel(), dt, s), output, opts=opts)
 
     all_gather_single = _allgather_base
 
@@ -291,7 +306,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         op = self._op(opts, input.dtype)
         dt = torch_dtype_to_mscclrt_dtype(input.dtype)
         return self._run([output, input], lambda s: self.comm.reducescatter(
-            input.data_ptr(), output.data_ptr(), output.numel(), dt, op, s), output)
+            input.data_ptr(), output.data_ptr(), output.numel(), dt, op, s), output, opts=opts)
 
     reduce_scatter_single = _reduce_scatter_base
 
@@ -322,7 +337,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
                                  f"output sizes divisible by {n}")
             cnt = input.numel() // n
             return self._run([output, input], lambda s: self.comm.alltoall(
-                input.data_ptr(), output.data_ptr(), cnt, dt, s), output)
+                input.data_ptr(), output.data_ptr(), cnt, dt, s), output, opts=opts)
         # uneven: one group of sends and receives (one kernel)
         in_row = input.numel() // max(1, input.size(0)) if input.dim() else 1
         out_row = output.numel() // max(1, output.size(0)) if output.dim() else 1
@@ -344,7 +359,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
                     ooff += osz[p]
             finally:
                 _lib.check(rt.mscclrt_group_end(), "group_end")
-        return self._run([output, input], go, output)
+        return self._run([output, input], go, output, opts=opts)
 
     all_to_all_single = alltoall_base
 
