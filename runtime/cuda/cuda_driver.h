@@ -168,6 +168,10 @@ typedef struct CudaDriver {
  * mapping entries (cu_trace.c); cu_open installs them */
 void cu_trace_install(CudaDriver *d);
 
+/* Device dev's primary context, retained once per process and never released (cu_primary.c:
+ * releasing the last reference would destroy the application's allocations with it). */
+mscclrt_result cu_primary_ctx(CuDevice dev, CuContext *ctx);
+
 /* ---- NVRTC ----------------------------------------------------------------------------------- */
 typedef int NvrtcResult;                    /* nvrtcResult; 0 = NVRTC_SUCCESS */
 typedef struct _nvrtcProgram *NvrtcProgram;

@@ -26,3 +26,4 @@ $(BUILD)/tests/test_proxy_thread: | $(FAKE_CUDA)
 
 # the allocation trace (runtime/cuda/cu_trace.c) on the fake driver
 $(BUILD)/tests/test_cu_trace: | $(FAKE_CUDA)
+$(BUILD)/tests/test_cu_primary: | $(FAKE_CUDA)

@@ -69,7 +69,7 @@ static mscclrt_result abort_word_init(mscclrt_comm *c) {
 
 mscclrt_result exec_comm_attach(mscclrt_comm *c) {
     TRY(cu_check(cu.cuDeviceGet(&c->dev, c->device), "cuDeviceGet"));
-    TRY(cu_check(cu.cuDevicePrimaryCtxRetain(&c->ctx, c->dev), "cuDevicePrimaryCtxRetain"));
+    TRY(cu_primary_ctx(c->dev, &c->ctx));   /* the process's reference: never released */
     TRY(cu_device_arch(c->device, &c->arch));
     TRY(cu_check(cu.cuCtxSetCurrent(c->ctx), "cuCtxSetCurrent"));
     return abort_word_init(c);
@@ -172,10 +172,7 @@ void exec_comm_close(mscclrt_comm *c, CuContext prev) {
     c->proxy = NULL;
     exec_mp_close(c);
     if (c->abort_host) cu.cuMemFreeHost((void *)c->abort_host);
-    if (c->ctx) {
-        cu.cuCtxSetCurrent(prev == c->ctx ? NULL : prev);
-        cu.cuDevicePrimaryCtxRelease(c->dev);
-    }
+    if (c->ctx) cu.cuCtxSetCurrent(prev);   /* the context lives on (cu_primary_ctx) */
     c->magic = 0;
     /* an aborted comm's struct stays (a few hundred bytes): another thread may still be inside a
      * call on it (NCCL lets a watchdog abort while the main thread issues collectives), and now

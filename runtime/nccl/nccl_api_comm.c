@@ -400,11 +400,10 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
         CuContext prev = NULL, ctx = NULL;
         CuDevice d;
         cu.cuCtxGetCurrent(&prev);
-        if (cu.cuDeviceGet(&d, dev) == CU_OK && cu.cuDevicePrimaryCtxRetain(&ctx, d) == CU_OK) {
+        if (cu.cuDeviceGet(&d, dev) == CU_OK && cu_primary_ctx(d, &ctx) == MSCCLRT_SUCCESS) {
             cu.cuCtxSetCurrent(ctx);
             const CuResult e = cu.cuCtxSynchronize();
             cu.cuCtxSetCurrent(prev);
-            cu.cuDevicePrimaryCtxRelease(d);
             if (e != CU_OK)
                 return nccl_fail(ncclUnhandledCudaError, "ncclCommFinalize: rank %d: the device's "
                                  "work failed (CUDA error %d)", comm->rank, e);

@@ -68,7 +68,8 @@ static const Scenario scenarios[] = {
 };
 #define NSCENARIOS ((int)(sizeof scenarios / sizeof scenarios[0]))
 
-/* What the fake still holds: primary context retains and allocations (all must be 0). */
+/* What the fake still holds: allocations (none) and primary context retains (at most the
+ * library's one per device, kept for the process's life: runtime/cuda/cu_primary.c). */
 static void check_fake_holds_nothing(int ndev) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     int (*refs)(int) = NULL;
@@ -81,7 +82,7 @@ static void check_fake_holds_nothing(int ndev) {
         fprintf(stderr, "the libcuda.so.1 loaded is not tests/tools/fake_cuda.c's\n");
         CHECK(refs && allocs);
     } else {
-        for (int d = 0; d < ndev; d++) CHECK_EQ_INT(0, refs(d));
+        for (int d = 0; d < ndev; d++) CHECK(refs(d) == 0 || refs(d) == 1);
         CHECK_EQ_INT(0, allocs());
     }
     if (lib) dlclose(lib);

@@ -34,8 +34,28 @@ static float value(int from, int to, size_t i, int k) { return (float)(from * 10
 
 /* One group: this rank sends to each peer of peers[] and receives from each (n floats each,
  * round k's values), then checks what arrived. 0 or 1 (with a message). */
+/* P2P_TRACE=1: each step on stderr before it runs, so a run cut short shows where it waited */
+static void step(int r, const char *what, size_t n, int peer, int k) {
+    static int on = -1;
+    if (on < 0) on = getenv("P2P_TRACE") != NULL;
+    if (on) fprintf(stderr, "rank %d: %s of %zu with rank %d, round %d\n", r, what, n, peer, k);
+}
+
+/* cuStreamSynchronize with a deadline: a hang fails the step (with its name) instead of the
+ * whole run's time limit. CU_OK when the stream finished. */
+static CuResult sync_within(CuStream st, int secs) {
+    for (long waited = 0; waited < secs * 1000L; waited++) {
+        const CuResult q = cu.cuStreamQuery(st);
+        if (q != 600 /* CUDA_ERROR_NOT_READY */) return q;
+        usleep(1000);
+    }
+    fprintf(stderr, "stream not finished after %d s\n", secs);
+    return 600;
+}
+
 static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t n, int k,
                     CuStream st, CuDevPtr *sb, CuDevPtr *rb, float *host) {
+    step(r, np > 1 ? "send/recv (2 peers)" : "send/recv", n, peers[0], k);
     for (int j = 0; j < np; j++) {
         for (size_t i = 0; i < n; i++) host[i] = value(r, peers[j], i, k);
         cu.cuMemcpyHtoD(sb[j], host, n * 4);
@@ -48,7 +68,7 @@ static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t 
             res = mscclrt_recv(comm, (void *)(uintptr_t)rb[j], n, MSCCLRT_FLOAT32, peers[j], st);
     }
     const mscclrt_result e = mscclrt_group_end();
-    if (res || e || cu.cuStreamSynchronize(st) != CU_OK) {
+    if (res || e || sync_within(st, 30) != CU_OK) {
         fprintf(stderr, "rank %d: send/recv of %zu floats with rank %d%s: %s\n", r, n, peers[0],
                 np > 1 ? " and more" : "", mscclrt_last_error());
         return 1;
@@ -74,6 +94,7 @@ static int composed(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPt
     uint8_t *h = malloc(n * c), *g = malloc(n * c);
     int bad = !h || !g;
     for (int which = 0; which < 5 && !bad; which++) {
+        step(r, "composed collective", c, which % NR, which);
         const int root = which % NR;
         size_t in = c, out = c;
         mscclrt_result res;
@@ -94,7 +115,7 @@ static int composed(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPt
             res = mscclrt_scatter(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_UINT8, root, st); break;
         }
         (void)in;
-        if (res != MSCCLRT_SUCCESS || cu.cuStreamSynchronize(st) != CU_OK) {
+        if (res != MSCCLRT_SUCCESS || sync_within(st, 30) != CU_OK) {
             fprintf(stderr, "rank %d: %s of %zu bytes across nodes: %s\n", r, what, c, mscclrt_last_error());
             bad = 1;
             break;
@@ -126,6 +147,7 @@ static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDev
     float *h = malloc(n * c * sizeof *h);
     int bad = !h;
     for (int which = 0; which < 3 && !bad; which++) {
+        step(r, "reduction over the proxy", 1001, -1, which);
         const int root = 1;
         for (size_t i = 0; i < n * c; i++) h[i] = fval(r, i);
         cu.cuMemcpyHtoD(sb, h, n * c * sizeof *h);
@@ -144,7 +166,7 @@ static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDev
             out = r == root ? c : 0;
             res = mscclrt_reduce(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_FLOAT32, MSCCLRT_MAX, root, st);
         }
-        if (res != MSCCLRT_SUCCESS || cu.cuStreamSynchronize(st) != CU_OK) {
+        if (res != MSCCLRT_SUCCESS || sync_within(st, 30) != CU_OK) {
             fprintf(stderr, "rank %d: %s of %zu floats across nodes: %s\n", r, what, c, mscclrt_last_error());
             bad = 1;
             break;
@@ -166,14 +188,11 @@ static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDev
     return bad;
 }
 
-/* noproxy: MSCCLRT_PORT_PROXY=0 from the process's start (parameters are read once) */
+/* A rank in a process of its own, exec'd with its variables set (rank_exec): the library
+ * reads its parameters once per process, so a forked rank would inherit what its parent read
+ * (the unique id's creation reads them) and every rank would be on one node. noproxy:
+ * MSCCLRT_PORT_PROXY=0. */
 static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
-    char hostid[32];
-    snprintf(hostid, sizeof hostid, "node-%d", r / 2);
-    setenv("MSCCLRT_HOSTID", hostid, 1);
-    setenv("MSCCLRT_NET", "socket", 0);          /* the nodes share this host: loopback TCP */
-    setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);
-    if (noproxy) setenv("MSCCLRT_PORT_PROXY", "0", 1);
     mscclrt_comm *comm = NULL;
     if (mscclrt_comm_init_rank(&comm, NR, id, r, r % ndev) != MSCCLRT_SUCCESS) {
         fprintf(stderr, "rank %d%s: %s\n", r, noproxy ? " (MSCCLRT_PORT_PROXY=0)" : "",
@@ -221,7 +240,8 @@ static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
         bad = exchange(comm, r, both, 2, (1u << 20) + 3, k, st, sb, rb, host);
     if (!bad && !noproxy) bad = composed(comm, r, st, sb[1], rb[1]);
     if (!bad && !noproxy) bad = reductions(comm, r, st, sb[1], rb[1]);
-    mscclrt_comm_destroy(comm);
+    if (bad) mscclrt_comm_abort(comm);   /* a peer may be gone or its kernel still waiting */
+    else mscclrt_comm_destroy(comm);
     for (int j = 0; j < 2; j++) {
         if (sb[j]) cu.cuMemFree(sb[j]);
         if (rb[j]) cu.cuMemFree(rb[j]);
@@ -232,31 +252,57 @@ static int child(mscclrt_unique_id id, int r, int ndev, bool noproxy) {
     return bad;
 }
 
-int main(void) {
+/* the forked rank r becomes a new process of this program with its node's variables */
+static void rank_exec(const mscclrt_unique_id *id, int r, int ndev, int phase) {
+    char hostid[32], hex[2 * sizeof *id + 1], args[3][16];
+    snprintf(hostid, sizeof hostid, "node-%d", r / 2);
+    setenv("MSCCLRT_HOSTID", hostid, 1);
+    setenv("MSCCLRT_NET", "socket", 0);          /* the nodes share this host: loopback TCP */
+    setenv("MSCCLRT_SOCKET_IFNAME", "lo", 0);
+    if (phase == 1) setenv("MSCCLRT_PORT_PROXY", "0", 1);
+    const unsigned char *b = (const unsigned char *)id;
+    for (size_t i = 0; i < sizeof *id; i++) snprintf(hex + 2 * i, 3, "%02x", b[i]);
+    snprintf(args[0], sizeof args[0], "%d", r);
+    snprintf(args[1], sizeof args[1], "%d", ndev);
+    snprintf(args[2], sizeof args[2], "%d", phase);
+    execl("/proc/self/exe", "test_gpu_p2p_nodes", "--rank", args[0], args[1], args[2], hex,
+          (char *)NULL);
+    _exit(127);
+}
+
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 7 && strcmp(argv[1], "--rank") == 0) {   /* rank_exec's process */
+        mscclrt_unique_id id;
+        unsigned char *b = (unsigned char *)&id;
+        if (strlen(argv[5]) != 2 * sizeof id) return 2;
+        for (size_t i = 0; i < sizeof id; i++) {
+            unsigned v = 0;
+            if (sscanf(argv[5] + 2 * i, "%2x", &v) != 1) return 2;
+            b[i] = (unsigned char)v;
+        }
+        alarm(240);
+        return child(id, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]) == 1) ? 1 : 0;
+    }
     const char *name = "gpu p2p across nodes: send/recv within and between two nodes of 2 ranks";
     const int ndev = gpu_probe_count(8);
     if (ndev == 0) {
         TEST_SKIP(name, "a GPU");
         return 0;
     }
-    /* each phase in a process of its own: the library reads its variables once per process
-     * (the unique id's creation already does), and the ranks inherit what it read */
+    /* each phase's unique id from a process of its own (the coordinator), whose ranks are
+     * new processes (rank_exec) */
     int bad = 0;
     for (int phase = 0; phase < 2; phase++) {   /* with the proxy, then MSCCLRT_PORT_PROXY=0 */
         fflush(stdout);
         const pid_t coord = fork();
         if (coord == 0) {
-            if (phase == 1) setenv("MSCCLRT_PORT_PROXY", "0", 1);
             mscclrt_unique_id id;
             if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) _exit(NR);
             pid_t kids[NR];
             for (int r = 0; r < NR; r++) {
                 kids[r] = fork();
-                if (kids[r] == 0) {
-                    alarm(240);
-                    _exit(child(id, r, ndev, phase == 1) ? 1 : 0);
-                }
+                if (kids[r] == 0) rank_exec(&id, r, ndev, phase);
             }
             int failed = 0;
             for (int r = 0; r < NR; r++) {
