@@ -11,8 +11,10 @@
  *                                                 ack(b, p)
  *   end of the kernel, for every peer p written:  wait_ack(b, p) min(K, 2) times
  *
- * so every launch leaves the scratch idle, and counters only grow (graph replay safe). All
- * helpers are block-wide: every thread of the block calls them.
+ * so every launch leaves the scratch idle, and counters only grow (graph replay safe). A peer
+ * on another node (Ctx::remote) differs: its messages are numbered across launches (open_net,
+ * half_net, put_net, ack), and a block that sent to one ends with net_done instead of waiting
+ * for acknowledgements. All helpers are block-wide: every thread of the block calls them.
  */
 #ifndef MSCCLRT_NATIVE_CUH
 #define MSCCLRT_NATIVE_CUH
@@ -75,6 +77,38 @@ __device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
     if (threadIdx.x == 0)
         mk::proxy_signal((const MkFifo *)x.c->fifo,
                          (u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
+}
+
+/* To a peer on another node Simple messages are numbered for the life of the communicator,
+ * not per launch: message m of (block b, peer p) uses half m % 2 of the slot and waits only
+ * for the acknowledgement of message m - 2, so a launch does not end waiting for its last
+ * acknowledgements (a round trip through both proxies and the network); it ends once its proxy
+ * has read every piece's source (net_done). The sender counts in its packet-sent counter of
+ * (b, p), which packets never use for such a peer; the receiver's count is its data_seen
+ * counter of (b, p). open_net: the slot of the next message to p, once its half is free. */
+__device__ __forceinline__ char *open_net(const Ctx &x, u32 b, u32 p) {
+    u64 *sent = x.ctr(x.c->off_pk_sent, b, p);
+    const u64 m = *sent;
+    __syncthreads();   /* every thread has read the count before it moves */
+    if (threadIdx.x == 0) {
+        *sent = m + 1;
+        const u64 *acks = x.ctr(x.c->off_ack_in, b, p);
+        u32 sp = 0;
+        while (m >= 2 && mk::ld_acquire_sys(acks) < m - 1 && !mk::give_up(sp)) { }
+    }
+    __syncthreads();
+    return x.slot_at(p, b, (u32)(m & 1));
+}
+/* receiver: the half of the message from p on another node that wait_data just consumed */
+__device__ __forceinline__ u32 half_net(const Ctx &x, u32 b, u32 p) {
+    return (u32)((*x.ctr(x.c->off_data_seen, b, p) - 1) & 1);
+}
+/* the end of a block that sent to other nodes: the proxy has read every source it was handed
+ * (the caller may reuse its buffers once the kernel is done) */
+__device__ __forceinline__ void net_done(const Ctx &x) {
+    __syncthreads();
+    if (threadIdx.x == 0) mk::proxy_flush((const MkFifo *)x.c->fifo);
+    __syncthreads();
 }
 
 /* Signals: one thread of the block issues them after a __syncthreads, so the whole block's

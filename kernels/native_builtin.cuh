@@ -54,7 +54,7 @@ __device__ __forceinline__ void red_group(char *dst, const char *const (&src)[8]
 /* rank q's contribution: staged in this rank's slot from q, or this rank's own data (`own`
  * when the caller did not stage it) */
 __device__ __forceinline__ const char *contrib(const Ctx &x, u32 b, u32 q, u32 h, const char *own) {
-    return q == x.rank && own ? own : x.slot_in(b, q, h);
+    return q == x.rank && own ? own : x.slot_in(b, q, x.remote(q) ? half_net(x, b, q) : h);
 }
 __device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n, const char *own) {
     if (n == 0) return;
@@ -86,9 +86,15 @@ __device__ __forceinline__ void finish_avg(char *buf, u64 n, u32 nranks) {
 struct Flow {
     const Ctx &x;
     u32 b;
-    __device__ Flow(const Ctx &x_, u32 b_) : x(x_), b(b_) {}
-    /* message k to p: reuse the half only once p acknowledged message k - 2 */
+    bool *net_sent;                /* shared: this block handed the proxy a piece to send */
+    __device__ Flow(const Ctx &x_, u32 b_, bool *net_sent_) : x(x_), b(b_), net_sent(net_sent_) {
+        if (threadIdx.x == 0) *net_sent = false;
+        __syncthreads();
+    }
+    /* message k to p: reuse the half only once p acknowledged message k - 2 (to another node:
+     * the messages are counted across launches, open_net) */
     __device__ char *open(u32 p, u64 k) const {
+        if (x.remote(p)) return open_net(x, b, p);
         if (k >= 2) wait_ack(x, b, p);
         return x.slot_at(p, b, (u32)(k & 1));
     }
@@ -96,17 +102,27 @@ struct Flow {
      * host never runs PreMulSum across nodes, so there is nothing to scale on the way) */
     __device__ void send(u32 p, u64 k, const char *src, u64 n, bool scale, const T *s) const {
         char *dst = open(p, k);
-        if (x.remote(p)) return put_net(x, b, p, dst, src, n);
+        if (x.remote(p)) {
+            if (threadIdx.x == 0) *net_sent = true;
+            return put_net(x, b, p, dst, src, n);
+        }
         stage(dst, src, n, scale, s);
         put_done(x, b, p);
     }
     __device__ const char *recv(u32 p, u64 k) const {
         wait_data(x, b, p);
-        return x.slot_in(b, p, (u32)(k & 1));
+        return x.slot_in(b, p, x.remote(p) ? half_net(x, b, p) : (u32)(k & 1));
     }
-    /* after the last of K messages to p: the acks not waited for yet */
+    /* after the last of K messages to p: the acks not waited for yet (none to another node:
+     * the next launch's open_net waits for what it needs) */
     __device__ void drain(u32 p, u64 K) const {
+        if (x.remote(p)) return;
         for (u64 j = 0; j < (K < 2 ? K : 2); j++) wait_ack(x, b, p);
+    }
+    /* the block's end: its pieces to other nodes have been read from their sources */
+    __device__ void finish() const {
+        __syncthreads();
+        if (*net_sent) net_done(x);
     }
 };
 
@@ -618,15 +634,19 @@ __device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
 #ifndef MSCCLRT_NATIVE_LIB_ONLY
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a) {
     const mn::Ctx x(a);
-    const mn::Flow f(x, blockIdx.x);
+    __shared__ bool net_sent;
+    const mn::Flow f(x, blockIdx.x, &net_sent);
     mn::coll_slots(a, x, f);
+    f.finish();
 }
 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l,
                                                                        MnP2pDirect d) {
     const mn::Ctx x(a);
-    const mn::Flow f(x, blockIdx.x);
+    __shared__ bool net_sent;
+    const mn::Flow f(x, blockIdx.x, &net_sent);
     mn::sendrecv(a, l, d, x, f);
+    f.finish();
 }
 #endif
 #endif

@@ -229,11 +229,13 @@ __device__ void direct_finish(const Ctx &x, u32 b) {
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs a, MnDirect d) {
     /* the grid may exceed the slot path's MN_MAX_BLOCKS: its first blocks take the slots */
     const mn::Ctx x(a, gridDim.x < MN_MAX_BLOCKS ? gridDim.x : MN_MAX_BLOCKS);
-    const mn::Flow f(x, blockIdx.x);
+    __shared__ bool net_sent;
+    const mn::Flow f(x, blockIdx.x, &net_sent);
     __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
     __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
     if (x.n > MN_DIRECT_MAX_RANKS || !x.c->off_lane || gridDim.x > MN_DIRECT_BLOCKS) {
         mn::coll_slots(a, x, f);   /* the runtime does not launch this kernel then */
+        f.finish();
         return;
     }
     if (mn::direct_agree(a, d, x, blockIdx.x, recs, sp, rp)) {
@@ -241,6 +243,7 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs 
         mn::direct_finish(x, blockIdx.x);
     } else {
         mn::coll_slots(a, x, f);
+        f.finish();
     }
 }
 #endif
