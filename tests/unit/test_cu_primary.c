@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 
 static int child(void) {
-    (void)fake_cuda_context;   /* not used here: it would retain device 0 itself */
     CHECK_OK(cu_load());
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     int (*refs)(int) = NULL;
@@ -41,29 +40,10 @@ static int child(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && strcmp(argv[1], "--child") == 0) {
-        alarm(60);
-        int rc = child();
-        harness_report();
-        return rc;
-    }
-    char dir[PATH_MAX + 32], lib[PATH_MAX + 64];
-    fake_cuda_dir(dir, sizeof dir);
-    snprintf(lib, sizeof lib, "%s/libcuda.so.1", dir);
-    TEST("cu primary: the fake CUDA driver is built", CHECK(access(lib, R_OK) == 0));
-    if (h_failed) return harness_report();
-    setenv("LD_LIBRARY_PATH", dir, 1);
+    FAKE_CUDA_CHILD_ENTRY(argc, argv, child);
+    if (!fake_cuda_setup("cu primary")) return harness_report();
     setenv("FAKE_CUDA_DEVICES", "2", 1);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/proc/self/exe", argv[0], "--child", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
     TEST("cu primary: one reference per device, kept; a bad device leaves none",
-         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0));
+         CHECK(fake_cuda_child(argv[0], -1)));
     return harness_report();
 }

@@ -32,19 +32,13 @@ static bool run_child(const char *self, const char *subsys, char *log, size_t n,
     char out[] = "/tmp/test_cu_trace_out_XXXXXX";
     int ofd = mkstemp(out);
     if (ofd < 0) return false;
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("MSCCLRT_DEBUG", "TRACE", 1);
-        setenv("MSCCLRT_DEBUG_SUBSYS", subsys, 1);
-        setenv("MSCCLRT_DEBUG_FILE", path, 1);
-        dup2(ofd, 1);
-        execl("/proc/self/exe", self, "--child", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
+    setenv("MSCCLRT_DEBUG", "TRACE", 1);
+    setenv("MSCCLRT_DEBUG_SUBSYS", subsys, 1);
+    setenv("MSCCLRT_DEBUG_FILE", path, 1);
+    const bool ok = fake_cuda_child(self, ofd);
+    unsetenv("MSCCLRT_DEBUG");
+    unsetenv("MSCCLRT_DEBUG_SUBSYS");
+    unsetenv("MSCCLRT_DEBUG_FILE");
     FILE *f = fopen(path, "r");
     size_t len = f ? fread(log, 1, n - 1, f) : 0;
     log[len] = '\0';
@@ -58,22 +52,12 @@ static bool run_child(const char *self, const char *subsys, char *log, size_t n,
     unlink(out);
     *addr = 0;
     sscanf(buf, "allocated %llx", addr);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    return ok;
 }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && strcmp(argv[1], "--child") == 0) {
-        alarm(60);
-        int rc = child();
-        harness_report();
-        return rc;
-    }
-    char dir[PATH_MAX + 32], lib[PATH_MAX + 64];
-    fake_cuda_dir(dir, sizeof dir);
-    snprintf(lib, sizeof lib, "%s/libcuda.so.1", dir);
-    TEST("cu trace: the fake CUDA driver is built", CHECK(access(lib, R_OK) == 0));
-    if (h_failed) return harness_report();
-    setenv("LD_LIBRARY_PATH", dir, 1);
+    FAKE_CUDA_CHILD_ENTRY(argc, argv, child);
+    if (!fake_cuda_setup("cu trace")) return harness_report();
     static char log[1 << 16];
     unsigned long long a = 0;
     TEST("cu trace: ALLOC logs each allocation and free with its address and caller", {

@@ -121,27 +121,11 @@ static int child(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && strcmp(argv[1], "--child") == 0) {
-        alarm(60);
-        int rc = child();
-        harness_report();
-        return rc;
-    }
-    char dir[PATH_MAX + 32], lib[PATH_MAX + 64];
-    fake_cuda_dir(dir, sizeof dir);
-    snprintf(lib, sizeof lib, "%s/libcuda.so.1", dir);
-    TEST("proxy thread: the fake CUDA driver is built", CHECK(access(lib, R_OK) == 0));
-    if (h_failed) return harness_report();
-    setenv("LD_LIBRARY_PATH", dir, 1);
+    FAKE_CUDA_CHILD_ENTRY(argc, argv, child);
+    if (!fake_cuda_setup("proxy thread")) return harness_report();
     setenv("MSCCLRT_PROXY_SPIN_US", "0", 1);   /* sleep whenever idle: the case to prove */
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/proc/self/exe", argv[0], "--child", (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    waitpid(pid, &st, 0);
+    const bool ok = fake_cuda_child(argv[0], -1);
     TEST("proxy thread: triggers after idle gaps, kicks, a wrapping burst, drain, a failure",
-         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0));
+         CHECK(ok));
     return harness_report();
 }
