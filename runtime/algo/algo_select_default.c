@@ -39,6 +39,12 @@ static const struct {
      * Simple plan through scratch that any buffers can use */
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch"},
+    /* across nodes, small: one packet hop straight to every rank (no signals, no second hop;
+     * allreduce's 42.9 us at 1 KB against hier plans' 78-101 us for the others on 2 nodes of
+     * one H200, BENCHMARKS.md) */
+    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/hier_packet"},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 64 * KB, "stdlib/reducescatter/hier_packet"},
+    {MSCCLRT_COLL_ALLTOALL, 0, 64 * KB, "stdlib/alltoall/hier_packet"},
     /* across nodes, each collective's hier program (it writes into peers' buffers: windows),
      * then hier_scratch (any buffers: peers write only scratch) */
     {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},

@@ -41,12 +41,13 @@ static const char *single_node[] = {
 #define NSINGLE ((int)(sizeof single_node / sizeof *single_node))
 /* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
 static const char *multi_node[] = {
-    "stdlib/allgather/hier", "stdlib/allgather/hier_scratch", "stdlib/allreduce/hier",
-    "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_scratch", "stdlib/alltoall/hier",
-    "stdlib/alltoall/hier_scratch",
+    "stdlib/allgather/hier", "stdlib/allgather/hier_packet", "stdlib/allgather/hier_scratch",
+    "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_scratch",
+    "stdlib/alltoall/hier", "stdlib/alltoall/hier_packet", "stdlib/alltoall/hier_scratch",
     "stdlib/broadcast/hier", "stdlib/broadcast/hier_scratch", "stdlib/gather/hier",
     "stdlib/gather/hier_scratch", "stdlib/reduce/hier", "stdlib/reduce/hier_scratch",
-    "stdlib/reducescatter/hier", "stdlib/reducescatter/hier_scratch", "stdlib/scatter/hier",
+    "stdlib/reducescatter/hier", "stdlib/reducescatter/hier_packet",
+    "stdlib/reducescatter/hier_scratch", "stdlib/scatter/hier",
     "stdlib/scatter/hier_scratch",
 };
 #define NMULTI ((int)(sizeof multi_node / sizeof *multi_node))
@@ -255,11 +256,12 @@ static void t_any_runs_in_place(void) {
     /* allgather x4, allreduce x3 (allpair_packet, rs_ag_packet, rs_ag_read_oop), broadcast x2,
      * fullmesh_put, gather, reduce, scatter */
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(13, run_any_in_place(ns[i], ns[i], true));
-    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x2 (hier,
-     * hier_scratch), allreduce x2 (hier_packet, hier_scratch), and hier and hier_scratch of
-     * broadcast, gather, reduce, reducescatter and scatter (every size) */
+    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x3 (hier,
+     * hier_packet, hier_scratch), allreduce x2 (hier_packet, hier_scratch), reducescatter x3
+     * (hier, hier_packet, hier_scratch), and hier and hier_scratch of broadcast, gather, reduce
+     * and scatter (every size) */
     static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(14, run_any_in_place(layouts[i][0], layouts[i][1], false));
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(16, run_any_in_place(layouts[i][0], layouts[i][1], false));
 }
 
 /* ---- the plan cache on disk ------------------------------------------------------------------- */
@@ -645,6 +647,11 @@ static void t_multinode_heuristics(void) {
             {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 1, 1, "stdlib/allreduce/hier"},
             {MSCCLRT_COLL_ALLREDUCE, 64 * MB, 1, 1, "stdlib/allreduce/hier"},
             {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_packet"},
+            /* allgather, reducescatter, alltoall: one packet hop while small */
+            {MSCCLRT_COLL_ALLGATHER, 1 * KB, 0, 0, "stdlib/allgather/hier_packet"},
+            {MSCCLRT_COLL_ALLGATHER, 64 * KB, 0, 1, "stdlib/allgather/hier_packet"},
+            {MSCCLRT_COLL_REDUCESCATTER, 4 * KB, 0, 0, "stdlib/reducescatter/hier_packet"},
+            {MSCCLRT_COLL_ALLTOALL, 16 * KB, 0, 1, "stdlib/alltoall/hier_packet"},
             {MSCCLRT_COLL_ALLGATHER, 1 * MB, 0, 1, "stdlib/allgather/hier"},
             {MSCCLRT_COLL_ALLGATHER, 64 * MB, 1, 1, "stdlib/allgather/hier"},
             {MSCCLRT_COLL_REDUCESCATTER, 1 * MB, 0, 1, "stdlib/reducescatter/hier"},
