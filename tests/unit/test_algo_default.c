@@ -44,8 +44,9 @@ static const char *multi_node[] = {
     "stdlib/allgather/hier", "stdlib/allgather/hier_packet", "stdlib/allgather/hier_scratch",
     "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_scratch",
     "stdlib/alltoall/hier", "stdlib/alltoall/hier_packet", "stdlib/alltoall/hier_scratch",
-    "stdlib/broadcast/hier", "stdlib/broadcast/hier_scratch", "stdlib/gather/hier",
-    "stdlib/gather/hier_scratch", "stdlib/reduce/hier", "stdlib/reduce/hier_scratch",
+    "stdlib/broadcast/hier", "stdlib/broadcast/hier_packet", "stdlib/broadcast/hier_scratch",
+    "stdlib/gather/hier", "stdlib/gather/hier_scratch", "stdlib/reduce/hier",
+    "stdlib/reduce/hier_packet", "stdlib/reduce/hier_scratch",
     "stdlib/reducescatter/hier", "stdlib/reducescatter/hier_packet",
     "stdlib/reducescatter/hier_scratch", "stdlib/scatter/hier",
     "stdlib/scatter/hier_scratch",
@@ -256,12 +257,12 @@ static void t_any_runs_in_place(void) {
     /* allgather x4, allreduce x3 (allpair_packet, rs_ag_packet, rs_ag_read_oop), broadcast x2,
      * fullmesh_put, gather, reduce, scatter */
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(13, run_any_in_place(ns[i], ns[i], true));
-    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x3 (hier,
-     * hier_packet, hier_scratch), allreduce x2 (hier_packet, hier_scratch), reducescatter x3
-     * (hier, hier_packet, hier_scratch), and hier and hier_scratch of broadcast, gather, reduce
-     * and scatter (every size) */
+    /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather, broadcast,
+     * reduce and reducescatter x3 (hier, hier_packet, hier_scratch), allreduce x2
+     * (hier_packet, hier_scratch), and hier and hier_scratch of gather and scatter (every
+     * size) */
     static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(16, run_any_in_place(layouts[i][0], layouts[i][1], false));
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(18, run_any_in_place(layouts[i][0], layouts[i][1], false));
 }
 
 /* ---- the plan cache on disk ------------------------------------------------------------------- */
@@ -656,7 +657,9 @@ static void t_multinode_heuristics(void) {
             {MSCCLRT_COLL_ALLGATHER, 64 * MB, 1, 1, "stdlib/allgather/hier"},
             {MSCCLRT_COLL_REDUCESCATTER, 1 * MB, 0, 1, "stdlib/reducescatter/hier"},
             {MSCCLRT_COLL_REDUCESCATTER, 16 * MB, 1, 1, "stdlib/reducescatter/hier"},
-            {MSCCLRT_COLL_BROADCAST, 16 * KB, 0, 1, "stdlib/broadcast/hier"},
+            {MSCCLRT_COLL_BROADCAST, 16 * KB, 0, 1, "stdlib/broadcast/hier_packet"},
+            {MSCCLRT_COLL_REDUCE, 4 * KB, 0, 0, "stdlib/reduce/hier_packet"},
+            {MSCCLRT_COLL_BROADCAST, 256 * KB, 0, 1, "stdlib/broadcast/hier"},
             {MSCCLRT_COLL_BROADCAST, 4 * MB, 1, 1, "stdlib/broadcast/hier"},
             {MSCCLRT_COLL_REDUCE, 1 * MB, 0, 1, "stdlib/reduce/hier"},
             {MSCCLRT_COLL_ALLTOALL, 1 * MB, 0, 1, "stdlib/alltoall/hier"},
