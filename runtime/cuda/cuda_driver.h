@@ -168,6 +168,11 @@ typedef struct CudaDriver {
  * mapping entries (cu_trace.c); cu_open installs them */
 void cu_trace_install(CudaDriver *d);
 
+/* cuEventSynchronize / cuStreamSynchronize for the library's own threads: poll, yielding the
+ * core between polls (cu_wait.c: the driver's own wait spins without yielding) */
+CuResult cu_event_wait(CuEvent e);
+CuResult cu_stream_wait(CuStream s);
+
 /* Device dev's primary context, retained once per process and never released (cu_primary.c:
  * releasing the last reference would destroy the application's allocations with it). */
 mscclrt_result cu_primary_ctx(CuDevice dev, CuContext *ctx);

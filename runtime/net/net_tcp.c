@@ -229,7 +229,7 @@ static bool pending_run(TcpPeer *p) {
                       (unsigned long long)e->need, trace_us());
         } else {   /* FLUSH: socket 0's tx thread answers */
             if (!n->opt.host_mem) {   /* "landed" means queued: the ACK promises completion */
-                CuResult cr = cu.cuStreamSynchronize(p->h2d);
+                CuResult cr = cu_stream_wait(p->h2d);
                 if (cr != CU_OK) {
                     net_set_error(n, "net: copying rank %d's data into device memory: "
                                   "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
@@ -305,7 +305,7 @@ static bool rx_put(TcpSock *s, const TcpRx *rx) {
     } else {
         const unsigned k = s->rx_next++ % TCP_RX_SLOTS;
         char *stage = s->rx_stage + (size_t)k * TCP_PIECE;
-        CuResult cr = s->rx_used[k] ? cu.cuEventSynchronize(s->rx_ev[k]) : CU_OK;
+        CuResult cr = s->rx_used[k] ? cu_event_wait(s->rx_ev[k]) : CU_OK;
         if (cr != CU_OK) {
             net_set_error(n, "net: writing a piece from rank %d into device memory: "
                           "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
@@ -490,7 +490,7 @@ static void *tx_main(void *arg) {
         s->sending = true;
         pthread_mutex_unlock(&s->mu);
         if (it.slot >= 0 && done == 0) {   /* a message begun inline was staged already */
-            CuResult cr = cu.cuEventSynchronize(s->ev[it.slot]);
+            CuResult cr = cu_event_wait(s->ev[it.slot]);
             if (cr != CU_OK) {
                 net_set_error(n, "net: staging a put to rank %d: cuMemcpyDtoHAsync: %s",
                               p->rank, cu_name(cr));
@@ -559,7 +559,7 @@ static mscclrt_result post(Tcp *t, TcpSock *s, const TcpItem *it) {
     if (small && !s->sending && s->qhead == s->qtail) {
         s->sending = true;
         pthread_mutex_unlock(&s->mu);
-        CuResult cr = it->slot >= 0 ? cu.cuEventSynchronize(s->ev[it->slot]) : CU_OK;
+        CuResult cr = it->slot >= 0 ? cu_event_wait(s->ev[it->slot]) : CU_OK;
         int rc = cr == CU_OK ? send_msg(s, it, &done, 0) : 0;
         int err = errno;
         pthread_mutex_lock(&s->mu);
@@ -730,10 +730,10 @@ static mscclrt_result tcp_flush_sources(Net *n) {
         for (int i = 0; i < t->nsocks; i++) {
             TcpSock *s = &p->s[i];
             if (!n->opt.host_mem) {
-                CuResult cr = cu.cuStreamSynchronize(s->tx_stream);
+                CuResult cr = cu_stream_wait(s->tx_stream);
                 if (cr != CU_OK)
                     return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging puts to rank %d "
-                                   "(socket %d): cuStreamSynchronize: %s", n->rank, p->rank, i,
+                                   "(socket %d): waiting for the staging copies: %s", n->rank, p->rank, i,
                                    cu_name(cr));
                 continue;
             }

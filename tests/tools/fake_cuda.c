@@ -136,6 +136,8 @@ static int fake_enter(int ix) {
 #define FAKE_HAS_cuEventDestroy ~, 1
 #define FAKE_HAS_cuEventRecord ~, 1
 #define FAKE_HAS_cuEventSynchronize ~, 1
+#define FAKE_HAS_cuEventQuery ~, 1
+#define FAKE_HAS_cuStreamQuery ~, 1
 
 #define FAKE_CAT_(a, b) a##b
 #define FAKE_CAT(a, b) FAKE_CAT_(a, b)
@@ -391,6 +393,21 @@ CuResult cuEventRecord(CuEvent e, CuStream st) {
 CuResult cuEventSynchronize(CuEvent e) {
     FAKE_ENTER(cuEventSynchronize);
     return e ? 0 : FAKE_ERR_INVALID_VALUE;
+}
+
+/* Queries: work is done at once here (copies are synchronous), but every other query answers
+ * "not ready" first, so a caller's polling loop is exercised and must ask again */
+static unsigned fake_queries;
+static CuResult fake_query(void) {
+    return __atomic_fetch_add(&fake_queries, 1, __ATOMIC_RELAXED) % 2 ? 0 : 600 /* NOT_READY */;
+}
+CuResult cuEventQuery(CuEvent e) {
+    FAKE_ENTER(cuEventQuery);
+    return e ? fake_query() : FAKE_ERR_INVALID_VALUE;
+}
+CuResult cuStreamQuery(CuStream st) {
+    FAKE_ENTER(cuStreamQuery);
+    return st ? fake_query() : FAKE_ERR_INVALID_VALUE;
 }
 
 /* ---- for the tests (dlsym) ------------------------------------------------------------------ */
