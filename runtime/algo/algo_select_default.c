@@ -45,10 +45,6 @@ static const struct {
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/hier_packet"},
     {MSCCLRT_COLL_REDUCESCATTER, 0, 64 * KB, "stdlib/reducescatter/hier_packet"},
     {MSCCLRT_COLL_ALLTOALL, 0, 64 * KB, "stdlib/alltoall/hier_packet"},
-    {MSCCLRT_COLL_BROADCAST, 0, 64 * KB, "stdlib/broadcast/hier_packet"},
-    {MSCCLRT_COLL_REDUCE, 0, 64 * KB, "stdlib/reduce/hier_packet"},
-    {MSCCLRT_COLL_GATHER, 0, 64 * KB, "stdlib/gather/hier_packet"},
-    {MSCCLRT_COLL_SCATTER, 0, 64 * KB, "stdlib/scatter/hier_packet"},
     /* across nodes, each collective's hier program (it writes into peers' buffers: windows),
      * then hier_scratch (any buffers: peers write only scratch) */
     {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
