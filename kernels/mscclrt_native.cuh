@@ -83,11 +83,12 @@ __device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
  * not per launch: message m of (block b, peer p) uses half m % 2 of the slot and waits only
  * for the acknowledgement of message m - 2, so a launch does not end waiting for its last
  * acknowledgements (a round trip through both proxies and the network); it ends once its proxy
- * has read every piece's source (net_done). The sender counts in its packet-sent counter of
- * (b, p), which packets never use for such a peer; the receiver's count is its data_seen
- * counter of (b, p). open_net: the slot of the next message to p, once its half is free. */
+ * has read every piece's source (net_done). The sender counts in its ack_seen counter of
+ * (b, p), which nothing else uses for such a peer (acknowledgements from it are not consumed
+ * one by one: open_net compares their total); the receiver's count is its data_seen counter
+ * of (b, p). open_net: the slot of the next message to p, once its half is free. */
 __device__ __forceinline__ char *open_net(const Ctx &x, u32 b, u32 p) {
-    u64 *sent = x.ctr(x.c->off_pk_sent, b, p);
+    u64 *sent = x.ctr(x.c->off_ack_seen, b, p);
     const u64 m = *sent;
     __syncthreads();   /* every thread has read the count before it moves */
     if (threadIdx.x == 0) {

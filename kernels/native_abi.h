@@ -49,14 +49,14 @@ typedef struct MnContext {
     mk_u64 off_data_in;           /* u64[max_blocks][nranks]: data signals from (b, sender) */
     mk_u64 off_ack_in;            /* u64[max_blocks][nranks]: acks from (b, receiver) */
     mk_u64 off_data_seen;         /* u64[max_blocks][nranks]: data signals consumed (own) */
-    mk_u64 off_ack_seen;          /* u64[max_blocks][nranks]: acks consumed (own) */
+    mk_u64 off_ack_seen;          /* u64[max_blocks][nranks]: acks consumed (own); for a peer on
+                                     another node, whose acks are not consumed one by one, the
+                                     Simple messages sent to it since the start (mn::open_net) */
     mk_u64 off_slots;
     mk_u64 peer_scratch;          /* device address of u64[nranks]: every rank's scratch base as
                                      this rank maps it (its own entry is its own scratch; a
                                      rank on another node: a window, MN_WINDOW_TOP) */
-    mk_u64 off_pk_sent;           /* u64[max_blocks][nranks]: packet messages sent to (b, peer);
-                                     for a peer on another node, which packets never reach, the
-                                     Simple messages sent to it since the start (mn::open_net) */
+    mk_u64 off_pk_sent;           /* u64[max_blocks][nranks]: packet messages sent to (b, peer) */
     mk_u64 off_pk_recv;           /* u64[max_blocks][nranks]: packet messages read from (b, peer) */
     mk_u64 off_pk_ack;            /* u64[max_blocks][nranks]: of this rank's packet messages to
                                      (b, peer), how many the peer has read (the peer adds) */
