@@ -147,7 +147,11 @@ static size_t mutate(char *buf, size_t len) {
         size_t j = i;
         while (j < len && buf[j] >= '0' && buf[j] <= '9') j++;
         if (j - i > 9 || (i > 0 && (buf[i - 1] == '.' || buf[i - 1] == '-'))) return len;
-        long v = strtol(buf + i, NULL, 10) + (fuzz_rnd() & 1 ? 1 : -1);
+        /* the digits of [i, j) only: buf is not terminated at len, and what lies past it (a
+         * longer earlier input's bytes) may go on with digits */
+        long v = 0;
+        for (size_t k = i; k < j; k++) v = v * 10 + (buf[k] - '0');
+        v += fuzz_rnd() & 1 ? 1 : -1;
         if (v < 0) v = 1;
         int n = snprintf(tmp, sizeof tmp, "%ld", v);
         if (n <= 0 || len - (j - i) + (size_t)n >= FUZZ_MAX_INPUT) return len;
