@@ -31,7 +31,8 @@ static void where(const void *ra, char *buf, size_t len) {
         const char *base = di.dli_fname;
         for (const char *p = base; *p; p++)
             if (*p == '/') base = p + 1;
-        snprintf(buf, len, "%s+%#lx%s%s", base, (unsigned long)((uintptr_t)ra - (uintptr_t)di.dli_fbase),
+        snprintf(buf, len, "%s+%#lx%s%s", base,
+                 (unsigned long)((uintptr_t)ra - (uintptr_t)di.dli_fbase),
                  di.dli_sname ? " near " : "", di.dli_sname ? di.dli_sname : "");
     } else {
         snprintf(buf, len, "%p", ra);
@@ -44,9 +45,14 @@ static void where(const void *ra, char *buf, size_t len) {
         LOG_TRACE(LOG_SUB_ALLOC, fmt " from %s", __VA_ARGS__, at_); \
     } while (0)
 
+/* the address a call returned through *p, or 0 when it failed (*p is then not set) */
+static unsigned long long got(CuResult r, const CuDevPtr *p) {
+    return r == CU_OK ? (unsigned long long)*p : 0ull;
+}
+
 static CuResult t_alloc(CuDevPtr *p, size_t n) {
     CuResult r = real_alloc(p, n);
-    TRACE_CALL("cuMemAlloc(%zu) = %#llx (result %d)", n, r == CU_OK ? (unsigned long long)*p : 0ull, (int)r);
+    TRACE_CALL("cuMemAlloc(%zu) = %#llx (result %d)", n, got(r, p), (int)r);
     return r;
 }
 static CuResult t_free(CuDevPtr p) {
@@ -56,7 +62,7 @@ static CuResult t_free(CuDevPtr p) {
 }
 static CuResult t_ipc_open(CuDevPtr *p, CuIpcMemHandle h, unsigned flags) {
     CuResult r = real_ipc_open(p, h, flags);
-    TRACE_CALL("cuIpcOpenMemHandle = %#llx (result %d)", r == CU_OK ? (unsigned long long)*p : 0ull, (int)r);
+    TRACE_CALL("cuIpcOpenMemHandle = %#llx (result %d)", got(r, p), (int)r);
     return r;
 }
 static CuResult t_ipc_close(CuDevPtr p) {
@@ -64,9 +70,10 @@ static CuResult t_ipc_close(CuDevPtr p) {
     TRACE_CALL("cuIpcCloseMemHandle(%#llx) (result %d)", (unsigned long long)p, (int)r);
     return r;
 }
-static CuResult t_reserve(CuDevPtr *p, size_t n, size_t align, CuDevPtr addr, unsigned long long flags) {
+static CuResult t_reserve(CuDevPtr *p, size_t n, size_t align, CuDevPtr addr,
+                          unsigned long long flags) {
     CuResult r = real_reserve(p, n, align, addr, flags);
-    TRACE_CALL("cuMemAddressReserve(%zu) = %#llx (result %d)", n, r == CU_OK ? (unsigned long long)*p : 0ull, (int)r);
+    TRACE_CALL("cuMemAddressReserve(%zu) = %#llx (result %d)", n, got(r, p), (int)r);
     return r;
 }
 static CuResult t_addr_free(CuDevPtr p, size_t n) {

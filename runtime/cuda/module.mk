@@ -24,6 +24,7 @@ $(BUILD)/tests/test_comm_init_fail: $(BUILD)/obj/tests/unit/test_comm_init_fail.
 # the port proxy's thread runs on the fake driver (tests/unit/test_proxy_thread.c)
 $(BUILD)/tests/test_proxy_thread: | $(FAKE_CUDA)
 
-# the allocation trace (runtime/cuda/cu_trace.c) on the fake driver
+# the allocation trace (runtime/cuda/cu_trace.c) and the primary-context reference
+# (cu_primary.c) on the fake driver
 $(BUILD)/tests/test_cu_trace: | $(FAKE_CUDA)
 $(BUILD)/tests/test_cu_primary: | $(FAKE_CUDA)

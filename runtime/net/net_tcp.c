@@ -733,8 +733,8 @@ static mscclrt_result tcp_flush_sources(Net *n) {
                 CuResult cr = cu_stream_wait(s->tx_stream);
                 if (cr != CU_OK)
                     return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging puts to rank %d "
-                                   "(socket %d): waiting for the staging copies: %s", n->rank, p->rank, i,
-                                   cu_name(cr));
+                                   "(socket %d): waiting for the copies: %s", n->rank, p->rank,
+                                   i, cu_name(cr));
                 continue;
             }
             struct timespec dl = deadline_in(n->opt.timeout_ms);

@@ -399,7 +399,7 @@ CuResult cuEventSynchronize(CuEvent e) {
  * "not ready" first, so a caller's polling loop is exercised and must ask again */
 static unsigned fake_queries;
 static CuResult fake_query(void) {
-    return __atomic_fetch_add(&fake_queries, 1, __ATOMIC_RELAXED) % 2 ? 0 : 600 /* NOT_READY */;
+    return __atomic_fetch_add(&fake_queries, 1, __ATOMIC_RELAXED) % 2 ? 0 : CU_ERR_NOT_READY;
 }
 CuResult cuEventQuery(CuEvent e) {
     FAKE_ENTER(cuEventQuery);

@@ -46,11 +46,11 @@ static void step(int r, const char *what, size_t n, int peer, int k) {
 static CuResult sync_within(CuStream st, int secs) {
     for (long waited = 0; waited < secs * 1000L; waited++) {
         const CuResult q = cu.cuStreamQuery(st);
-        if (q != 600 /* CUDA_ERROR_NOT_READY */) return q;
+        if (q != CU_ERR_NOT_READY) return q;
         usleep(1000);
     }
     fprintf(stderr, "stream not finished after %d s\n", secs);
-    return 600;
+    return CU_ERR_NOT_READY;
 }
 
 static int exchange(mscclrt_comm *comm, int r, const int *peers, int np, size_t n, int k,
