@@ -1,7 +1,8 @@
 #!/bin/sh
-# net.sh - port channels across "nodes" on one GPU machine: the ranks of a group share GPU 0
-# (one process each, --launch env with torchrun's variables) and MSCCLRT_HOSTID splits them into
-# nodes, so every port channel between nodes runs through the socket transport
+# net.sh - port channels across "nodes" on one GPU machine: one process per rank (--launch env
+# with torchrun's variables), MSCCLRT_HOSTID splits the ranks into nodes and node k's ranks share
+# the (k mod G)-th visible GPU (all share GPU 0 on a one-GPU machine), so every port channel
+# between nodes runs through the socket transport
 # (MSCCLRT_NET=socket over loopback) while the channels inside a node keep CUDA IPC. Every
 # stdlib program tagged multi_node (stdlib/*/*.coll; hier.coll takes -D N= -D G=) runs at
 # N=4 G=2 (2 nodes), N=4 G=1 (4 nodes) and N=8 G=2 (4 nodes) with --check; allreduce and
@@ -12,21 +13,34 @@
 # tests/gpu/run.sh (section net).
 #   BUILD=build sh tests/gpu/net.sh      (logs in $GPU_LOG_DIR or $BUILD/gpu-logs/net)
 # NET_PROGS="*/hier_scratch allreduce/*": only these programs (tests/gpu/stdlib_pick.sh patterns);
-# NET_PARTS="shapes types big": the parts to run.
+# NET_PARTS="shapes types big": the parts to run. NET_PORT: the first rendezvous port (default
+# 31000 + pid mod 1000; each group takes the next).
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/net
 mkdir -p "$log"
-[ "$(sh tests/gpu/gpu_count.sh)" -ge 1 ] || { echo "net.sh: no GPU"; exit 77; }
+ngpu=$(sh tests/gpu/gpu_count.sh)
+[ "$ngpu" -ge 1 ] || { echo "net.sh: no GPU"; exit 77; }
+# the visible GPUs as CUDA_VISIBLE_DEVICES names them (a rank process sees only its node's)
+if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then devs=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' ' ')
+else devs=$(seq 0 $((ngpu - 1))); fi
+node_gpu() { # NODE: the GPU of node NODE's ranks
+    nk=$(($1 % ngpu))
+    # shellcheck disable=SC2086 # devs is a list of words
+    set -- $devs
+    shift "$nk"
+    echo "$1"
+}
 [ -x "$BUILD/bin/mscclc" ] && [ -x "$BUILD/bin/mscclrt-run" ] || { echo "net.sh: build first"; exit 2; }
 export MSCCLRT_NET=socket MSCCLRT_SOCKET_IFNAME=lo MSCCLRT_NET_TIMEOUT_MS=60000
 # NET_AUTO=1: leave the transport to the automatic choice (socket where no RDMA port is active)
 [ -n "$NET_AUTO" ] && unset MSCCLRT_NET
 export CUDA_DEVICE_MAX_CONNECTIONS=32   # many ranks on one GPU (see run.sh)
 status=0
-port=$((31000 + $$ % 1000))
+port=${NET_PORT:-$((31000 + $$ % 1000))}
 
-# group NAME PLAN N G: N background ranks on GPU 0, node = rank / G; rank 0's log is the result
+# group NAME PLAN N G: N background ranks, node = rank / G on node_gpu's GPU; rank 0's log is
+# the result
 group() {
     gname=$1 gplan=$2 gn=$3 gg=$4
     port=$((port + 1))
@@ -34,7 +48,7 @@ group() {
     r=0
     while [ "$r" -lt "$gn" ]; do
         MSCCLRT_HOSTID="netnode$((r / gg))" RANK=$r WORLD_SIZE=$gn LOCAL_RANK=$((r % gg)) \
-            MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES=0 \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT=$port CUDA_VISIBLE_DEVICES="$(node_gpu $((r / gg)))" \
             timeout 240 "$BUILD/bin/mscclrt-run" "$gplan" --backend gpu --launch env --check \
             --iters 5 --size "${SIZE:-1M}" $RUN_ARGS >"$log/$gname.rank$r.log" 2>&1 &
         pids="$pids $!"

@@ -16,8 +16,9 @@
 # (tests/gpu/gpu_count.sh): CUDA_VISIBLE_DEVICES=0 runs the one-GPU mode on a larger machine.
 # A GPU machine lends at most 10 minutes a command, so the run can be split:
 #   GPU_SECTIONS="basic sweep procs shared nccl net python mscclpp"   the sections to run (default: all)
-# net (tests/gpu/net.sh): multi_node stdlib programs with ranks sharing GPU 0 split into 2 and 4
-# nodes by MSCCLRT_HOSTID, port channels between nodes over the socket transport.
+# net (tests/gpu/net.sh): multi_node stdlib programs split into 2 and 4 nodes by MSCCLRT_HOSTID,
+# a node's ranks sharing a GPU (nodes spread over the GPUs), port channels between nodes over the
+# socket transport.
 # python (tests/gpu/torch_backend.sh): the Python package and backend="mscclrt" under torchrun.
 # mscclpp (tests/gpu/mscclpp_executor.sh): the stdlib's `--target mscclpp` plans in MSCCL++'s own
 # executor, 2 ranks under mpirun; needs MSCCLPP_HOME (a prebuilt MSCCL++ and its driver), else skipped.
