@@ -10,8 +10,9 @@
 # issue's table), ours / NCCL, wrong values, and "fwd" where the drop-in handed the size to the
 # real NCCL (MSCCLRT_DEBUG=INFO SHIM lines), so a forwarded size is not read as ours.
 #   BUILD=build sh tests/gpu/net_bench.sh       (about 2-3 minutes on 2 GPUs)
-# NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n): ours only, for correctness (NCCL refuses
-# two ranks on one GPU). NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces
+# NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n mod the GPU count): ours only, for
+# correctness (NCCL refuses two ranks on one GPU). NB_OURS_ONLY=1: ours only at any NB_G, which
+# also runs on one GPU (both nodes on it). NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces
 # the size/iteration flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
 # binds each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace
 # (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs. nccl-tests comes from
@@ -19,15 +20,19 @@
 # MSCCLRT_NCCL_LIB_PATH, else
 # $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl
 # wheel. Logs and tables: $GPU_LOG_DIR/net_bench.
-# Exits 77 (skipped) without 2 GPUs, mpirun, nccl-tests or the real NCCL.
+# Exits 77 (skipped) without 2 GPUs (1 with NB_OURS_ONLY=1), mpirun, nccl-tests or the real NCCL.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 log=${GPU_LOG_DIR:-$BUILD/gpu-logs}/net_bench
 mkdir -p "$log"
 G=${NB_G:-1}
+# NCCL runs beside ours only with one rank per node (NCCL refuses two ranks on one GPU)
+withnccl=1
+[ "$G" = 1 ] && [ "${NB_OURS_ONLY:-0}" != 1 ] || withnccl=0
 ngpu=$(sh tests/gpu/gpu_count.sh)
-if [ "$ngpu" -lt 2 ]; then
-    echo "net_bench.sh: needs 2 GPUs (one per node)"; echo "skipped (needs 2 GPUs)"; exit 77
+if [ "$ngpu" -lt 1 ] || { [ "$ngpu" -lt 2 ] && [ "$withnccl" = 1 ]; }; then
+    echo "net_bench.sh: needs 2 GPUs (one per node; NB_OURS_ONLY=1 runs on one)"
+    echo "skipped (needs 2 GPUs)"; exit 77
 fi
 command -v mpirun >/dev/null 2>&1 || { echo "skipped (needs mpirun)"; exit 77; }
 real=${MSCCLRT_NCCL_LIB_PATH:-$PWD/$BUILD/third_party/nccl-2.28.9/lib/libnccl.so.2}
@@ -77,13 +82,13 @@ run() {
     # the rank's node and GPU come from its MPI rank: the host id splits the nodes
     # shellcheck disable=SC2016,SC2086 # $r/$n: the rank's shell; $args: split into flags
     LD_PRELOAD=$pre LD_LIBRARY_PATH="$libpath:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    MSCCLRT_DEBUG=$dbg MSCCLRT_DEBUG_SUBSYS=$sub NB_G=$G \
+    MSCCLRT_DEBUG=$dbg MSCCLRT_DEBUG_SUBSYS=$sub NB_G=$G NB_NGPU=$ngpu \
         timeout 150 mpirun --allow-run-as-root --oversubscribe -np "$np" $NB_MPI_ARGS \
         -x LD_PRELOAD -x LD_LIBRARY_PATH -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE -x NCCL_NET \
         -x NCCL_SOCKET_IFNAME -x MSCCLRT_NET -x MSCCLRT_SOCKET_IFNAME -x MSCCLRT_NCCL_LIB_PATH \
-        -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x NB_G \
+        -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x NB_G -x NB_NGPU \
         sh -c 'r=${OMPI_COMM_WORLD_RANK:-0}; n=$((r / NB_G));
-               export NCCL_HOSTID=netbench$n MSCCLRT_HOSTID=netbench$n NCCL_TESTS_DEVICE=$n;
+               export NCCL_HOSTID=netbench$n MSCCLRT_HOSTID=netbench$n NCCL_TESTS_DEVICE=$((n % NB_NGPU));
                exec "$@"' sh "$bin/$b" $args >"$log/$name.$lib.log" 2>&1
     rc=$?
     echo "($(($(date +%s) - t0)) s, rc $rc)" >>"$log/$name.$lib.log"
@@ -106,10 +111,10 @@ table=$log/table.txt
 : >"$table"
 for c in ${NB_COLLS:-all_reduce all_gather reduce_scatter}; do
     [ -x "$bin/${c}_perf" ] || { echo "net_bench.sh: $bin/${c}_perf not built"; status=1; continue; }
-    if [ "$G" = 1 ]; then run nccl "$c" "${c}_perf" || status=1; fi
+    if [ "$withnccl" = 1 ]; then run nccl "$c" "${c}_perf" || status=1; fi
     run ours "$c" "${c}_perf" || status=1
     best_times "$log/$c.ours.log" >"$log/$c.ours.t"
-    if [ "$G" = 1 ]; then best_times "$log/$c.nccl.log" >"$log/$c.nccl.t"; else : >"$log/$c.nccl.t"; fi
+    if [ "$withnccl" = 1 ]; then best_times "$log/$c.nccl.log" >"$log/$c.nccl.t"; else : >"$log/$c.nccl.t"; fi
     forwarded "$log/$c.ours.log" >"$log/$c.fwd"
     {
         echo "## $c, $np ranks on 2 nodes (loopback TCP), us: best of out-of-place / in-place"

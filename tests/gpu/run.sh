@@ -22,6 +22,8 @@
 # python (tests/gpu/torch_backend.sh): the Python package and backend="mscclrt" under torchrun.
 # mscclpp (tests/gpu/mscclpp_executor.sh): the stdlib's `--target mscclpp` plans in MSCCL++'s own
 # executor, 2 ranks under mpirun; needs MSCCLPP_HOME (a prebuilt MSCCL++ and its driver), else skipped.
+#   NET_PARTS="shapes types big sizes"   the parts of the net section (tests/gpu/net.sh's three,
+#                               tests/gpu/net_sizes.sh's drop-in across nodes at every size)
 #   GPU_SWEEP="allreduce/* allgather/fullmesh"   the stdlib programs of the sweep (default: all)
 #   GPU_SHARED_RANKS="4 8"   the rank counts of the shared section
 #   GPU_PARTS="api gpu0 per_gpu"   the parts of the nccl and python sections: api, the drop-in's
@@ -305,7 +307,15 @@ if want nccl; then
     fi
 fi
 if want net; then
-    run gpu_net sh tests/gpu/net.sh
+    # NET_PARTS: net.sh's parts (shapes types big) and sizes (net_sizes.sh: every collective of
+    # the drop-in across nodes from 1 byte to 4 GiB)
+    nparts=${NET_PARTS:-shapes types big sizes}
+    case " $nparts " in *" shapes "* | *" types "* | *" big "*)
+        run gpu_net env NET_PARTS="$nparts" sh tests/gpu/net.sh ;;
+    esac
+    case " $nparts " in *" sizes "*)
+        run gpu_net_sizes env BUILD="$BUILD" GPU_LOG_DIR="$log" sh tests/gpu/net_sizes.sh ;;
+    esac
 fi
 # python/mscclrt: backend="mscclrt", the tuner with a hanging candidate, a Python selector under
 # the drop-in (tests/gpu/torch_backend.sh; skips without PyTorch)
