@@ -75,6 +75,9 @@ for src in stdlib/*/*.coll; do
     stdlib_picked "$src" "$NET_PROGS" || continue
     found=1
     prog=$(basename "$(dirname "$src")")_$(basename "$src" .coll)
+    # 1 MB, or the program's largest size where it stops below (sizes 0 .. 256K)
+    pmax=$(sed -n 's/^ *sizes *[0-9KMG]* *\.\. *\([0-9]*[KMG]\?\).*/\1/p' "$src" | head -n 1)
+    case $pmax in *K) psize=$pmax ;; *) psize=1M ;; esac
     for cfg in "4 2" "4 1" "8 2"; do
         set -- $cfg
         n=$1 g=$2
@@ -83,11 +86,11 @@ for src in stdlib/*/*.coll; do
             echo "testing gpu_net/$prog.N$n.G$g ... skipped (does not compile at N=$n G=$g)"
             continue
         fi
-        want_part shapes && group "$prog.N$n.G$g" "$plan" "$n" "$g"
+        want_part shapes && SIZE=$psize group "$prog.N$n.G$g" "$plan" "$n" "$g"
     done
     case $prog in allreduce_hier | allgather_hier) one_sock=1 ;; *) one_sock=${NET_FULL:-0} ;; esac
     [ "$one_sock" = 1 ] && [ -f "$log/$prog.N4.G2.json" ] && want_part shapes &&
-        MSCCLRT_SOCKET_NSOCKS=1 group "$prog.N4.G2.nsocks1" "$log/$prog.N4.G2.json" 4 2
+        SIZE=$psize MSCCLRT_SOCKET_NSOCKS=1 group "$prog.N4.G2.nsocks1" "$log/$prog.N4.G2.json" 4 2
 done
 [ "$found" = 1 ] || { echo "net.sh: no stdlib program is tagged multi_node"; exit 1; }
 
