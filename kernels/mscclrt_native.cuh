@@ -54,6 +54,11 @@ struct Ctx {
     __device__ char *pk_at(u32 p, u32 b, u32 flag) const {
         return (char *)peers[p] + c->off_pk + (((u64)b * n + rank) * 2 + (flag & 1)) * c->pk_slot_bytes;
     }
+    /* this rank's outgoing packet slot for message `flag` to peer p on another node (which
+     * the proxy copies into p's pk_in for this rank; off_pk_out != 0) */
+    __device__ char *pk_out(u32 b, u32 p, u32 flag) const {
+        return scratch + c->off_pk_out + (((u64)b * n + p) * 2 + (flag & 1)) * c->pk_slot_bytes;
+    }
     /* data bytes one packet message carries (0: this context has no packet slots) */
     __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }
     /* peer p is on another node: reached through the port proxy only (native_abi.h) */
@@ -175,8 +180,11 @@ __device__ __forceinline__ u32 pk_accept(const Ctx &x, u32 b, u32 p) {
  * relaxed one was in the builds whose shared-GPU runs did not finish, not yet ruled out */
 __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
-    if (threadIdx.x == 0)
-        mk::signal((u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8);
+    const u64 at = (u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8;
+    if (threadIdx.x == 0) {
+        if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, at);   /* another node */
+        else mk::signal(at);
+    }
 }
 
 /* Which peers a packet step sends to and receives from: every peer, the root only, or none. */

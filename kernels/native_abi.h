@@ -71,14 +71,21 @@ typedef struct MnContext {
                                      [sender][half] of MN_LANE_REC_BYTES */
     mk_u64 fifo;                  /* the port proxy's MkFifo (device address) when some peer is
                                      on another node; else 0 */
+    mk_u64 off_pk_out;            /* where some peer is on another node and there are packet
+                                     slots: this rank's outgoing packets to such peers,
+                                     [max_blocks][peer][half] of pk_slot_bytes, which its proxy
+                                     copies as they are into the peer's packet slot; else 0 */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 160, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 168, "MnContext layout (host and device agree)");
 
 /* A peer on another node: its peer_scratch entry is not a mapping but a window address of the
  * network transport (runtime/net/net.h: this value in the top byte), which only the port proxy
  * resolves. Send/recv to such a peer puts each piece into the peer's slot and raises its
  * counters through the proxy (MkFifo triggers); the counters it waits on are its own, which the
- * peer's proxy raises the same way. Nothing else reaches a peer on another node. */
+ * peer's proxy raises the same way. Small send/recv messages go as packets: written into this
+ * rank's outgoing packet slot (off_pk_out) and copied by the proxy into the peer's packet slot,
+ * the flags in them saying they arrived; the peer's acknowledgement comes back through its
+ * proxy. Nothing else reaches a peer on another node. */
 #define MN_WINDOW_TOP 0xfeu
 
 /* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block

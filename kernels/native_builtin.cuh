@@ -276,7 +276,15 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
 
 /* n bytes at src to p as one packet message of block b (send/recv groups) */
 __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
-    pk_put(x, b, p, pk_open(x, b, p), src, n, false, nullptr);
+    const u32 flag = pk_open(x, b, p);
+    if (!x.remote(p)) return pk_put(x, b, p, flag, src, n, false, nullptr);
+    /* another node: the packets into this rank's outgoing slot, which the proxy copies as they
+     * are into p's slot (reused two messages later, once p acknowledged this one: read by then) */
+    char *out = x.pk_out(b, p, flag);
+    pk_write(out, src, n, flag);
+    __syncthreads();
+    if (threadIdx.x == 0)
+        mk::proxy_put((const MkFifo *)x.c->fifo, x.pk_at(p, b, flag), out, (n + 7) / 8 * 16);
 }
 /* the message of block b from p, copied to dst once it arrived (send/recv groups) */
 __device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
@@ -471,6 +479,17 @@ __device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 nb) {
     const u64 w = o.bytes >> 20;
     return w < 1 ? 1u : w < nb ? (u32)w : nb;
 }
+/* Whether entry o travels as packets: within the node when its share per block fits a packet
+ * message; to another node when all of it fits one (a single block sends it: every message
+ * there is a proxy trigger and a network message of its own), with outgoing packet slots */
+__device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o) {
+    if (!x.remote((u32)o.peer)) return pk_fits(x, o.bytes);
+    return x.c->off_pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
+}
+/* the blocks a packet entry is cut over (all, or one to another node) */
+__device__ __forceinline__ u32 p2p_pk_nb(const Ctx &x, const MnP2p &o, u32 nb) {
+    return x.remote((u32)o.peer) ? 1u : nb;
+}
 
 __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect &dd, const Ctx &x,
                          const Flow &f) {
@@ -493,8 +512,9 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         for (u32 e = 0, k = 0; e < ne; e++) {
             const bool alone = p2p_alone(l, ne, e);
             const u32 peer = (u32)l.v[e].peer;
-            /* packets and direct stores need the peer's memory mapped: not across nodes */
-            pk[e] = alone && peer != r && !x.remote(peer) && pk_fits(x, l.v[e].bytes);
+            /* packets: stores into the peer's memory, or across nodes copies of this rank's
+             * outgoing packet slot (off_pk_out) by the proxy; direct stores need the mapping */
+            pk[e] = alone && peer != r && p2p_pk(x, l.v[e]);
             dptr[e] = 0;
             cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
                       l.v[e].bytes >= dd.min_bytes;
@@ -565,7 +585,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
      * them cannot hold them up */
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, nb);
+        const Span sh = share(l.v[e].bytes, f.b, p2p_pk_nb(x, l.v[e], nb));
         if (sh.hi > sh.lo)
             pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
@@ -579,7 +599,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
     }
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, nb);
+        const Span sh = share(l.v[e].bytes, f.b, p2p_pk_nb(x, l.v[e], nb));
         if (sh.hi > sh.lo) pk_recv(x, f.b, (u32)l.v[e].peer, (char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
     /* direct receives: the sender's share of this block has landed */

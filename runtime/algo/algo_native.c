@@ -104,8 +104,10 @@ static uint64_t lane_bytes(int n) {
     return (b + 255) / 256 * 256;
 }
 
-uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots) {
-    const uint64_t pk = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch);
+uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slots) {
+    /* net: a second packet area, the outgoing packets to peers on other nodes (off_pk_out) */
+    const uint64_t pk = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch) *
+                        (net ? 2 : 1);
     const uint64_t slots = pk_offset(n) + pk + lane_bytes(n);
     if (off_slots) *off_slots = slots;
     if (scratch <= slots) return 0;
@@ -123,7 +125,11 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->max_blocks = MN_MAX_BLOCKS;
     m->scratch = x->scratch;
     m->scratch_bytes = x->scratch_bytes;
-    m->slot_bytes = native_slot_bytes(n, x->scratch_bytes, &m->off_slots);
+    /* some peer on another node (a port remote in the synthetic plan): outgoing packet slots */
+    const PlanGpu *g = &nc->plan->gpus[c->rank];
+    bool net = false;
+    for (int b = 0; b < g->nremotes; b++) net = net || !g->remotes[b].access[PLAN_CHAN_MEMORY];
+    m->slot_bytes = native_slot_bytes(n, x->scratch_bytes, net, &m->off_slots);
     const uint64_t ctr = ctr_bytes(n);
     m->off_data_in = 0;
     m->off_ack_in = ctr;
@@ -135,8 +141,9 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_stats = 7 * ctr;
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
-    m->off_lane = lane_bytes(n)
-        ? m->off_pk + (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->pk_slot_bytes : 0;
+    const uint64_t pk_area = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->pk_slot_bytes;
+    m->off_pk_out = net && m->pk_slot_bytes ? m->off_pk + pk_area : 0;
+    m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
     long long pk_max;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     m->pk_max_bytes = (uint64_t)pk_max;
@@ -149,7 +156,6 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     /* the table holds the mapped scratch of this node's ranks, then the windows of the other
      * nodes' ranks (port remotes), each in rank order (exec_fill_table); a rank the plan does
      * not reach stays 0 (send/recv to it is refused) */
-    const PlanGpu *g = &nc->plan->gpus[c->rank];
     int k[2] = {0, 0}, nwin = 0;
     mscclrt_result res = MSCCLRT_SUCCESS;
     for (int q = 0; q < n; q++) {
@@ -168,10 +174,11 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     if (nwin && (!m->fifo || !x->proxy))
         res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: the native context reaches %d rank(s) on "
                       "other nodes but has no port proxy", c->rank, nwin);
-    /* the counters this rank raises through the proxy: its data and ack counters at every
-     * window peer, for every block (the proxy counts per counter, from 0 as they start) */
+    /* the counters this rank raises through the proxy: its data, ack and packet-ack counters
+     * at every window peer, for every block (the proxy counts per counter, from 0 as they
+     * start) */
     if (res == MSCCLRT_SUCCESS && nwin) {
-        const int nctr = 2 * MN_MAX_BLOCKS * nwin;
+        const int nctr = 3 * MN_MAX_BLOCKS * nwin;
         uint64_t *ctrs = malloc((size_t)nctr * sizeof *ctrs);
         if (!ctrs) res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
         for (int q = 0, i = 0; ctrs && q < n; q++) {
@@ -180,6 +187,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
                 const uint64_t at = ((uint64_t)blk * (uint64_t)n + (uint64_t)c->rank) * 8;
                 ctrs[i++] = peers[q] + m->off_data_in + at;
                 ctrs[i++] = peers[q] + m->off_ack_in + at;
+                ctrs[i++] = peers[q] + m->off_pk_ack + at;
             }
         }
         if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);

@@ -43,8 +43,9 @@ void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64
 /* Bytes of one packet slot for n ranks and a scratch of `scratch` bytes (0: none). */
 uint64_t native_pk_slot_bytes(int n, uint64_t scratch);
 /* Slot bytes of the native layout for n ranks and a scratch of `scratch` bytes (0: too small);
- * *off_slots (may be NULL) gets where the slots start. */
-uint64_t native_slot_bytes(int n, uint64_t scratch, uint64_t *off_slots);
+ * net: some peer is on another node (outgoing packet slots too); *off_slots (may be NULL) gets
+ * where the slots start. */
+uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slots);
 mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                                    const mscclrt_request *req, int blocks, int threads,
                                    const void *extra, size_t extra_bytes, NativeLaunch *l);

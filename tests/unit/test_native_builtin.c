@@ -57,7 +57,7 @@ static void t_compiles(bool all) {
 static void t_layout(void) {
     for (int n = 1; n <= 1024; n *= 2) {
         uint64_t off = 0;
-        const uint64_t slot = native_slot_bytes(n, 32u << 20, &off);
+        const uint64_t slot = native_slot_bytes(n, 32u << 20, false, &off);
         if (n <= 256) CHECK(slot >= 256);
         if (!slot) continue;
         CHECK_EQ_INT(0, slot % 256);
@@ -76,7 +76,16 @@ static void t_layout(void) {
                          (uint64_t)MN_LANE_CTRS * MN_DIRECT_BLOCKS * n * 8 +
                          (uint64_t)MN_DIRECT_BLOCKS * n * 2 * MN_LANE_REC_BYTES);
     }
-    CHECK_EQ_INT(0, native_slot_bytes(8, 4096, NULL));   /* too small: refused, not negative */
+    CHECK_EQ_INT(0, native_slot_bytes(8, 4096, false, NULL));   /* too small: refused, not negative */
+    /* across nodes a second packet area (outgoing packets): the slots start that much later */
+    for (int n = 2; n <= 16; n *= 2) {
+        uint64_t off = 0, off_net = 0;
+        const uint64_t slot = native_slot_bytes(n, 32u << 20, false, &off);
+        const uint64_t slot_net = native_slot_bytes(n, 32u << 20, true, &off_net);
+        CHECK_EQ_INT((uint64_t)MN_MAX_BLOCKS * n * 2 * native_pk_slot_bytes(n, 32u << 20), off_net - off);
+        CHECK(slot_net > 0 && slot_net <= slot && slot_net % 256 == 0);
+        CHECK(off_net + (uint64_t)MN_MAX_BLOCKS * n * 2 * slot_net <= (32u << 20));
+    }
     CHECK_EQ_INT(0, native_pk_slot_bytes(1024, 32u << 20)); /* no packet slots for 1024 ranks */
 }
 
