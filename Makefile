@@ -77,6 +77,13 @@ STDLIB_FILES := $(sort $(wildcard stdlib/*/*.coll))
 COMPILER_ID_FILES := $(sort $(wildcard compiler/*.c compiler/*.h grammar/* runtime/plan/*.c \
                      runtime/plan/*.h kernels/ops.def))
 
+# the lists themselves: a file added or removed (a branch switched) changes a list, and the
+# embedded sources must follow though no listed file is newer (a removed program stayed embedded)
+EMBED_LISTS := $(BUILD)/gen/embed_lists.txt
+EMBED_LIST_TEXT := $(KERNEL_FILES) : $(STDLIB_FILES) : $(COMPILER_ID_FILES)
+$(shell mkdir -p $(BUILD)/gen && { echo '$(EMBED_LIST_TEXT)' | cmp -s - $(EMBED_LISTS) || \
+        echo '$(EMBED_LIST_TEXT)' > $(EMBED_LISTS); })
+
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 RT_OBJ     := $(call obj,$(RT_SRC)) $(BUILD)/obj/gen/kernel_sources.o \
               $(BUILD)/obj/gen/stdlib_sources.o
@@ -124,11 +131,11 @@ $(call obj,$(MSCCLC_SRC)): $(if $(GRAMMAR),$(BUILD)/gen/parse.h $(BUILD)/gen/lex
 $(BUILD)/tools/embed: runtime/codegen/tools/embed.c
 	@mkdir -p $(@D)
 	$(call Q,CC)$(CC) $(WARN) $(CFLAGS) $< -o $@
-$(BUILD)/gen/kernel_sources.c: $(BUILD)/tools/embed $(KERNEL_FILES)
+$(BUILD)/gen/kernel_sources.c: $(BUILD)/tools/embed $(KERNEL_FILES) $(EMBED_LISTS)
 	@mkdir -p $(@D)
 	$(call Q,EMBED)$(BUILD)/tools/embed $@ $(KERNEL_FILES)
 # the stdlib .coll programs, for the default collection (runtime/algo/algo_default.c)
-$(BUILD)/gen/stdlib_sources.c: $(BUILD)/tools/embed $(STDLIB_FILES) $(COMPILER_ID_FILES)
+$(BUILD)/gen/stdlib_sources.c: $(BUILD)/tools/embed $(STDLIB_FILES) $(COMPILER_ID_FILES) $(EMBED_LISTS)
 	@mkdir -p $(@D)
 	$(call Q,EMBED)$(BUILD)/tools/embed --stdlib stdlib $@ $(STDLIB_FILES) --id $(COMPILER_ID_FILES)
 
