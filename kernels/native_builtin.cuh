@@ -130,9 +130,13 @@ __device__ __forceinline__ u64 minu(u64 a, u64 b) { return a < b ? a : b; }
 
 /* Contributions of every rank to one piece, reduced in rank order into dst once every peer's
  * has arrived in its slot. This rank's own is read where it is, or, scaled for PreMulSum,
- * staged first in its own slot (which no peer writes). */
+ * staged first in its own slot (which no peer writes). own_sent: own was also sent to the
+ * peers; in place (dst is own) a piece to another node is read by the proxy some time after
+ * put_net, so the result waits until the proxy has read every source (net_done): writing it
+ * earlier sent the sum instead of the contribution (in-place allreduce across nodes below
+ * 16 KiB per rank, every element wrong, found by tests/gpu/net_sizes.sh). */
 __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, const char *own, u64 n,
-                             bool scale, const T *s) {
+                             bool scale, const T *s, bool own_sent = false) {
     const u32 h = (u32)(k & 1);
     /* in place (dst is own), own must be read before the running result overwrites it: only
      * when it is a source of reduce_slots' first group (8 sources from 8 ranks on, else 2) */
@@ -141,6 +145,7 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
     for (u32 q = 0; q < x.n; q++)
         if (q != x.rank) f.recv(q, k);
     __syncthreads();
+    if (own_sent && dst == own && *f.net_sent) net_done(x);
     reduce_slots(dst, x, f.b, h, n, direct ? own : nullptr);
     finish_avg(dst, n, x.n);
 }
@@ -309,7 +314,7 @@ __device__ void allreduce(const MnArgs &a, const Ctx &x, const Flow &f) {
             const Span pc = piece(sh, i, slot);
             for (u32 p = 0; p < n; p++)
                 if (p != r) f.send(p, i, in + pc.lo, pc.hi - pc.lo, scale, s);
-            reduce_piece(x, f, i, out + pc.lo, in + pc.lo, pc.hi - pc.lo, scale, s);
+            reduce_piece(x, f, i, out + pc.lo, in + pc.lo, pc.hi - pc.lo, scale, s, true);
             for (u32 p = 0; p < n; p++) if (p != r) ack(x, f.b, p);
         }
         for (u32 p = 0; p < n; p++) if (p != r) f.drain(p, K);

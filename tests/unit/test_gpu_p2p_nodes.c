@@ -8,7 +8,8 @@
  *     group that talks to both at once (node mate and the other node, both directions);
  *   - allgather, in-place alltoall, broadcast, gather and scatter of 1001 bytes, which no
  *     multi-node program fits: composed of send/recv (algo_p2pcoll.c), checked; allreduce,
- *     reducescatter and reduce of 1001 floats: the built-in collectives over the port proxy;
+ *     reducescatter and reduce of 1001 floats (allreduce also in place): the built-in
+ *     collectives over the port proxy;
  *   - with MSCCLRT_PORT_PROXY=0 a new communicator refuses send/recv to the other node with
  *     MSCCLRT_ERR_UNAVAILABLE naming both nodes (there is no path without the proxy), and still
  *     serves the node mate.
@@ -141,12 +142,13 @@ static int composed(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPt
 static float fval(int rank, size_t i) { return (float)(rank + 1) + (float)(i % 5); }
 
 /* Reductions of 1001 floats across the nodes (4004 bytes: no multi-node program fits): the
- * built-in collectives' slot path, pieces to the other node through the port proxy. 0 or 1. */
+ * built-in collectives' slot path, pieces to the other node through the port proxy; allreduce
+ * also in place (the result must not overwrite a contribution the proxy has yet to read). 0 or 1. */
 static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDevPtr rb) {
     const size_t c = 1001, n = NR;
     float *h = malloc(n * c * sizeof *h);
     int bad = !h;
-    for (int which = 0; which < 3 && !bad; which++) {
+    for (int which = 0; which < 4 && !bad; which++) {
         step(r, "reduction over the proxy", 1001, -1, which);
         const int root = 1;
         for (size_t i = 0; i < n * c; i++) h[i] = fval(r, i);
@@ -161,6 +163,9 @@ static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDev
         } else if (which == 1) {
             what = "reducescatter (sum)";
             res = mscclrt_reducescatter(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)rb, c, MSCCLRT_FLOAT32, MSCCLRT_SUM, st);
+        } else if (which == 3) {
+            what = "allreduce (sum, in place)";
+            res = mscclrt_allreduce(comm, (void *)(uintptr_t)sb, (void *)(uintptr_t)sb, c, MSCCLRT_FLOAT32, MSCCLRT_SUM, st);
         } else {
             what = "reduce (max, root 1)";
             out = r == root ? c : 0;
@@ -171,7 +176,7 @@ static int reductions(mscclrt_comm *comm, int r, CuStream st, CuDevPtr sb, CuDev
             bad = 1;
             break;
         }
-        cu.cuMemcpyDtoH(h, rb, c * sizeof *h);
+        cu.cuMemcpyDtoH(h, which == 3 ? sb : rb, c * sizeof *h);
         for (size_t i = 0; i < out && !bad; i++) {
             const size_t at = which == 1 ? (size_t)r * c + i : i;   /* reducescatter: my block */
             float want = 0;
