@@ -365,11 +365,9 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         exec_cuda_restore(cs[i], prev);
     }
     /* the direct path, the ranks of one process: their peer memory talks in memory. Opt-in
-     * for now: with it, test_gpu_coll's 4 ranks on 2 GPUs (every collective, dtype and root,
-     * grouped send/recv, graph capture; a cold kernel cache) did not finish within 110 s on
-     * 2 x H200, while test_gpu_direct's one-process cases passed; whether it hung or only
-     * compiled longer (the direct module doubles NVRTC's work per dtype and operator) is not
-     * known yet */
+     * until 4 and 8 ranks sharing one GPU pass with it: test_gpu_coll's 4 ranks on 2 GPUs
+     * passed (59 s with a warm kernel cache; an earlier timeout at 110 s was the direct
+     * module compiling cold, not a hang) */
     long long local = 0;
     if (res == MSCCLRT_SUCCESS) res = param_int(PARAM_NATIVE_DIRECT_LOCAL, &local);
     if (res == MSCCLRT_SUCCESS && n > 1 && local) native_local_peermem(cs, ncs, n);
