@@ -10,7 +10,7 @@
 # issue's table), ours / NCCL, wrong values, and "fwd" where the drop-in handed the size to the
 # real NCCL (MSCCLRT_DEBUG=INFO SHIM lines), so a forwarded size is not read as ours.
 #   BUILD=build sh tests/gpu/net_bench.sh       (about 2-3 minutes on 2 GPUs)
-# NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n mod the GPU count): ours only, for
+# MSCCLRT_* variables of the caller reach our ranks. NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n mod the GPU count): ours only, for
 # correctness (NCCL refuses two ranks on one GPU). NB_OURS_ONLY=1: ours only at any NB_G, which
 # also runs on one GPU (both nodes on it). NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces
 # the size/iteration flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
@@ -62,6 +62,10 @@ export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
 export NCCL_NET=Socket NCCL_SOCKET_IFNAME=lo MSCCLRT_NET=socket MSCCLRT_SOCKET_IFNAME=lo
 export MSCCLRT_NCCL_LIB_PATH="$real"
 args=${NB_ARGS:-"-b 1K -e 256M -f 4 -g 1 -d half -c 1 -w 3 -n 10"}
+# every other MSCCLRT_* variable of the caller reaches the ranks (e.g. MSCCLRT_SOCKET_NSOCKS=4)
+xs=$(env | sed -n 's/^\(MSCCLRT_[A-Z_0-9]*\)=.*/-x \1/p' | grep -v -x -e '-x MSCCLRT_DEBUG' \
+    -e '-x MSCCLRT_DEBUG_SUBSYS' -e '-x MSCCLRT_CACHE_DIR' -e '-x MSCCLRT_NET' \
+    -e '-x MSCCLRT_SOCKET_IFNAME' -e '-x MSCCLRT_NCCL_LIB_PATH' | tr '\n' ' ')
 np=$((2 * G))
 
 # run LIB NAME BINARY: one nccl-tests run, every rank on its node's GPU with its node's host id.
@@ -86,7 +90,7 @@ run() {
         timeout 150 mpirun --allow-run-as-root --oversubscribe -np "$np" $NB_MPI_ARGS \
         -x LD_PRELOAD -x LD_LIBRARY_PATH -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE -x NCCL_NET \
         -x NCCL_SOCKET_IFNAME -x MSCCLRT_NET -x MSCCLRT_SOCKET_IFNAME -x MSCCLRT_NCCL_LIB_PATH \
-        -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x NB_G -x NB_NGPU \
+        -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x NB_G -x NB_NGPU $xs \
         sh -c 'r=${OMPI_COMM_WORLD_RANK:-0}; n=$((r / NB_G));
                export NCCL_HOSTID=netbench$n MSCCLRT_HOSTID=netbench$n NCCL_TESTS_DEVICE=$((n % NB_NGPU));
                exec "$@"' sh "$bin/$b" $args >"$log/$name.$lib.log" 2>&1
