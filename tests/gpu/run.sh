@@ -53,7 +53,9 @@ sections=${GPU_SECTIONS:-basic sweep procs shared nccl net python mscclpp}
 want() { case " $sections " in *" $1 "*) return 0 ;; esac; return 1; }
 parts=${GPU_PARTS:-api gpu0 per_gpu}
 want_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
-run() { # name, command... (its variables start with r: callers' names survive)
+# run_only NAME COMMAND...: runs it into $log/NAME.log, its status in rc (variables start with
+# r: callers' names survive); run_verdict NAME: the testing lines of that run
+run_only() {
     rname=$1
     shift
     rt0=$(date +%s)
@@ -65,6 +67,9 @@ run() { # name, command... (its variables start with r: callers' names survive)
     rc=$?
     [ $rc -eq 124 ] && echo "run.sh: killed after ${GPU_TEST_TIMEOUT:-900} s (GPU_TEST_TIMEOUT)" >>"$log/$rname.log"
     echo "($(($(date +%s) - rt0)) s)" >>"$log/$rname.log"
+}
+run_verdict() {
+    rname=$1
     grep '^testing ' "$log/$rname.log" || { [ $rc -eq 0 ] && echo "testing $rname ... passed"; }
     if [ $rc -eq 77 ]; then   # the reason: its "skipped (needs ...)" line, as tests/run.sh reads it
         rwhy=$(sed -n 's/^skipped (\(.*\))$/\1/p' "$log/$rname.log" | tail -n 1)
@@ -76,6 +81,10 @@ run() { # name, command... (its variables start with r: callers' names survive)
         tail -20 "$log/$rname.log" | sed 's/^/    /'
         status=1
     fi
+}
+run() { # NAME COMMAND...
+    run_only "$@"
+    run_verdict "$1"
 }
 if want basic; then
 # a reuse_resources plan (MSCCL++'s multi-node defaults set it): fixed 64 MiB scratch, in one
@@ -170,21 +179,14 @@ fi
 shared_run() {
     sname=$1
     shift
-    st0=$(date +%s)
-    timeout "${GPU_TEST_TIMEOUT:-900}" "$BUILD/bin/mscclrt-run" "$@" --launch single >"$log/$sname.log" 2>&1
-    src=$?
-    echo "($(($(date +%s) - st0)) s)" >>"$log/$sname.log"
+    run_only "$sname" "$BUILD/bin/mscclrt-run" "$@" --launch single
     sneed=$(sed -n 's/.*all \([0-9]*\) blocks must be resident at once, but the device holds \([0-9]*\) .*/\1 \2/p' \
         "$log/$sname.log" | head -n 1)
-    if [ "$src" -eq 0 ]; then
-        echo "testing $sname ... passed"
-    elif [ "$src" -eq 1 ] && [ -n "$sneed" ] && [ "${sneed% *}" -gt "${sneed#* }" ]; then
+    if [ "$rc" -eq 1 ] && [ -n "$sneed" ] && [ "${sneed% *}" -gt "${sneed#* }" ]; then
         echo "testing $sname ... passed (refused in one process: ${sneed% *} blocks, the GPU holds ${sneed#* })"
         run "${sname}_procs" "$BUILD/bin/mscclrt-run" "$@" --launch procs
     else
-        echo "testing $sname ... failed (rc $src; log $log/$sname.log)"
-        tail -20 "$log/$sname.log" | sed 's/^/    /'
-        status=1
+        run_verdict "$sname"
     fi
 }
 if want shared && [ "$ngpu" -ge 1 ] && [ -x "$BUILD/bin/mscclrt-run" ]; then
