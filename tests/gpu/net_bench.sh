@@ -10,10 +10,11 @@
 # issue's table), ours / NCCL, wrong values, and "fwd" where the drop-in handed the size to the
 # real NCCL (MSCCLRT_DEBUG=INFO SHIM lines), so a forwarded size is not read as ours.
 #   BUILD=build sh tests/gpu/net_bench.sh       (about 2-3 minutes on 2 GPUs)
-# MSCCLRT_* variables of the caller reach our ranks. NB_G=2: 2 nodes of 2 ranks (4 ranks, node n on GPU n mod the GPU count): ours only, for
-# correctness (NCCL refuses two ranks on one GPU). NB_OURS_ONLY=1: ours only at any NB_G, which
-# also runs on one GPU (both nodes on it). NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces
-# the size/iteration flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
+# MSCCLRT_* variables of the caller reach our ranks. NB_G=2: 2 nodes of 2 ranks (4 ranks, node n
+# on GPU n mod the GPU count): ours only, for correctness (NCCL refuses two ranks on one GPU).
+# NB_OURS_ONLY=1: ours only at any NB_G, which also runs on one GPU (both nodes on it).
+# NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces the size/iteration
+# flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
 # binds each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace
 # (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs. nccl-tests comes from
 # tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME); the real NCCL from
