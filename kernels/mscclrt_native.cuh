@@ -18,6 +18,14 @@
  */
 #ifndef MSCCLRT_NATIVE_CUH
 #define MSCCLRT_NATIVE_CUH
+
+/* The kernels' by-value structures (MnArgs, MnDirect, MnP2pList, MnP2pDirect) are read where
+ * the launch put them: a parameter whose address reaches a function the compiler does not
+ * inline is otherwise copied into every thread's local memory first (the direct kernel copied
+ * its 344-byte MnArgs in each of 64 x 1024 threads, about 10 us per launch: nccl-tests
+ * all_gather 1 MiB took 22 us on 2 x H100 instead of 12). sm_70 and later, which the
+ * system-scope loads of these kernels need anyway. */
+#define MN_PARAM const __grid_constant__
 #include "mscclrt_device.cuh"
 #include "native_abi.h"
 

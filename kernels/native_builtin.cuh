@@ -657,7 +657,7 @@ __device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
 
 /* the kernels (native_direct.cuh's module has its own and defines MSCCLRT_NATIVE_LIB_ONLY) */
 #ifndef MSCCLRT_NATIVE_LIB_ONLY
-extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a) {
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MN_PARAM MnArgs a) {
     const mn::Ctx x(a);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
@@ -665,8 +665,9 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MnArgs a)
     f.finish();
 }
 
-extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MnArgs a, MnP2pList l,
-                                                                       MnP2pDirect d) {
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MN_PARAM MnArgs a,
+                                                                       MN_PARAM MnP2pList l,
+                                                                       MN_PARAM MnP2pDirect d) {
     const mn::Ctx x(a);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);

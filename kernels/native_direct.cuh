@@ -224,9 +224,18 @@ __device__ void direct_finish(const Ctx &x, u32 b) {
     __syncthreads();
 }
 
+/* The slot path when the direct one cannot run: a call of its own, so that its register
+ * demands (the slot protocol, reductions over up to 8 slots) do not spill the direct path's
+ * (with it inlined, ptxas spilled about 1 KiB per thread) */
+__device__ __noinline__ void direct_fallback(const MnArgs &a, const Ctx &x, const Flow &f) {
+    coll_slots(a, x, f);
+    f.finish();
+}
+
 }  // namespace mn
 
-extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs a, MnDirect d) {
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARAM MnArgs a,
+                                                                         MN_PARAM MnDirect d) {
     /* the grid may exceed the slot path's MN_MAX_BLOCKS: its first blocks take the slots */
     const mn::Ctx x(a, gridDim.x < MN_MAX_BLOCKS ? gridDim.x : MN_MAX_BLOCKS);
     __shared__ bool net_sent;
@@ -234,16 +243,14 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MnArgs 
     __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
     __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
     if (x.n > MN_DIRECT_MAX_RANKS || !x.c->off_lane || gridDim.x > MN_DIRECT_BLOCKS) {
-        mn::coll_slots(a, x, f);   /* the runtime does not launch this kernel then */
-        f.finish();
+        mn::direct_fallback(a, x, f);   /* the runtime does not launch this kernel then */
         return;
     }
     if (mn::direct_agree(a, d, x, blockIdx.x, recs, sp, rp)) {
         mn::direct_run(a, x, blockIdx.x, sp, rp);
         mn::direct_finish(x, blockIdx.x);
     } else {
-        mn::coll_slots(a, x, f);
-        f.finish();
+        mn::direct_fallback(a, x, f);
     }
 }
 #endif
