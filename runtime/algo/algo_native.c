@@ -104,10 +104,15 @@ static uint64_t lane_bytes(int n) {
     return (b + 255) / 256 * 256;
 }
 
+/* One packet area: a slot per (block, peer, half); the layout of native_slot_bytes and the
+ * offsets native_publish gives the kernels both come from it */
+static uint64_t pk_area_bytes(int n, uint64_t scratch) {
+    return (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch);
+}
+
 uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slots) {
     /* net: a second packet area, the outgoing packets to peers on other nodes (off_pk_out) */
-    const uint64_t pk = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * native_pk_slot_bytes(n, scratch) *
-                        (net ? 2 : 1);
+    const uint64_t pk = pk_area_bytes(n, scratch) * (net ? 2 : 1);
     const uint64_t slots = pk_offset(n) + pk + lane_bytes(n);
     if (off_slots) *off_slots = slots;
     if (scratch <= slots) return 0;
@@ -141,7 +146,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_stats = 7 * ctr;
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
-    const uint64_t pk_area = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->pk_slot_bytes;
+    const uint64_t pk_area = pk_area_bytes(n, x->scratch_bytes);
     m->off_pk_out = net && m->pk_slot_bytes ? m->off_pk + pk_area : 0;
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
     long long pk_max;
