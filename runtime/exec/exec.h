@@ -244,9 +244,9 @@ mscclrt_result exec_last_launch(const mscclrt_comm *c, CuFunction *fn, int *bloc
 /* c->context_share_max, computed from the clique on first use for a single-process group. */
 int exec_context_share_max(mscclrt_comm *c);
 /* The most thread blocks (of up to 1024 threads) a native launch may use so that the kernels of
- * every rank sharing a process and GPU are resident at once: `limit` up to 4 such ranks, then
- * the fewest multiprocessors of the group's GPUs over context_share_max (1 at least); the
- * same on every rank. */
+ * every rank sharing a process and GPU are resident at once: `limit` for a rank alone on its
+ * GPU, else at most the fewest multiprocessors of the group's GPUs over context_share_max (1
+ * at least); the same on every rank. */
 int exec_native_block_cap(mscclrt_comm *c, int limit);
 mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int blocks,
                                        int threads, const char *what);

@@ -72,10 +72,12 @@ int exec_context_share_max(mscclrt_comm *c) {
 
 int exec_native_block_cap(mscclrt_comm *c, int limit) {
     const int share = exec_context_share_max(c);
-    /* up to 4 ranks per GPU keep every block (verified: 4 ranks of 32 blocks on one H200);
-     * more share the multiprocessors (a GPU of unknown size: 128, below every Hopper's 132) */
+    /* ranks sharing a GPU share its multiprocessors: every native kernel runs 1024-thread
+     * blocks, one per multiprocessor, and all ranks' blocks must be resident at once (a GPU of
+     * unknown size counts as 128, below every Hopper's 132). 4 ranks keep the slot path's 32
+     * blocks on 132 SMs, but not the direct path's 64 (4 x 64 = 256: refused as a hang) */
     const int sms = c->sm_min > 0 ? c->sm_min : 128;
-    const int cap = share > 4 ? sms / share : limit;
+    const int cap = share > 1 ? sms / share : limit;
     return cap < 1 ? 1 : cap < limit ? cap : limit;
 }
 

@@ -165,6 +165,8 @@ if want sweep && [ "$ngpu" -ge 2 ] && [ -x "$BUILD/bin/mscclrt-run" ] && [ -z "$
                 --launch "$launch" --check --iters "$it" --size "${max:-$size}" --dtype "$dt" --op "$op"
         done
     done
+elif want sweep; then   # said, not silent: one GPU's programs run in the shared section
+    echo "testing stdlib sweep ... skipped (needs 2 GPUs at least, one per rank, this machine has $ngpu; MSCCLRT_TEST_QUICK unset; $BUILD/bin/mscclrt-run; the shared section runs them with ranks sharing a GPU)"
 fi
 
 # Every stdlib program for 4 and 8 ranks where there are fewer GPUs: ranks share GPUs

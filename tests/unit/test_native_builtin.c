@@ -133,6 +133,20 @@ static void t_block_cap(void) {
         CHECK_EQ_INT(v[i].want, exec_native_block_cap(&c, MN_MAX_BLOCKS));
         CHECK_EQ_INT(v[i].want < 8 ? v[i].want : 8, exec_native_block_cap(&c, 8));
     }
+    /* the direct path's larger grid: every rank's blocks resident at once on the GPU they
+     * share (4 ranks of 64 blocks on one 132-SM GPU were refused as a hang) */
+    static const struct { int share, sms, want; } d[] = {
+        {1, 132, MN_DIRECT_BLOCKS}, {2, 132, 66}, {3, 132, 44}, {4, 132, 33}, {4, 0, 32}, {8, 132, 16},
+    };
+    for (size_t i = 0; i < sizeof d / sizeof *d; i++) {
+        mscclrt_comm c;
+        memset(&c, 0, sizeof c);
+        c.context_share_max = d[i].share;
+        c.sm_min = d[i].sms;
+        const int cap = exec_native_block_cap(&c, MN_DIRECT_BLOCKS);
+        CHECK_EQ_INT(d[i].want, cap);
+        CHECK(d[i].share * cap <= (d[i].sms ? d[i].sms : 128));
+    }
 }
 
 /* The built-in algorithms of a layout: every collective and send/recv on one node; across
