@@ -474,26 +474,20 @@ __device__ __forceinline__ bool p2p_alone(const MnP2pList &l, u32 ne, u32 e) {
     return alone;
 }
 
-/* Blocks that carry an entry: the whole grid, but one per MiB (at least one) to a peer on
- * another node: each piece there is a few triggers that the one proxy thread performs in turn,
- * so many small pieces cost more than they overlap (the 32-block grid took 1.25 ms per 1 KiB
- * call across two nodes over loopback TCP on 2 x H200). Both sides count alike: the peer is
- * remote to each other, and the size is the pair's. */
-__device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 nb) {
-    if (!x.remote((u32)o.peer)) return nb;
-    const u64 w = o.bytes >> 20;
-    return w < 1 ? 1u : w < nb ? (u32)w : nb;
+/* The blocks that carry entry o (native_abi.h: the same on both sides of the pair, whatever
+ * each side's grid; `full` is the group grid every rank shares) */
+__device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 full) {
+    return mn_p2p_entry_blocks(o.bytes, x.remote((u32)o.peer), x.pk_data(), x.c->pk_max_bytes, full);
 }
-/* Whether entry o travels as packets: within the node when its share per block fits a packet
- * message; to another node when all of it fits one (a single block sends it: every message
- * there is a proxy trigger and a network message of its own), with outgoing packet slots */
-__device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o) {
-    if (!x.remote((u32)o.peer)) return pk_fits(x, o.bytes);
+/* Whether entry o, cut over nb blocks, travels as packets: within the node when each block's
+ * share fits a packet message; to another node when all of it fits one (a single block sends
+ * it: every message there is a proxy trigger and a network message of its own), with outgoing
+ * packet slots */
+__device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
+    if (!x.remote((u32)o.peer))
+        return x.n <= MN_PK_MAX_RANKS && o.bytes <= x.c->pk_max_bytes && x.pk_data() &&
+               round16((o.bytes + nb - 1) / nb) <= x.pk_data();
     return x.c->off_pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
-}
-/* the blocks a packet entry is cut over (all, or one to another node) */
-__device__ __forceinline__ u32 p2p_pk_nb(const Ctx &x, const MnP2p &o, u32 nb) {
-    return x.remote((u32)o.peer) ? 1u : nb;
 }
 
 __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect &dd, const Ctx &x,
@@ -506,6 +500,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
     __shared__ bool with[MN_DIRECT_MAX_RANKS];
     __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
     __shared__ bool any_direct;
+    __shared__ u32 enb[MN_P2P_MAX];   /* the blocks that carry each entry (p2p_nb) */
     const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = x.nb, r = x.rank;
     /* large entries between the ranks of this node may go direct: the sender stores into the
      * receiver's own buffer, once both sides' records say it is shared and mapped */
@@ -517,12 +512,14 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         for (u32 e = 0, k = 0; e < ne; e++) {
             const bool alone = p2p_alone(l, ne, e);
             const u32 peer = (u32)l.v[e].peer;
+            enb[e] = p2p_nb(x, l.v[e], dd.full_blocks);
             /* packets: stores into the peer's memory, or across nodes copies of this rank's
-             * outgoing packet slot (off_pk_out) by the proxy; direct stores need the mapping */
-            pk[e] = alone && peer != r && p2p_pk(x, l.v[e]);
+             * outgoing packet slot (off_pk_out) by the proxy; direct stores need the mapping.
+             * A block beyond the entry's blocks leaves it alone (its peer's same block does) */
+            pk[e] = alone && peer != r && p2p_pk(x, l.v[e], enb[e]);
             dptr[e] = 0;
             cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
-                      l.v[e].bytes >= dd.min_bytes;
+                      l.v[e].bytes >= dd.min_bytes && f.b < enb[e];
             if (cand[e]) {
                 if (!with[peer]) {
                     with[peer] = true;
@@ -565,7 +562,7 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
             if (l.v[e].recv) k++;
             if (f.b == 0 && cand[e])   /* the direct counts, per entry */
                 atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
-            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, p2p_nb(x, l.v[e], nb)), x.slot);
+            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, enb[e]), x.slot);
             start[e] = 0;
             for (u32 d = 0; d < e; d++)
                 if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
@@ -590,21 +587,21 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
      * them cannot hold them up */
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, p2p_pk_nb(x, l.v[e], nb));
+        const Span sh = share(l.v[e].bytes, f.b, enb[e]);
         if (sh.hi > sh.lo)
             pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
     /* direct sends: this block's share straight into the receiver's buffer, then done */
     for (u32 e = 0; e < ne; e++) {
         if (!dptr[e] || l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, nb);
+        const Span sh = share(l.v[e].bytes, f.b, enb[e]);
         if (sh.hi > sh.lo) mk::copy((char *)dptr[e] + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
         __syncthreads();
         if (threadIdx.x == 0) lane_done(x, f.b, (u32)l.v[e].peer);
     }
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, p2p_pk_nb(x, l.v[e], nb));
+        const Span sh = share(l.v[e].bytes, f.b, enb[e]);
         if (sh.hi > sh.lo) pk_recv(x, f.b, (u32)l.v[e].peer, (char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
     }
     /* direct receives: the sender's share of this block has landed */
@@ -615,13 +612,13 @@ __device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect 
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
+            const Span pc = piece(share(o.bytes, f.b, enb[e]), i - start[e], x.slot);
             f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, p2p_nb(x, o, nb)), i - start[e], x.slot);
+            const Span pc = piece(share(o.bytes, f.b, enb[e]), i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
             ack(x, f.b, (u32)o.peer);

@@ -600,6 +600,25 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
     l->p2p_nrecv = 0;
     /* every rank has peer memory or none does (pm_create), so this is the same everywhere */
     l->p2pd.min_bytes = nc && nc->pm && nc->direct_min ? nc->direct_min : ~0ull;
+    /* the grid prepared for the group (the same on every rank): entries are cut over at most
+     * this many blocks; the launch itself takes only what its entries need (p2p_grid) */
+    l->p2pd.full_blocks = (mk_u32)l->blocks;
+}
+
+/* The launch grid of a group: the most blocks one of its entries is cut over
+ * (mn_p2p_entry_blocks, which the kernel applies to the same values), at least one. */
+static int p2p_grid(mscclrt_comm *c, const NativeLaunch *l) {
+    const NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    const uint64_t pk_data = nc ? nc->host.pk_slot_bytes / 2 : 0, pk_max = nc ? nc->host.pk_max_bytes : 0;
+    mk_u32 most = 1;
+    for (mk_u32 e = 0; e < l->args.np2p && e < MN_P2P_MAX; e++) {
+        const MnP2p *o = &l->list.v[e];
+        /* the kernel's "remote": the peer's scratch is a network window, i.e. another node */
+        const int remote = c->boot && boot_node_of(c->boot, o->peer) != boot_node(c->boot);
+        const mk_u32 k = mn_p2p_entry_blocks(o->bytes, remote, pk_data, pk_max, l->p2pd.full_blocks);
+        if (k > most) most = k;
+    }
+    return (int)most;
 }
 
 void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf, uint64_t bytes) {
@@ -616,6 +635,7 @@ void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf,
 
 void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l) {
     NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    l->blocks = p2p_grid(c, l);
     if (!nc || !nc->pm || l->p2pd.min_bytes == ~0ull) return;
     CuContext prev;
     if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;

@@ -119,6 +119,41 @@ static void t_grid(void) {
     }
 }
 
+/* A send/recv entry's blocks (mn_p2p_entry_blocks, which the kernel and the host's launch grid
+ * both apply): within a node packet-sized messages take one block per packet message, so each
+ * block's share fits one (the kernel's packet test), larger ones the whole group grid; to
+ * another node one block per MiB; always 1..full. */
+static void t_p2p_blocks(void) {
+    const uint64_t pk_data = MN_PK_DATA_BYTES, pk_max = 256u << 10;
+    static const uint64_t sizes[] = {1, 16, 1024, 8191, 8192, 8193, 65536, 262143, 262144,
+                                     262145, 1u << 20, (3u << 20) + 5, 1u << 30};
+    static const uint32_t fulls[] = {1, 8, 32};
+    for (size_t f = 0; f < sizeof fulls / sizeof *fulls; f++)
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            const uint64_t n = sizes[i];
+            const uint32_t full = fulls[f];
+            const uint32_t k = mn_p2p_entry_blocks(n, 0, pk_data, pk_max, full);
+            CHECK(k >= 1 && k <= full);
+            const uint64_t share = ((n + k - 1) / k + 15) / 16 * 16;
+            if (n <= pk_max && n <= full * pk_data) {
+                CHECK(share <= pk_data);                        /* packets fit each block */
+                CHECK(k == 1 || (n + k - 2) / (k - 1) > pk_data);   /* and no block more */
+            } else {
+                CHECK_EQ_INT((int)full, (int)k);
+            }
+            const uint32_t kr = mn_p2p_entry_blocks(n, 1, pk_data, pk_max, full);
+            const uint64_t mib = n >> 20;
+            CHECK_EQ_INT((int)(mib < 1 ? 1 : mib < full ? mib : full), (int)kr);
+            /* no packet slots: the whole grid */
+            CHECK_EQ_INT((int)full, (int)mn_p2p_entry_blocks(n, 0, 0, pk_max, full));
+        }
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 0));   /* full 0 is 1 */
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 32));
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(65536, 0, pk_data, pk_max, 32));
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262144, 0, pk_data, pk_max, 32));
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262145, 0, pk_data, pk_max, 32));
+}
+
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
 static void t_block_cap(void) {
     static const struct { int share, sms, want; } v[] = {
@@ -170,6 +205,7 @@ int main(void) {
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
     TEST("native builtin: every collective on one node, send/recv only across nodes", t_builtins());
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
+    TEST("native builtin: send/recv entries take the blocks their size needs", t_p2p_blocks());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
