@@ -225,5 +225,11 @@ MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u6
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the
  * 4 KiB of kernel parameters). */
 typedef struct MnP2pList { MnP2p v[MN_P2P_MAX]; } MnP2pList;
+/* The first MN_P2P_SMALL entries of an MnP2pList: the argument of mscclrt_native_p2p_small, the
+ * kernel of groups that small (the launch passes the same list; the kernel reads only these). */
+#define MN_P2P_SMALL 16
+typedef struct MnP2pListSmall { MnP2p v[MN_P2P_SMALL]; } MnP2pListSmall;
+MK_STATIC_ASSERT(sizeof(MnP2pListSmall) == MN_P2P_SMALL * sizeof(MnP2p) && MN_P2P_SMALL <= MN_P2P_MAX,
+                 "MnP2pListSmall is a prefix of MnP2pList");
 
 #endif

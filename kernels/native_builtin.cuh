@@ -467,7 +467,8 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
  * ack_net): never packets or direct stores, which need its memory mapped. */
 /* An entry alone in its direction to its peer (the peer's matching entry is then alone too,
  * so both sides choose its form alike). */
-__device__ __forceinline__ bool p2p_alone(const MnP2pList &l, u32 ne, u32 e) {
+template <class L>
+__device__ __forceinline__ bool p2p_alone(const L &l, u32 ne, u32 e) {
     bool alone = true;
     for (u32 d = 0; d < ne; d++)
         alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
@@ -490,18 +491,21 @@ __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
     return x.c->off_pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
 }
 
-__device__ void sendrecv(const MnArgs &a, const MnP2pList &l, const MnP2pDirect &dd, const Ctx &x,
+/* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument) */
+template <class L>
+__device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, const Ctx &x,
                          const Flow &f) {
-    __shared__ u64 start[MN_P2P_MAX], cnt[MN_P2P_MAX];
-    __shared__ bool pk[MN_P2P_MAX];
-    __shared__ u64 dptr[MN_P2P_MAX];   /* direct: the peer's receive buffer (send entries), 1 (receive) */
-    __shared__ bool cand[MN_P2P_MAX];  /* may go direct (both sides know the same) */
+    enum { CAP = sizeof(l.v) / sizeof(l.v[0]) };
+    __shared__ u64 start[CAP], cnt[CAP];
+    __shared__ bool pk[CAP];
+    __shared__ u64 dptr[CAP];   /* direct: the peer's receive buffer (send entries), 1 (receive) */
+    __shared__ bool cand[CAP];  /* may go direct (both sides know the same) */
     __shared__ u64 rounds;
     __shared__ bool with[MN_DIRECT_MAX_RANKS];
     __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
     __shared__ bool any_direct;
-    __shared__ u32 enb[MN_P2P_MAX];   /* the blocks that carry each entry (p2p_nb) */
-    const u32 ne = a.np2p < MN_P2P_MAX ? a.np2p : MN_P2P_MAX, nb = x.nb, r = x.rank;
+    __shared__ u32 enb[CAP];   /* the blocks that carry each entry (p2p_nb) */
+    const u32 ne = a.np2p < CAP ? a.np2p : CAP, nb = x.nb, r = x.rank;
     /* large entries between the ranks of this node may go direct: the sender stores into the
      * receiver's own buffer, once both sides' records say it is shared and mapped */
     const bool lanes = x.c->off_lane != 0 && x.n <= MN_DIRECT_MAX_RANKS && dd.min_bytes != ~0ull &&
@@ -665,6 +669,16 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MN_PARAM 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MN_PARAM MnArgs a,
                                                                        MN_PARAM MnP2pList l,
                                                                        MN_PARAM MnP2pDirect d) {
+    const mn::Ctx x(a);
+    __shared__ bool net_sent;
+    const mn::Flow f(x, blockIdx.x, &net_sent);
+    mn::sendrecv(a, l, d, x, f);
+    f.finish();
+}
+/* groups of at most MN_P2P_SMALL entries (most): 3 KiB less of kernel argument per launch */
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p_small(MN_PARAM MnArgs a,
+                                                                             MN_PARAM MnP2pListSmall l,
+                                                                             MN_PARAM MnP2pDirect d) {
     const mn::Ctx x(a);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);

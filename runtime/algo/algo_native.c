@@ -633,9 +633,23 @@ void algo_native_p2p_recv(mscclrt_comm *c, NativeLaunch *l, int peer, void *buf,
     exec_cuda_restore(c, prev);
 }
 
+/* The kernel of a group of at most MN_P2P_SMALL entries: the same code with a 3 KiB smaller
+ * argument (its module comes from the same compiled source); where it cannot be had, the
+ * general one, which serves any group. */
+static void p2p_small_kernel(mscclrt_comm *c, NativeCtx *nc, NativeLaunch *l) {
+    if (!nc || l->args.np2p > MN_P2P_SMALL) return;
+    CuContext prev;
+    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;
+    CuFunction fn = NULL;
+    if (native_kernel(c, nc, NULL, "mscclrt_native_p2p_small", false, 0, 0, &fn) == MSCCLRT_SUCCESS)
+        l->fn = fn;
+    exec_cuda_restore(c, prev);
+}
+
 void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l) {
     NativeCtx *nc = c->algo ? c->algo->native : NULL;
     l->blocks = p2p_grid(c, l);
+    p2p_small_kernel(c, nc, l);
     if (!nc || !nc->pm || l->p2pd.min_bytes == ~0ull) return;
     CuContext prev;
     if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return;
