@@ -141,7 +141,8 @@ MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
  * every buffer the collective touches, else the slot path in the same launch. */
 #define MN_DIRECT_MAX_RANKS 8     /* ranks of a communicator that may go direct */
 #define MN_PM_SLOTS 64            /* allocations one rank may share at once */
-#define MN_DIRECT_INPLACE 1u      /* MnDirectRec.flags: sendbuf == recvbuf on this rank */
+#define MN_DIRECT_INPLACE 1u      /* MnDirectRec.flags: sendbuf and recvbuf of this rank are one
+                                     buffer or overlap */
 #define MN_DIRECT_BLOCKS 128      /* blocks (lanes) of a direct launch at most */
 #define MN_LANE_REC_BYTES 256     /* a record as LL16 packets, in one half of a lane's slot */
 /* the lanes' counter arrays, u64[MN_DIRECT_BLOCKS][nranks] each, in this order */

@@ -128,11 +128,68 @@ __device__ void direct_reduce_one(char *dst, const u64 *src, u64 off, u64 m, u32
     else direct_reduce<8, 1>(d, src, off, m);
 }
 
+/* Block-wide: this block's stores and loads so far are done; wait until every peer's same
+ * block says the same (release after the block's barrier, acquire: system scope). The lanes'
+ * done counters count, so a launch may pass several such points, every rank as many. */
+__device__ void direct_sync(const Ctx &x, u32 b) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (u32 p = 0; p < x.n; p++)
+            if (p != x.rank) lane_done(x, b, p);
+        for (u32 p = 0; p < x.n; p++)
+            if (p != x.rank) lane_wait_done(x, b, p);
+    }
+    __syncthreads();
+}
+
+/* allreduce by stores only, for large out-of-place calls (MN_AR_PUSH_MIN): reading a peer's
+ * input while it reads ours runs both NVLink directions at reduce_scatter's rate (about 334
+ * GB/s on 2 x H100), where stores in both directions reach all_gather's (356). Every rank's
+ * record must say out of place (the outputs serve as staging), and every part must be whole
+ * (part * n == bytes: a staging area holds another rank's part). From the records alone, so
+ * every block of every rank agrees. */
+#define MN_AR_PUSH_MIN (32ull << 20)
+__device__ bool allreduce_push_ok(const MnArgs &a, const MnDirectRec *recs, u32 n) {
+    if (a.coll != MN_ALLREDUCE || a.in_bytes < MN_AR_PUSH_MIN || a.in_bytes % (16ull * n)) return false;
+    for (u32 q = 0; q < n; q++)
+        if (recs[q].flags & MN_DIRECT_INPLACE) return false;
+    return true;
+}
+/* (1) this rank's contribution to part q goes into rank q's output at part r (q != r), which
+ * holds nothing yet; (2) once every peer's has landed, part r reduced in rank order (this
+ * rank's own from its input, rank s's from its output at part s) into this rank's output;
+ * (3) once every peer has read its staging, the result into every peer's output at part r,
+ * which was that peer's staging for this rank's contribution. */
+__device__ void allreduce_push(const MnArgs &a, const Ctx &x, u32 b, const u64 *rp) {
+    const u32 n = x.n, r = x.rank;
+    const u64 part = a.in_bytes / n;
+    const Span sh = share(part, b, gridDim.x);
+    const u64 m = sh.hi - sh.lo;
+    for (u32 k = 1; k < n && m; k++) {   /* staggered: block b starts b peers on */
+        const u32 q = (r + 1 + (k - 1 + b) % (n - 1)) % n;
+        mk::copy((char *)rp[q] + (u64)r * part + sh.lo, (const char *)a.in + (u64)q * part + sh.lo, m);
+    }
+    direct_sync(x, b);
+    u64 src[MN_DIRECT_MAX_RANKS];
+    for (u32 s = 0; s < n; s++) src[s] = s == r ? a.in + (u64)r * part : a.out + (u64)s * part;
+    if (m) direct_reduce_one((char *)a.out + (u64)r * part + sh.lo, src, sh.lo, m, n);
+    direct_sync(x, b);
+    for (u32 k = 1; k < n && m; k++) {
+        const u32 q = (r + k) % n;
+        mk::copy((char *)rp[q] + (u64)r * part + sh.lo, (const char *)a.out + (u64)r * part + sh.lo, m);
+    }
+}
+
 /* Step two (block b of the grid): this rank's part of the collective, directly. */
-__device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, const u64 *rp) {
+__device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, const u64 *rp,
+                           bool push) {
     const u32 n = x.n, r = x.rank, nb = gridDim.x, root = a.root >= 0 ? (u32)a.root : 0;
     switch (a.coll) {
     case MN_ALLREDUCE: {
+        if (push) {
+            allreduce_push(a, x, b, rp);
+            break;
+        }
         /* part r of every rank's input, reduced, stored into part r of every rank's output */
         const u64 bytes = a.in_bytes, part = round16((bytes + n - 1) / n);
         const u64 lo = minu((u64)r * part, bytes), len = minu(part, bytes - lo);
@@ -213,16 +270,7 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
 
 /* Step three (block-wide): this block's stores and loads are done; wait until every peer's
  * same block says the same (release after the block's barrier, acquire: system scope). */
-__device__ void direct_finish(const Ctx &x, u32 b) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        for (u32 p = 0; p < x.n; p++)
-            if (p != x.rank) lane_done(x, b, p);
-        for (u32 p = 0; p < x.n; p++)
-            if (p != x.rank) lane_wait_done(x, b, p);
-    }
-    __syncthreads();
-}
+__device__ void direct_finish(const Ctx &x, u32 b) { direct_sync(x, b); }
 
 /* The slot path when the direct one cannot run: a call of its own, so that its register
  * demands (the slot protocol, reductions over up to 8 slots) do not spill the direct path's
@@ -247,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARA
         return;
     }
     if (mn::direct_agree(a, d, x, blockIdx.x, recs, sp, rp)) {
-        mn::direct_run(a, x, blockIdx.x, sp, rp);
+        mn::direct_run(a, x, blockIdx.x, sp, rp, mn::allreduce_push_ok(a, recs, x.n));
         mn::direct_finish(x, blockIdx.x);
     } else {
         mn::direct_fallback(a, x, f);

@@ -559,6 +559,10 @@ static void native_direct_fill(mscclrt_comm *c, const mscclrt_request *req, Nati
         r->flags |= MN_DIRECT_INPLACE;
     } else {
         pm_locate(pm, req->recvbuf, req->out_bytes, &r->rpub, &r->rslot, &r->roff);
+        /* buffers that overlap count as in place too: no direct form may then use the output
+         * as staging (allreduce_push) */
+        const uintptr_t s0 = (uintptr_t)req->sendbuf, r0 = (uintptr_t)req->recvbuf;
+        if (s0 < r0 + req->out_bytes && r0 < s0 + req->in_bytes) r->flags |= MN_DIRECT_INPLACE;
     }
     pm_direct_args(pm, d);
     exec_cuda_restore(c, prev);
