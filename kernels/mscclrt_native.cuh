@@ -63,9 +63,9 @@ struct Ctx {
         return (char *)peers[p] + c->off_pk + (((u64)b * n + rank) * 2 + (flag & 1)) * c->pk_slot_bytes;
     }
     /* this rank's outgoing packet slot for message `flag` to peer p on another node (which
-     * the proxy copies into p's pk_in for this rank; off_pk_out != 0) */
+     * the proxy copies into p's pk_in for this rank; c->pk_out != 0): host or device memory */
     __device__ char *pk_out(u32 b, u32 p, u32 flag) const {
-        return scratch + c->off_pk_out + (((u64)b * n + p) * 2 + (flag & 1)) * c->pk_slot_bytes;
+        return (char *)c->pk_out + (((u64)b * n + p) * 2 + (flag & 1)) * c->pk_slot_bytes;
     }
     /* data bytes one packet message carries (0: this context has no packet slots) */
     __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }

@@ -71,10 +71,12 @@ typedef struct MnContext {
                                      [sender][half] of MN_LANE_REC_BYTES */
     mk_u64 fifo;                  /* the port proxy's MkFifo (device address) when some peer is
                                      on another node; else 0 */
-    mk_u64 off_pk_out;            /* where some peer is on another node and there are packet
-                                     slots: this rank's outgoing packets to such peers,
-                                     [max_blocks][peer][half] of pk_slot_bytes, which its proxy
-                                     copies as they are into the peer's packet slot; else 0 */
+    mk_u64 pk_out;                /* where some peer is on another node and there are packet
+                                     slots: the address of this rank's outgoing packets to such
+                                     peers, [max_blocks][peer][half] of pk_slot_bytes, which its
+                                     proxy sends as they are into the peer's packet slot: pinned
+                                     host memory the kernel writes through its mapping (sent with
+                                     no staging copy), else an area of the scratch; else 0 */
 } MnContext;
 MK_STATIC_ASSERT(sizeof(MnContext) == 168, "MnContext layout (host and device agree)");
 
@@ -83,7 +85,7 @@ MK_STATIC_ASSERT(sizeof(MnContext) == 168, "MnContext layout (host and device ag
  * resolves. Send/recv to such a peer puts each piece into the peer's slot and raises its
  * counters through the proxy (MkFifo triggers); the counters it waits on are its own, which the
  * peer's proxy raises the same way. Small send/recv messages go as packets: written into this
- * rank's outgoing packet slot (off_pk_out) and copied by the proxy into the peer's packet slot,
+ * rank's outgoing packet slot (pk_out) and copied by the proxy into the peer's packet slot,
  * the flags in them saying they arrived; the peer's acknowledgement comes back through its
  * proxy. Nothing else reaches a peer on another node. */
 #define MN_WINDOW_TOP 0xfeu

@@ -287,6 +287,9 @@ __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
      * are into p's slot (reused two messages later, once p acknowledged this one: read by then) */
     char *out = x.pk_out(b, p, flag);
     pk_write(out, src, n, flag);
+    /* the outgoing slot may be host memory the proxy sends from: every thread's stores reach it
+     * before thread 0 hands the proxy the message */
+    __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0)
         mk::proxy_put((const MkFifo *)x.c->fifo, x.pk_at(p, b, flag), out, (n + 7) / 8 * 16);
@@ -488,7 +491,7 @@ __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
     if (!x.remote((u32)o.peer))
         return x.n <= MN_PK_MAX_RANKS && o.bytes <= x.c->pk_max_bytes && x.pk_data() &&
                round16((o.bytes + nb - 1) / nb) <= x.pk_data();
-    return x.c->off_pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
+    return x.c->pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
 }
 
 /* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument) */
@@ -518,7 +521,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
             const u32 peer = (u32)l.v[e].peer;
             enb[e] = p2p_nb(x, l.v[e], dd.full_blocks);
             /* packets: stores into the peer's memory, or across nodes copies of this rank's
-             * outgoing packet slot (off_pk_out) by the proxy; direct stores need the mapping.
+             * outgoing packet slot (pk_out) by the proxy; direct stores need the mapping.
              * A block beyond the entry's blocks leaves it alone (its peer's same block does) */
             pk[e] = alone && peer != r && p2p_pk(x, l.v[e], enb[e]);
             dptr[e] = 0;

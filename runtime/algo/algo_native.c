@@ -47,6 +47,8 @@ struct NativeCtx {
     bool reach_all;                /* every rank (native_publish) */
     mscclrt_algo *net[MSCCLRT_COLL_COUNT]; /* across nodes: the built-in collectives as the
                                      fallback of algo_coll.c (not candidates), made on first use */
+    void *pk_host;                 /* pinned host memory of the outgoing packets to other
+                                     nodes (MnContext.pk_out), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
@@ -111,7 +113,8 @@ static uint64_t pk_area_bytes(int n, uint64_t scratch) {
 }
 
 uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slots) {
-    /* net: a second packet area, the outgoing packets to peers on other nodes (off_pk_out) */
+    /* net: a second packet area, the outgoing packets to peers on other nodes (pk_out, where
+     * they do not go to pinned host memory) */
     const uint64_t pk = pk_area_bytes(n, scratch) * (net ? 2 : 1);
     const uint64_t slots = pk_offset(n) + pk + lane_bytes(n);
     if (off_slots) *off_slots = slots;
@@ -120,6 +123,41 @@ uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slot
 }
 
 /* The MnContext of rank c from its executor context (allocated, table filled). */
+/* The outgoing packets to peers on other nodes (MnContext.pk_out, bytes of them): pinned host
+ * memory the kernels write through its mapping and the transport sends from as it is (no
+ * staging copy: net_reg_host_src), up to PK_HOST_MAX; else, or where that memory cannot be
+ * had, the second packet area of the scratch (native_slot_bytes keeps it either way). */
+#define PK_HOST_MAX (64ull << 20)
+static mscclrt_result native_pk_out(mscclrt_comm *c, NativeCtx *nc, uint64_t bytes) {
+    MnContext *m = &nc->host;
+    m->pk_out = nc->x->scratch + m->off_pk + bytes;
+    if (!nc->x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
+    if (!nc->pk_host) {
+        void *h = NULL;
+        CuDevPtr d = 0;
+        CuResult r = cu.cuMemHostAlloc(&h, (size_t)bytes, CU_HOSTALLOC_PORTABLE | CU_HOSTALLOC_DEVICEMAP);
+        if (r == CU_OK) r = cu.cuMemHostGetDevicePointer(&d, h, 0);
+        /* the transport sends from the address the kernel names: the two must agree (unified
+         * addressing, every 64-bit Linux system CUDA runs on) */
+        if (r != CU_OK || d != (CuDevPtr)(uintptr_t)h) {
+            char why[64] = "its device address differs from the host's";
+            if (r != CU_OK) snprintf(why, sizeof why, "CUDA error %d", (int)r);
+            LOG_INFO(LOG_SUB_INIT, "rank %d: outgoing packets to other nodes stay in device memory "
+                     "(pinned host memory: %s)", c->rank, why);
+            if (h) cu.cuMemFreeHost(h);
+            return MSCCLRT_SUCCESS;
+        }
+        const mscclrt_result res = net_reg_host_src(nc->x->net, nc->x, (uint64_t)d, (size_t)bytes);
+        if (res != MSCCLRT_SUCCESS) {
+            cu.cuMemFreeHost(h);
+            return res;
+        }
+        nc->pk_host = h;
+    }
+    m->pk_out = (mk_u64)(uintptr_t)nc->pk_host;
+    return MSCCLRT_SUCCESS;
+}
+
 static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     const ExecCtx *x = nc->x;
     const int n = c->nranks;
@@ -147,7 +185,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
     const uint64_t pk_area = pk_area_bytes(n, x->scratch_bytes);
-    m->off_pk_out = net && m->pk_slot_bytes ? m->off_pk + pk_area : 0;
+    if (net && m->pk_slot_bytes) TRY(native_pk_out(c, nc, pk_area));
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
     long long pk_max;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
@@ -225,6 +263,8 @@ static void native_free(NativeCtx *nc) {
         if (nc->net[k]) algo_release(nc->net[k]);
     /* the counters registered with the port proxy stay there: the proxy goes with the comm */
     if (nc->dctx) cu.cuMemFree(nc->dctx);
+    /* the executor context is gone (its proxy drained, its host source released) */
+    if (nc->pk_host) cu.cuMemFreeHost(nc->pk_host);
     free(nc->reach);
     plan_free(nc->plan);
     free(nc);

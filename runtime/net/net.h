@@ -93,7 +93,16 @@ mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, N
  * peer's d->addr (offset 0), valid for d->bytes. */
 mscclrt_result net_import(Net *n, const void *owner, int peer, const NetMemDesc *d,
                           uint64_t *window);
-/* Drops every registration and window made on behalf of owner (after the proxy drained). */
+/* Registers [addr, addr+bytes) of pinned host memory the GPU writes through its mapping
+ * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP; under unified addressing the device address is
+ * the host address) as a source of puts, on behalf of owner: a put whose source lies inside is
+ * sent straight from it, without the staging copy a device source takes (socket backend), or
+ * registered as host memory (ib). In host_mem mode every source is host memory already. */
+mscclrt_result net_reg_host_src(Net *n, const void *owner, uint64_t addr, size_t bytes);
+/* Whether [src, src+bytes) lies in one registered host source (the backends ask per put). */
+bool net_host_src(Net *n, uint64_t src, uint64_t bytes);
+/* Drops every registration, host source and window made on behalf of owner (after the proxy
+ * drained). */
 void net_release(Net *n, const void *owner);
 
 /* Data path (the proxy thread). dst is a window address; src a local address of bytes

@@ -132,6 +132,7 @@ void net_destroy(Net *n) {
     for (int i = 0; i < n->nregs; i++)
         if (n->regs[i].owner && n->be->dereg) n->be->dereg(n, &n->regs[i]);
     free(n->regs);
+    free(n->hsrc);
     free(n->wins);
     free(n->remote);
     pthread_mutex_destroy(&n->mu);
@@ -247,9 +248,46 @@ mscclrt_result net_import(Net *n, const void *owner, int peer, const NetMemDesc 
     return MSCCLRT_SUCCESS;
 }
 
+mscclrt_result net_reg_host_src(Net *n, const void *owner, uint64_t addr, size_t bytes) {
+    if (!owner || !addr || !bytes)
+        return rt_fail(MSCCLRT_ERR_INTERNAL, "net_reg_host_src: no owner, address or length");
+    pthread_mutex_lock(&n->mu);
+    int slot = -1;
+    for (int i = 0; i < n->nhsrc && slot < 0; i++)
+        if (!n->hsrc[i].owner) slot = i;
+    if (slot < 0 && n->nhsrc == n->caphsrc) {
+        int cap = n->caphsrc ? n->caphsrc * 2 : 4;
+        struct NetHostSrc *h = realloc(n->hsrc, (size_t)cap * sizeof *h);
+        if (!h) {
+            pthread_mutex_unlock(&n->mu);
+            return rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory for host sources");
+        }
+        n->hsrc = h;
+        n->caphsrc = cap;
+    }
+    if (slot < 0) slot = n->nhsrc++;
+    n->hsrc[slot] = (struct NetHostSrc){.owner = owner, .base = addr, .bytes = bytes};
+    pthread_mutex_unlock(&n->mu);
+    return MSCCLRT_SUCCESS;
+}
+
+bool net_host_src(Net *n, uint64_t src, uint64_t bytes) {
+    if (!n) return false;
+    bool in = false;
+    pthread_mutex_lock(&n->mu);
+    for (int i = 0; i < n->nhsrc && !in; i++) {
+        const struct NetHostSrc *h = &n->hsrc[i];
+        in = h->owner && src >= h->base && bytes <= h->bytes && src - h->base <= h->bytes - bytes;
+    }
+    pthread_mutex_unlock(&n->mu);
+    return in;
+}
+
 void net_release(Net *n, const void *owner) {
     if (!n || !owner) return;
     pthread_mutex_lock(&n->mu);
+    for (int i = 0; i < n->nhsrc; i++)
+        if (n->hsrc[i].owner == owner) n->hsrc[i].owner = NULL;
     for (int i = 1; i < n->nwins; i++)
         if (n->wins[i].owner == owner) n->wins[i].owner = NULL;
     for (int i = 0; i < n->nregs; i++) {

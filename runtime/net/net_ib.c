@@ -237,12 +237,24 @@ static mscclrt_result src_lkey(Ib *ib, uint64_t src, uint64_t bytes, uint32_t *l
     }
     IbSrc s = {.buf_id = id};
     uint64_t base = src, len = bytes;
-    if (n->opt.host_mem) {   /* whole pages: neighbouring puts from one buffer share the MR */
+    /* host memory (host_mem mode, or a host source the GPU writes through its mapping) */
+    const bool host = n->opt.host_mem || net_host_src(n, src, bytes);
+    if (host) {   /* whole pages: neighbouring puts from one buffer share the MR */
         uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
         base = src & ~(pg - 1);
         len = ((src + bytes + pg - 1) & ~(pg - 1)) - base;
     }
-    TRY(ib_register(ib, base, len, "a put source", &s.mr, &s.base, &s.bytes));
+    if (host && !n->opt.host_mem) {
+        s.mr = iv.reg_mr(ib->pd, (void *)(uintptr_t)base, len, IB_ACCESS);
+        if (!s.mr)
+            return rt_fail_errno(MSCCLRT_ERR_SYSTEM, "net: rank %d: ibv_reg_mr(a put source in "
+                                 "host memory, %llu bytes at 0x%llx) on %s", n->rank,
+                                 (unsigned long long)len, (unsigned long long)base, ib->dev.name);
+        s.base = base;
+        s.bytes = len;
+    } else {
+        TRY(ib_register(ib, base, len, "a put source", &s.mr, &s.base, &s.bytes));
+    }
     ib->src[ib->nsrc++] = s;
     *lkey = s.mr->lkey;
     return MSCCLRT_SUCCESS;

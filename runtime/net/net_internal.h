@@ -54,11 +54,13 @@ struct Net {
     NetOptions opt;          /* timeout_ms and nsocks resolved */
     const NetBackend *be;
     void *be_state;          /* owned by the backend (its close frees it) */
-    pthread_mutex_t mu;      /* guards the two tables */
+    pthread_mutex_t mu;      /* guards the three tables */
     NetRegion *regs;
     int nregs, capregs;
     NetWindow *wins;         /* [0] unused */
     int nwins, capwins;
+    struct NetHostSrc { const void *owner; uint64_t base, bytes; } *hsrc;   /* net_reg_host_src */
+    int nhsrc, caphsrc;
     _Atomic int failed;      /* first asynchronous failure (a backend thread's) */
     char err[512];
 };

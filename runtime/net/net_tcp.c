@@ -14,7 +14,8 @@
  * at most TCP_PIECE bytes spread round-robin over the peer's sockets (a put of at most
  * TCP_INLINE bytes goes on socket 0, with the signals that follow it); in device mode each piece
  * is first copied device->pinned host with cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS
- * staging slots. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a
+ * staging slots, unless its source is a registered host source (net_reg_host_src: pinned host
+ * memory the GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a
  * socket that is idle (nothing queued, nobody writing) is written by the calling (proxy) thread
  * itself, with one sendmsg that never blocks: waking the tx thread would cost more than the
  * message (what the socket does not take at once is left to the tx thread). Everything else is
@@ -97,6 +98,8 @@ typedef struct TcpSock {
     bool ack_due;            /* rx threads ask tx to send an ACK of ack_value (never block) */
     uint64_t ack_value;
     bool dead;               /* tx stopped after a failure: producers stop waiting */
+    bool hsrc_used;          /* device mode: a put from a host source went on this socket
+                                (net_flush_sources then waits for the queue to drain too) */
     /* device mode */
     char *tx_stage, *rx_stage;   /* pinned, TCP_SLOTS and TCP_RX_SLOTS pieces */
     bool busy[TCP_SLOTS];
@@ -617,8 +620,13 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
                               uint64_t bytes) {
     Tcp *t = tcp_of(n);
     TcpPeer *p = t->peers[w->peer];
-    LOG_TRACE(LOG_SUB_XPORT, "net: put of %llu bytes to rank %d posted t=%.1f",
-              (unsigned long long)bytes, p->rank, trace_us());
+    /* host memory (host_mem mode, or a host source the GPU writes through its mapping, e.g.
+     * the native kernels' outgoing packets) goes straight from the caller's bytes: no staging
+     * copy, whose launch and completion cost more than a small message's whole trip */
+    const bool host = n->opt.host_mem || net_host_src(n, src, bytes);
+    LOG_TRACE(LOG_SUB_XPORT, "net: put of %llu bytes to rank %d posted%s t=%.1f",
+              (unsigned long long)bytes, p->rank, host && !n->opt.host_mem ? " (host source)" : "",
+              trace_us());
     for (uint64_t o = 0; o < bytes; o += TCP_PIECE) {
         uint64_t len = bytes - o < TCP_PIECE ? bytes - o : TCP_PIECE;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
@@ -629,7 +637,12 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
         it.h.region = w->id;
         it.h.off = off + o;
         it.h.len = len;
-        if (n->opt.host_mem) {
+        if (host) {
+            if (!n->opt.host_mem) {
+                pthread_mutex_lock(&s->mu);
+                s->hsrc_used = true;
+                pthread_mutex_unlock(&s->mu);
+            }
             TRY(enqueue(t, s, &it));
         } else {
             pthread_mutex_lock(&s->mu);
@@ -719,9 +732,9 @@ static mscclrt_result tcp_flush(Net *n) {
 
 /* A plan's flush (net_flush_sources): the sources of every put issued so far have been read.
  * In device mode each piece was copied into a staging slot on its socket's tx stream, so those
- * copies have completed; in host mode a piece is sent from the caller's memory, so its socket
- * has written everything queued. The peers' receipt is not awaited: a signal that follows the
- * data is applied only once the data has landed. */
+ * copies have completed; in host mode (and for host sources in device mode) a piece is sent
+ * from the caller's memory, so its socket has written everything queued. The peers' receipt
+ * is not awaited: a signal that follows the data is applied only once the data has landed. */
 static mscclrt_result tcp_flush_sources(Net *n) {
     Tcp *t = tcp_of(n);
     for (int q = 0; q < n->nranks; q++) {
@@ -735,7 +748,10 @@ static mscclrt_result tcp_flush_sources(Net *n) {
                     return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging puts to rank %d "
                                    "(socket %d): waiting for the copies: %s", n->rank, p->rank,
                                    i, cu_name(cr));
-                continue;
+                pthread_mutex_lock(&s->mu);
+                const bool hsrc = s->hsrc_used;
+                pthread_mutex_unlock(&s->mu);
+                if (!hsrc) continue;
             }
             struct timespec dl = deadline_in(n->opt.timeout_ms);
             pthread_mutex_lock(&s->mu);

@@ -7,7 +7,8 @@
  * ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
  * caller began inline and the tx thread finishes); the same in device mode on the fake CUDA
  * driver (tests/tools/fake_cuda.c: staging slots, the receive stream, signals as stream
- * writes); a peer that dies (closed sockets) and a peer that stops answering (SIGSTOP) must
+ * writes) and puts from a registered host source (no staging copy); a peer that dies (closed
+ * sockets) and a peer that stops answering (SIGSTOP) must
  * give errors naming the rank within the timeout, never a hang.
  */
 #define BIG (64u << 20)
@@ -170,6 +171,58 @@ static int rank_sources(int rank, int n, const BootId *id, bool dev) {
     return h_failed ? 1 : 0;
 }
 
+/* ---- device mode: puts from a registered host source ------------------------------------------
+ * Rank 0's source is host memory the GPU would write through its mapping, registered with
+ * net_reg_host_src, and the fake driver fails the first cuMemcpyDtoHAsync of the process
+ * (FAKE_CUDA_FAIL): puts of 1 B..1 MiB + 7 must go straight from it, without a staging copy.
+ * Then 24 MB in three puts, a plan's flush, the source overwritten, a signal: rank 1 must find
+ * the original bytes (the flush waited until the sockets had written them). Once released, the
+ * source is device memory again: its put is staged, and meets the failing copy. */
+static int rank_hostsrc(int rank, int n, const BootId *id) {
+    Side s;
+    if (tcp_open_dev(&s, rank, n, id, 2)) return 1;
+    const uint64_t len = 24u << 20, at = 16u << 20;
+    static const uint64_t sizes[] = {1, 1000, 4097, 65537, (1u << 20) + 7};
+    unsigned char *src = malloc(len);
+    if (!src) return 1;
+    if (rank == 0) {
+        CHECK_OK(net_reg_host_src(s.net, &s, (uint64_t)(uintptr_t)src, len));
+        CHECK(net_host_src(s.net, (uint64_t)(uintptr_t)src + len - 8, 8));
+        CHECK(!net_host_src(s.net, (uint64_t)(uintptr_t)src + len - 8, 9));
+        for (int k = 0; k < 5; k++) {
+            for (uint64_t i = 0; i < sizes[k]; i++) src[i] = pat(0, i, k);
+            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)k * (2u << 20),
+                             (uint64_t)(uintptr_t)src, sizes[k]));
+            CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
+            CHECK_OK(net_flush(s.net));   /* landed: the source may change */
+        }
+        for (uint64_t i = 0; i < len; i++) src[i] = pat(0, i, 11);
+        for (int k = 0; k < 3; k++)
+            CHECK_OK(net_put(s.net, s.win_recv[1] + at + (uint64_t)k * (len / 3),
+                             (uint64_t)(uintptr_t)(src + (size_t)k * (len / 3)), len / 3));
+        CHECK_OK(net_flush_sources(s.net));
+        memset(src, 0xEE, len);
+        CHECK_OK(net_signal(s.net, s.win_ctr[1], 6));
+        CHECK_OK(net_flush(s.net));
+        net_release(s.net, &s);
+        CHECK(!net_host_src(s.net, (uint64_t)(uintptr_t)src, 8));
+        CHECK(net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, 8) != MSCCLRT_SUCCESS);
+    } else {
+        for (int k = 0; k < 5; k++) {
+            CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
+            CHECK(first_bad(s.recv + (uint64_t)k * (2u << 20), 0, sizes[k], k) == sizes[k]);
+        }
+        CHECK(wait_ctr(&s, 0, 6));
+        uint64_t bad = first_bad(s.recv + at, 0, len, 11);
+        if (bad != len) fprintf(stderr, "hostsrc: first bad byte %llu\n", (unsigned long long)bad);
+        CHECK(bad == len);
+    }
+    free(src);
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
 /* ---- faults ------------------------------------------------------------------------------- */
 /* mode 1: rank 1 dies after the setup (its sockets close); mode 2: rank 1 stops (SIGSTOP);
  * mode 3: rank 1 stops, and rank 0 waits with net_flush_sources (its sockets fill, so the
@@ -218,7 +271,10 @@ static char fake_dir[PATH_MAX + 32];   /* LD_LIBRARY_PATH of device-mode ranks *
 /* Rank 1 of a "fault" scenario is the faulty one: rank 0's verdict counts. Device-mode
  * scenarios ("dev-...") run their ranks on the fake CUDA driver. */
 static int run(const char *scen, int n, const char *const *hostids) {
-    const char *const dev_env[] = {"LD_LIBRARY_PATH", fake_dir, NULL};
+    const char *const dev_env[] = {"LD_LIBRARY_PATH", fake_dir,
+                                   /* dev-hostsrc: a staging copy fails */
+                                   strcmp(scen, "dev-hostsrc") == 0 ? "FAKE_CUDA_FAIL" : NULL,
+                                   "cuMemcpyDtoHAsync:1", NULL};
     return run_ranks(scen, n, hostids, strncmp(scen, "dev-", 4) == 0 ? dev_env : NULL,
                      strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
 }
@@ -230,6 +286,7 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
            : strcmp(scen, "sources") == 0 ? rank_sources(rank, n, id, dev)
            : strcmp(scen, "reorder") == 0 ? rank_reorder(rank, n, id, dev)
+           : strcmp(scen, "hostsrc") == 0 ? rank_hostsrc(rank, n, id)
            : strcmp(scen, "fault-close") == 0 ? rank_fault(rank, n, id, 1)
            : strcmp(scen, "fault-sources") == 0 ? rank_fault(rank, n, id, 3)
            : rank_fault(rank, n, id, 2);
@@ -266,6 +323,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("dev-reorder", 2, two)));
     TEST("net/tcp device mode (fake driver): a plan's flush waits for the staging copies",
          CHECK_EQ_INT(0, run("dev-sources", 2, two)));
+    TEST("net/tcp device mode (fake driver): puts from a host source go unstaged; its flush",
+         CHECK_EQ_INT(0, run("dev-hostsrc", 2, two)));
     TEST("net/tcp a peer that closes its sockets is named", CHECK_EQ_INT(0, run("fault-close", 2, two)));
     TEST("net/tcp a peer that stops answering is named within the timeout",
          CHECK_EQ_INT(0, run("fault-silent", 2, two)));
