@@ -144,27 +144,35 @@ static int rank_reorder(int rank, int n, const BootId *id, bool dev) {
  * threads, which send from the caller's memory) and calls net_flush_sources; then it
  * overwrites the source and signals. Rank 1 must find the original bytes behind the signal:
  * a flush that returned before the sources were read would let the overwrite through. */
+/* Rank 0 puts len bytes (pattern 11) in three puts, as a plan's three channels would, at
+ * offset `at` of rank 1's area, calls net_flush_sources, overwrites the source and signals sig;
+ * rank 1 waits for sig and must find the original bytes. */
+static void sources_round(Side *s, unsigned char *src, uint64_t len, uint64_t at, uint64_t sig,
+                          const char *what) {
+    if (s->rank == 0) {
+        for (uint64_t i = 0; i < len; i++) src[i] = pat(0, i, 11);
+        for (int k = 0; k < 3; k++)
+            CHECK_OK(net_put(s->net, s->win_recv[1] + at + (uint64_t)k * (len / 3),
+                             (uint64_t)(uintptr_t)(src + (size_t)k * (len / 3)), len / 3));
+        CHECK_OK(net_flush_sources(s->net));
+        memset(src, 0xEE, len);
+        CHECK_OK(net_signal(s->net, s->win_ctr[1], sig));
+        CHECK_OK(net_flush(s->net));
+    } else {
+        CHECK(wait_ctr(s, 0, sig));
+        uint64_t bad = first_bad(s->recv + at, 0, len, 11);
+        if (bad != len) fprintf(stderr, "%s: first bad byte %llu\n", what, (unsigned long long)bad);
+        CHECK(bad == len);
+    }
+}
+
 static int rank_sources(int rank, int n, const BootId *id, bool dev) {
     Side s;
     if (tcp_open_mode(&s, rank, n, id, 2, dev)) return 1;
     const uint64_t len = 24u << 20;
     unsigned char *src = malloc(len);
     if (!src) return 1;
-    for (uint64_t i = 0; i < len; i++) src[i] = pat(0, i, 11);
-    if (rank == 0) {
-        for (int k = 0; k < 3; k++)   /* three puts, as a plan's three channels would */
-            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)k * (len / 3),
-                             (uint64_t)(uintptr_t)(src + (size_t)k * (len / 3)), len / 3));
-        CHECK_OK(net_flush_sources(s.net));
-        memset(src, 0xEE, len);
-        CHECK_OK(net_signal(s.net, s.win_ctr[1], 1));
-        CHECK_OK(net_flush(s.net));
-    } else {
-        CHECK(wait_ctr(&s, 0, 1));
-        uint64_t bad = first_bad(s.recv, 0, len, 11);
-        if (bad != len) fprintf(stderr, "sources: first bad byte %llu\n", (unsigned long long)bad);
-        CHECK(bad == len);
-    }
+    sources_round(&s, src, len, 0, 1, "sources");
     free(src);
     CHECK_OK(boot_barrier(s.boot));
     side_close(&s);
@@ -196,14 +204,7 @@ static int rank_hostsrc(int rank, int n, const BootId *id) {
             CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
             CHECK_OK(net_flush(s.net));   /* landed: the source may change */
         }
-        for (uint64_t i = 0; i < len; i++) src[i] = pat(0, i, 11);
-        for (int k = 0; k < 3; k++)
-            CHECK_OK(net_put(s.net, s.win_recv[1] + at + (uint64_t)k * (len / 3),
-                             (uint64_t)(uintptr_t)(src + (size_t)k * (len / 3)), len / 3));
-        CHECK_OK(net_flush_sources(s.net));
-        memset(src, 0xEE, len);
-        CHECK_OK(net_signal(s.net, s.win_ctr[1], 6));
-        CHECK_OK(net_flush(s.net));
+        sources_round(&s, src, len, at, 6, "hostsrc");
         net_release(s.net, &s);
         CHECK(!net_host_src(s.net, (uint64_t)(uintptr_t)src, 8));
         CHECK(net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, 8) != MSCCLRT_SUCCESS);
@@ -212,10 +213,7 @@ static int rank_hostsrc(int rank, int n, const BootId *id) {
             CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
             CHECK(first_bad(s.recv + (uint64_t)k * (2u << 20), 0, sizes[k], k) == sizes[k]);
         }
-        CHECK(wait_ctr(&s, 0, 6));
-        uint64_t bad = first_bad(s.recv + at, 0, len, 11);
-        if (bad != len) fprintf(stderr, "hostsrc: first bad byte %llu\n", (unsigned long long)bad);
-        CHECK(bad == len);
+        sources_round(&s, src, len, at, 6, "hostsrc");
     }
     free(src);
     CHECK_OK(boot_barrier(s.boot));
