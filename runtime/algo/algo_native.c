@@ -69,6 +69,7 @@ static Plan *native_plan(int n, uint64_t scratch, const int *node, bool port) {
     if (!p) return NULL;
     p->max_size = scratch;          /* one input chunk of max_size bytes: scratch = max_size */
     p->alignment = 256;
+    p->scratch_device = true;       /* counters live in it (native_abi.h) */
     for (int r = 0; r < n; r++) {
         PlanGpu *g = &p->gpus[r];
         g->input_chunks = g->output_chunks = g->scratch_chunks = 1;

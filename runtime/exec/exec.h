@@ -63,6 +63,8 @@ typedef struct ExecCtx {
     struct ExecCtx *next;
     struct NvlsCtx *nvls;          /* owned; switch channels' multicast state (transport/nvls.c) */
     bool scratch_vmm;              /* scratch is nvls's cuMem allocation (freed by nvls_ctx_free) */
+    bool scratch_host;             /* scratch is pinned host memory the GPU maps (exec_mp.c:
+                                      only the network reaches it; cuMemFreeHost) */
     uint64_t span;                 /* !keyed: the message bytes the scratch serves (it grows) */
     struct XportIpc *xport;        /* borrowed: the comm's IPC transport that mapped imports[] */
     CuDevPtr *imports;             /* owned, [nimports]: peers' memory this context mapped; each
@@ -139,6 +141,17 @@ bool exec_plan_keys_buffers(const Plan *p);
 #define EXEC_UNKEYED_SCRATCH_SPAN ((uint64_t)1 << 26)
 /* Shared by the single- and multi-process setups (exec_ctx.c, exec_setup.c); send/recv are
  * ignored when !keyed. */
+/* Whether a multi-process context's scratch of scratch_bytes goes to pinned host memory the GPU
+ * maps: only the network reaches it (every other of the nranks ranks is one of the nremote
+ * on other nodes, so no peer maps it through IPC), the network stages device memory through
+ * host memory anyway (net_stages: socket backend), the plan lets it (not the native context,
+ * whose counters take atomics: Plan.scratch_device; no switch channels) and it is at most
+ * `most` bytes (MSCCLRT_SOCKET_HOST_SCRATCH). The kernels then write what goes to other nodes
+ * straight into what the transport sends and read what it received over their mapping: no
+ * staging copy and no copy-engine round trip on either side (NCCL's network buffers without
+ * GPUDirect RDMA). */
+bool exec_scratch_host(const Plan *p, uint64_t scratch_bytes, bool net_stages, int nremote,
+                       int nranks, uint64_t most);
 mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void *send,
                                  const void *recv, uint64_t span, size_t *bytes);
 /* 0 when a context whose ranks agreed on `have` scratch bytes serves a call of in / out bytes

@@ -83,7 +83,8 @@ void exec_ctx_free(ExecCtx *x) {
             LOG_WARN("freeing a context: %s", mscclrt_last_error());
     free(x->imports);
     nvls_ctx_free(x->nvls);   /* unbinds the multicast groups; frees a cuMem scratch */
-    if (x->scratch && !x->scratch_vmm) cu.cuMemFree(x->scratch);
+    if (x->scratch && x->scratch_host) cu.cuMemFreeHost((void *)(uintptr_t)x->scratch);
+    else if (x->scratch && !x->scratch_vmm) cu.cuMemFree(x->scratch);
     if (x->state) cu.cuMemFree(x->state);
     free(x);
 }
@@ -185,6 +186,34 @@ uint64_t exec_scratch_grow_span(const Plan *p, uint64_t in, uint64_t out, uint64
     }
 }
 
+bool exec_scratch_host(const Plan *p, uint64_t scratch_bytes, bool net_stages, int nremote,
+                       int nranks, uint64_t most) {
+    return scratch_bytes > 0 && scratch_bytes <= most && net_stages && nremote == nranks - 1 &&
+           !p->scratch_device && !nvls_plan_uses(p);
+}
+
+/* The scratch in pinned host memory the GPU maps (x->scratch_host, chosen by exec_mp.c): its
+ * device address must be its host address, since the network sends from and receives into the
+ * address the kernels name; where it is not (or the allocation fails), device memory after all. */
+static mscclrt_result scratch_host_alloc(mscclrt_comm *c, ExecCtx *x) {
+    void *h = NULL;
+    CuDevPtr d = 0;
+    CuResult r = cu.cuMemHostAlloc(&h, x->scratch_bytes, CU_HOSTALLOC_PORTABLE | CU_HOSTALLOC_DEVICEMAP);
+    if (r == CU_OK) r = cu.cuMemHostGetDevicePointer(&d, h, 0);
+    if (r == CU_OK && d == (CuDevPtr)(uintptr_t)h) {
+        memset(h, 0, x->scratch_bytes);
+        x->scratch = d;
+        return MSCCLRT_SUCCESS;
+    }
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s': scratch in device memory (pinned host memory: %s, "
+             "CUDA error %d)", c->rank, PLAN_ESC(x->plan->name), r != CU_OK ? "not available"
+             : "its device address differs from its host address", (int)r);
+    if (h) cu.cuMemFreeHost(h);
+    x->scratch_host = false;
+    TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
+    return cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)");
+}
+
 /* Allocations of rank r's context; the device's context is current. */
 mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
     const Plan *p = x->plan;
@@ -206,6 +235,8 @@ mscclrt_result exec_ctx_alloc(mscclrt_comm *c, ExecCtx *x) {
                                &x->scratch));
         x->scratch_vmm = true;
         TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));
+    } else if (x->scratch_bytes && x->scratch_host) {
+        TRY(scratch_host_alloc(c, x));
     } else if (x->scratch_bytes) {
         TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
         TRY(cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)"));

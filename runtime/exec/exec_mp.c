@@ -13,6 +13,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "transport/transport.h"
 
 #include <stdlib.h>
@@ -123,6 +124,15 @@ static mscclrt_result mp_check_remote(const mscclrt_comm *c, const ExecCtx *x) {
     return MSCCLRT_SUCCESS;
 }
 
+/* exec_scratch_host's rule with this communicator's network and MSCCLRT_SOCKET_HOST_SCRATCH */
+static mscclrt_result scratch_to_host(mscclrt_comm *c, const ExecCtx *x, bool *yes) {
+    long long most = 0;
+    TRY(param_int(PARAM_SOCKET_HOST_SCRATCH, &most));
+    *yes = exec_scratch_host(x->plan, x->scratch_bytes, net_stages_device(c->net),
+                             net_remote_count(c->net), c->nranks, (uint64_t)most);
+    return MSCCLRT_SUCCESS;
+}
+
 mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     const int n = c->nranks, r = c->rank;
     const Plan *p = x->plan;
@@ -141,6 +151,7 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
     uint64_t most = 0;
     for (int q = 0; q < n; q++) most = sizes[q] > most ? sizes[q] : most;
     x->scratch_bytes = p->gpus[r].scratch_chunks ? (size_t)most : 0;
+    TRY_GOTO(scratch_to_host(c, x, &x->scratch_host), res, out);
     TRY_GOTO(exec_ctx_alloc(c, x), res, out);
     TRY_GOTO(cu_check(cu.cuCtxSynchronize(), "cuCtxSynchronize(setup)"), res, out);
     /* 2: export send, recv, scratch (the state block when there is none) and state; a context
@@ -151,13 +162,18 @@ mscclrt_result exec_mp_setup(mscclrt_comm *c, ExecCtx *x) {
                      x->scratch ? x->scratch_bytes : x->layout.state_bytes, x->layout.state_bytes};
     const int k0 = x->keyed ? 0 : 2;
     IpcDesc d[4];
-    for (int k = k0; k < 4; k++) TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
+    memset(d, 0, sizeof d);
+    /* a host scratch has no peer on this node to map it (scratch_to_host) */
+    for (int k = k0; k < 4; k++)
+        if (!(k == 2 && x->scratch_host))
+            TRY_GOTO(xport_ipc_export(c->xport, own[k], len[k], &d[k]), res, out);
     NetMemDesc nd[4];
     if (net_remote_count(c->net)) {   /* the same buffers, as targets for other nodes */
         TRY_GOTO(mp_check_remote(c, x), res, out);
         x->net = c->net;
         for (int k = k0; k < 4; k++)
-            TRY_GOTO(net_reg(c->net, x, own[k], len[k], &nd[k]), res, out);
+            TRY_GOTO(k == 2 && x->scratch_host ? net_reg_host(c->net, x, own[k], len[k], &nd[k])
+                                               : net_reg(c->net, x, own[k], len[k], &nd[k]), res, out);
     }
     x->xport = c->xport;
     x->imports = calloc((size_t)n * 4, sizeof *x->imports);

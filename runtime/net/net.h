@@ -89,6 +89,15 @@ bool net_peer_remote(const Net *n, int peer);
 /* Registers [base, base+bytes) of this rank (device memory, or host memory in host_mem mode)
  * as a target peers may write, on behalf of owner (a context; net_release drops it). */
 mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, NetMemDesc *d);
+/* net_reg for pinned host memory the GPU reads and writes through its mapping
+ * (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP; under unified addressing its device address is
+ * its host address): pieces peers put into it are received straight into it (socket backend: no
+ * copy into device memory), and it is a host source as net_reg_host_src registers one (puts from
+ * it go unstaged); ib registers it as host memory. Peers import it like any region. */
+mscclrt_result net_reg_host(Net *n, const void *owner, uint64_t base, size_t bytes, NetMemDesc *d);
+/* Whether this Net copies device memory through pinned host memory on its way (socket backend
+ * in device mode): there, buffers only the network touches are better kept in host memory. */
+bool net_stages_device(const Net *n);
 /* Checks a descriptor received from peer and makes a window for it: *window addresses the
  * peer's d->addr (offset 0), valid for d->bytes. */
 mscclrt_result net_import(Net *n, const void *owner, int peer, const NetMemDesc *d,

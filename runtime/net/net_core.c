@@ -154,7 +154,12 @@ bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *
     return ok;
 }
 
-mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, NetMemDesc *d) {
+bool net_stages_device(const Net *n) {
+    return n && n->be->code == NET_BACKEND_SOCKET && !n->opt.host_mem;
+}
+
+static mscclrt_result reg_region(Net *n, const void *owner, uint64_t base, size_t bytes, bool host,
+                                 NetMemDesc *d) {
     if (!owner) return rt_fail(MSCCLRT_ERR_INTERNAL, "net_reg: no owner");
     pthread_mutex_lock(&n->mu);
     int slot = -1;
@@ -176,7 +181,7 @@ mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, N
     }
     /* the backend's registration (ib: an MR) runs under the lock: setups are rare, and the
      * receive threads that look regions up must never see a half-made one */
-    NetRegion reg = {.owner = owner, .base = base, .bytes = bytes, .mr = NULL};
+    NetRegion reg = {.owner = owner, .base = base, .bytes = bytes, .mr = NULL, .host = host};
     if (n->be->reg) {
         mscclrt_result r = n->be->reg(n, &reg);
         if (r != MSCCLRT_SUCCESS) {
@@ -197,6 +202,24 @@ mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, N
     d->bytes = bytes;
     d->rkey = reg.rkey;
     return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result net_reg(Net *n, const void *owner, uint64_t base, size_t bytes, NetMemDesc *d) {
+    return reg_region(n, owner, base, bytes, false, d);
+}
+
+mscclrt_result net_reg_host(Net *n, const void *owner, uint64_t base, size_t bytes, NetMemDesc *d) {
+    /* a source too: puts from it (a plan's packets to another node) go unstaged; net_release
+     * drops both registrations with their owner */
+    TRY(net_reg_host_src(n, owner, base, bytes));
+    const mscclrt_result r = reg_region(n, owner, base, bytes, true, d);
+    if (r != MSCCLRT_SUCCESS) {
+        pthread_mutex_lock(&n->mu);
+        for (int i = 0; i < n->nhsrc; i++)
+            if (n->hsrc[i].owner == owner && n->hsrc[i].base == base) n->hsrc[i].owner = NULL;
+        pthread_mutex_unlock(&n->mu);
+    }
+    return r;
 }
 
 mscclrt_result net_import(Net *n, const void *owner, int peer, const NetMemDesc *d,

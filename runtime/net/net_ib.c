@@ -30,7 +30,8 @@
  * checked against the allocation's buffer id so a freed-and-reused address is registered
  * anew). Device memory is registered as a dmabuf (cuMemGetHandleForAddressRange +
  * ibv_reg_dmabuf_mr) when driver and library support it, else with ibv_reg_mr (which needs the
- * nvidia-peermem module); host memory (host_mem mode) with ibv_reg_mr.
+ * nvidia-peermem module); host memory (host_mem mode, regions of net_reg_host and host sources)
+ * with ibv_reg_mr.
  */
 #include "net/net_ib.h"
 #include "core/err.h"
@@ -120,11 +121,12 @@ static double now_ms(void) {
 
 /* Registers [base, base+bytes): host memory directly; device memory as its whole allocation
  * (rbase and rbytes get what was covered). what names the buffer in messages. */
-static mscclrt_result ib_register(Ib *ib, uint64_t base, uint64_t bytes, const char *what,
-                                  struct ibv_mr **out, uint64_t *rbase, uint64_t *rbytes) {
+static mscclrt_result ib_register(Ib *ib, uint64_t base, uint64_t bytes, bool host,
+                                  const char *what, struct ibv_mr **out, uint64_t *rbase,
+                                  uint64_t *rbytes) {
     Net *n = ib->n;
     *out = NULL;
-    if (n->opt.host_mem) {
+    if (n->opt.host_mem || host) {   /* host memory: the plain registration */
         *out = iv.reg_mr(ib->pd, (void *)(uintptr_t)base, bytes, IB_ACCESS);
         if (!*out)
             return rt_fail_errno(MSCCLRT_ERR_SYSTEM, "net: rank %d: ibv_reg_mr(%s, %llu bytes "
@@ -179,7 +181,7 @@ static mscclrt_result ib_reg(Net *n, NetRegion *r) {
                        n->rank);
     struct ibv_mr *mr = NULL;
     uint64_t b, len;
-    TRY(ib_register(ib, r->base, r->bytes, "a buffer peers write into", &mr, &b, &len));
+    TRY(ib_register(ib, r->base, r->bytes, r->host, "a buffer peers write into", &mr, &b, &len));
     r->mr = mr;
     r->rkey = mr->rkey;
     return MSCCLRT_SUCCESS;
@@ -244,17 +246,7 @@ static mscclrt_result src_lkey(Ib *ib, uint64_t src, uint64_t bytes, uint32_t *l
         base = src & ~(pg - 1);
         len = ((src + bytes + pg - 1) & ~(pg - 1)) - base;
     }
-    if (host && !n->opt.host_mem) {
-        s.mr = iv.reg_mr(ib->pd, (void *)(uintptr_t)base, len, IB_ACCESS);
-        if (!s.mr)
-            return rt_fail_errno(MSCCLRT_ERR_SYSTEM, "net: rank %d: ibv_reg_mr(a put source in "
-                                 "host memory, %llu bytes at 0x%llx) on %s", n->rank,
-                                 (unsigned long long)len, (unsigned long long)base, ib->dev.name);
-        s.base = base;
-        s.bytes = len;
-    } else {
-        TRY(ib_register(ib, base, len, "a put source", &s.mr, &s.base, &s.bytes));
-    }
+    TRY(ib_register(ib, base, len, host, "a put source", &s.mr, &s.base, &s.bytes));
     ib->src[ib->nsrc++] = s;
     *lkey = s.mr->lkey;
     return MSCCLRT_SUCCESS;

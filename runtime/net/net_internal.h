@@ -20,6 +20,8 @@ typedef struct NetRegion {
     uint64_t base, bytes;
     void *mr;                /* ib: its ibv_mr; socket: NULL */
     uint32_t rkey;           /* ib: the MR's remote key */
+    bool host;               /* pinned host memory the GPU maps (net_reg_host): pieces are
+                                received straight into it, with no copy into device memory */
 } NetRegion;
 
 /* A peer's buffer this rank writes into: what window index i (i >= 1) stands for. */
@@ -120,6 +122,7 @@ typedef struct TcpRx {
     uint32_t region;         /* PUT/SIGNAL */
     uint64_t off;            /* PUT/SIGNAL */
     uint64_t addr;           /* PUT/SIGNAL: local address, inside the region as registered now */
+    bool host;               /* PUT: the region is host memory (NetRegion.host) */
     uint64_t len;            /* PUT: payload bytes, 1..TCP_PIECE */
     uint64_t value;          /* SIGNAL: the 8 bytes to write */
     uint64_t count;          /* SIGNAL/FLUSH: pieces sent before it; ACK: pieces landed */

@@ -14,16 +14,17 @@
  * at most TCP_PIECE bytes spread round-robin over the peer's sockets (a put of at most
  * TCP_INLINE bytes goes on socket 0, with the signals that follow it); in device mode each piece
  * is first copied device->pinned host with cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS
- * staging slots, unless its source is a registered host source (net_reg_host_src: pinned host
- * memory the GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a
- * socket that is idle (nothing queued, nobody writing) is written by the calling (proxy) thread
+ * staging slots, unless its source is a registered host source (net_reg_host_src, or a region
+ * of net_reg_host: pinned host memory the GPU wrote through its mapping), which is sent as it
+ * is. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a socket
+ * that is idle (nothing queued, nobody writing) is written by the calling (proxy) thread
  * itself, with one sendmsg that never blocks: waking the tx thread would cost more than the
  * message (what the socket does not take at once is left to the tx thread). Everything else is
  * queued and the tx thread sends it once its staging copy's event completes (so copies and
  * sends overlap). The rx thread polls its socket for MSCCLRT_SOCKET_SPIN_US (200 us) after a
  * message before it sleeps in poll(): back-to-back calls then find it awake. It reads a piece
- * straight into host memory, or into one of its TCP_RX_SLOTS pinned slots and then
- * cuMemcpyHtoDAsync into the target on the peer's one
+ * straight into host memory (host_mem mode, or a region of net_reg_host), or into one of its
+ * TCP_RX_SLOTS pinned slots and then cuMemcpyHtoDAsync into the target on the peer's one
  * receive stream, without waiting: the piece counts as landed once its copy is queued, a
  * signal is a cuStreamWriteValue64 queued behind it on the same stream (so the GPU sees the
  * data before the flag, with no host round trip per message), and a flush's ACK waits for the
@@ -302,7 +303,9 @@ static bool rx_put(TcpSock *s, const TcpRx *rx) {
     TcpPeer *p = s->peer;
     Net *n = p->t->n;
     int to = n->opt.timeout_ms;
-    if (n->opt.host_mem) {
+    /* host memory (host_mem mode, or a region of pinned host memory the GPU maps, net_reg_host):
+     * straight into it; a signal after it then follows the data the GPU reads over its mapping */
+    if (n->opt.host_mem || rx->host) {
         if (net_sock_recv_all(s->fd, (void *)(uintptr_t)rx->addr, rx->len, to) != 0)
             goto recv_fail;
     } else {

@@ -62,6 +62,7 @@ bool tcp_rx_check(const void *bytes, const TcpRxState *st, const NetRegion *regs
         rx->region = h.region;
         rx->off = h.off;
         rx->len = h.len;
+        rx->host = regs[h.region - 1].host;   /* net_region_span checked the id */
         return true;
     case TCP_SIGNAL:
     case TCP_FLUSH:

@@ -168,6 +168,9 @@ typedef struct {
     bool reuse_resources;
     int threads;                   /* num_threads_per_block (default 1024) */
     bool double_scratch;           /* use_double_scratch_buffer */
+    bool scratch_device;           /* the scratch must be device memory (the built-in native
+                                      context keeps counters in it that kernels update with
+                                      atomics): never moved to host memory (exec_mp.c) */
     uint32_t alignment;            /* buffer_alignment (default 16) */
     uint64_t min_size, max_size;   /* min/max_message_size (inclusive) */
     int ntags;

@@ -135,6 +135,24 @@ static void t_grow(void) {
     plan_free(p);
 }
 
+/* Where a multi-process context's scratch lives: pinned host memory only where nothing but the
+ * socket transport reaches it and it is small enough (exec_scratch_host). */
+static void t_host_rule(void) {
+    Plan *p = plan(true, false, 1, 2, 2);
+    const uint64_t mb = 1u << 20, most = 64 * mb;
+    CHECK(exec_scratch_host(p, 4 * mb, true, 1, 2, most));        /* 2 nodes of 1 rank */
+    CHECK(exec_scratch_host(p, 64 * mb, true, 7, 8, most));       /* 8 nodes of 1 */
+    CHECK(!exec_scratch_host(p, 64 * mb + 1, true, 1, 2, most));  /* too large */
+    CHECK(!exec_scratch_host(p, 4 * mb, true, 1, 2, 0));          /* switched off */
+    CHECK(!exec_scratch_host(p, 0, true, 1, 2, most));            /* no scratch */
+    CHECK(!exec_scratch_host(p, 4 * mb, false, 1, 2, most));      /* ib or host mode */
+    CHECK(!exec_scratch_host(p, 4 * mb, true, 2, 4, most));       /* a peer on this node */
+    CHECK(!exec_scratch_host(p, 4 * mb, true, 0, 2, most));       /* one node */
+    p->scratch_device = true;                                     /* the native context */
+    CHECK(!exec_scratch_host(p, 4 * mb, true, 1, 2, most));
+    plan_free(p);
+}
+
 int main(void) {
     TEST("exec scratch: unkeyed contexts grow for larger messages (power-of-two spans)", t_grow());
     TEST("exec scratch: reuse_resources plans get the fixed 64 MiB", t_reuse_resources());
@@ -142,5 +160,7 @@ int main(void) {
     TEST("exec scratch: double-buffered halves of 256 bytes, also for tiny messages", t_double_halves());
     TEST("exec scratch: alignment, the plan's size cap, no scratch, output-based chunks", t_single());
     TEST("exec scratch: plan_geom's, each half rounded to 256 bytes", t_same_as_geom());
+    TEST("exec scratch: pinned host memory only where the socket transport alone reaches it",
+         t_host_rule());
     return harness_report();
 }

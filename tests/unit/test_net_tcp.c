@@ -221,6 +221,49 @@ static int rank_hostsrc(int rank, int n, const BootId *id) {
     return h_failed ? 1 : 0;
 }
 
+/* ---- device mode: a region of pinned host memory (net_reg_host) ------------------------------
+ * Each rank registers a host area with net_reg_host (what a plan's scratch becomes when only the
+ * network reaches it) and imports its peer's. The fake driver fails the first staging copy in
+ * either direction (FAKE_CUDA_FAIL): rank 0's puts of 1 B..1 MiB + 7 from its host area into
+ * rank 1's must go out unstaged and land without a copy into device memory, each before the
+ * signal that follows it. */
+static int rank_hostreg(int rank, int n, const BootId *id) {
+    Side s;
+    if (tcp_open_dev(&s, rank, n, id, 2)) return 1;
+    const uint64_t area = 8u << 20;
+    static const uint64_t sizes[] = {1, 1000, 4097, 65537, (1u << 20) + 7};
+    unsigned char *h = calloc(1, area);
+    if (!h) return 1;
+    NetMemDesc mine, theirs;
+    uint64_t win = 0;
+    CHECK_OK(net_reg_host(s.net, &s, (uint64_t)(uintptr_t)h, area, &mine));
+    CHECK(net_host_src(s.net, (uint64_t)(uintptr_t)h + area - 16, 16));   /* a source too */
+    const int peer = 1 - rank;
+    CHECK_OK(boot_send(s.boot, peer, TAG_DESC + 7, &mine, sizeof mine));
+    CHECK_OK(boot_recv(s.boot, peer, TAG_DESC + 7, &theirs, sizeof theirs));
+    CHECK_OK(net_import(s.net, &s, peer, &theirs, &win));
+    for (int k = 0; k < 5; k++) {
+        const uint64_t at = (uint64_t)k * (3u << 20) % (area - sizes[k]) / 16 * 16;
+        if (rank == 0) {
+            for (uint64_t i = 0; i < sizes[k]; i++) h[i] = pat(0, i, k);
+            CHECK_OK(net_put(s.net, win + at, (uint64_t)(uintptr_t)h, sizes[k]));
+            CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
+            CHECK_OK(net_flush(s.net));   /* landed: the source may change */
+        } else {
+            CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
+            const uint64_t bad = first_bad(h + at, 0, sizes[k], k);
+            if (bad != sizes[k])
+                fprintf(stderr, "hostreg: %llu bytes: first bad byte %llu\n",
+                        (unsigned long long)sizes[k], (unsigned long long)bad);
+            CHECK(bad == sizes[k]);
+        }
+    }
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);   /* releases the host region and its source with the rest */
+    free(h);
+    return h_failed ? 1 : 0;
+}
+
 /* ---- faults ------------------------------------------------------------------------------- */
 /* mode 1: rank 1 dies after the setup (its sockets close); mode 2: rank 1 stops (SIGSTOP);
  * mode 3: rank 1 stops, and rank 0 waits with net_flush_sources (its sockets fill, so the
@@ -270,9 +313,12 @@ static char fake_dir[PATH_MAX + 32];   /* LD_LIBRARY_PATH of device-mode ranks *
  * scenarios ("dev-...") run their ranks on the fake CUDA driver. */
 static int run(const char *scen, int n, const char *const *hostids) {
     const char *const dev_env[] = {"LD_LIBRARY_PATH", fake_dir,
-                                   /* dev-hostsrc: a staging copy fails */
-                                   strcmp(scen, "dev-hostsrc") == 0 ? "FAKE_CUDA_FAIL" : NULL,
-                                   "cuMemcpyDtoHAsync:1", NULL};
+                                   /* dev-hostsrc: a staging copy fails; dev-hostreg: one each
+                                    * way */
+                                   strncmp(scen, "dev-host", 8) == 0 ? "FAKE_CUDA_FAIL" : NULL,
+                                   strcmp(scen, "dev-hostreg") == 0
+                                       ? "cuMemcpyDtoHAsync:1,cuMemcpyHtoDAsync:1"
+                                       : "cuMemcpyDtoHAsync:1", NULL};
     return run_ranks(scen, n, hostids, strncmp(scen, "dev-", 4) == 0 ? dev_env : NULL,
                      strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
 }
@@ -285,6 +331,7 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
            : strcmp(scen, "sources") == 0 ? rank_sources(rank, n, id, dev)
            : strcmp(scen, "reorder") == 0 ? rank_reorder(rank, n, id, dev)
            : strcmp(scen, "hostsrc") == 0 ? rank_hostsrc(rank, n, id)
+           : strcmp(scen, "hostreg") == 0 ? rank_hostreg(rank, n, id)
            : strcmp(scen, "fault-close") == 0 ? rank_fault(rank, n, id, 1)
            : strcmp(scen, "fault-sources") == 0 ? rank_fault(rank, n, id, 3)
            : rank_fault(rank, n, id, 2);
@@ -323,6 +370,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("dev-sources", 2, two)));
     TEST("net/tcp device mode (fake driver): puts from a host source go unstaged; its flush",
          CHECK_EQ_INT(0, run("dev-hostsrc", 2, two)));
+    TEST("net/tcp device mode (fake driver): a host region receives without a device copy",
+         CHECK_EQ_INT(0, run("dev-hostreg", 2, two)));
     TEST("net/tcp a peer that closes its sockets is named", CHECK_EQ_INT(0, run("fault-close", 2, two)));
     TEST("net/tcp a peer that stops answering is named within the timeout",
          CHECK_EQ_INT(0, run("fault-silent", 2, two)));
