@@ -23,9 +23,11 @@ static int h_checks, h_failed;
     if (!h_ || !strstr(h_, n_)) { h_failed++; fprintf(stderr, "%s:%d: %s does not contain \"%s\": \"%s\"\n", \
     __FILE__, __LINE__, #hay, n_, h_ ? h_ : "(null)"); } } while (0)
 
-/* Runs one named sub-test and prints its line, so the driver counts each separately. */
+/* Runs one named sub-test and prints its line, so the driver counts each separately; flushed at
+ * once, so a program killed by a time limit (stdout into a file is fully buffered) still shows
+ * how far it got */
 #define TEST(name, body) do { int f0_ = h_failed; body; \
-    printf("testing %s ... %s\n", name, h_failed == f0_ ? "passed" : "failed"); } while (0)
+    printf("testing %s ... %s\n", name, h_failed == f0_ ? "passed" : "failed"); fflush(stdout); } while (0)
 
 /* A sub-test that cannot run here: its line names what it needs, for the driver's summary. */
 #define TEST_SKIP(name, needs) printf("testing %s ... skipped (needs %s)\n", name, needs)
