@@ -36,7 +36,8 @@ static const char *single_node[] = {
     "stdlib/allreduce/rs_ag_simple", "stdlib/alltoall/fullmesh",
     "stdlib/broadcast/direct", "stdlib/broadcast/packet", "stdlib/gather/direct",
     "stdlib/reduce/direct", "stdlib/reducescatter/fullmesh_put",
-    "stdlib/reducescatter/fullmesh_read", "stdlib/scatter/direct", "stdlib/sendrecv/ring",
+    "stdlib/reducescatter/fullmesh_read", "stdlib/reducescatter/packet", "stdlib/scatter/direct",
+    "stdlib/sendrecv/ring",
 };
 #define NSINGLE ((int)(sizeof single_node / sizeof *single_node))
 /* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
@@ -254,8 +255,8 @@ static int run_any_in_place(int n, int ranks_per_node, bool skip_unsized) {
 static void t_any_runs_in_place(void) {
     static const int ns[] = {2, 3, 4, 8};
     /* allgather x4, allreduce x3 (allpair_packet, rs_ag_packet, rs_ag_read_oop), broadcast x2,
-     * fullmesh_put, gather, reduce, scatter */
-    for (int i = 0; i < 4; i++) CHECK_EQ_INT(13, run_any_in_place(ns[i], ns[i], true));
+     * reducescatter x2 (fullmesh_put, packet), gather, reduce, scatter */
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(14, run_any_in_place(ns[i], ns[i], true));
     /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x3 (hier,
      * hier_packet, hier_scratch), allreduce x2 (hier_packet, hier_scratch), reducescatter x3
      * (hier, hier_packet, hier_scratch), and hier and hier_scratch of broadcast, gather, reduce
