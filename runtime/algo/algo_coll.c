@@ -14,6 +14,7 @@
 #include "core/api_plan.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/param.h"
 #include "exec/exec.h"
 
 #include <stdlib.h>
@@ -298,6 +299,13 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     /* across nodes, what no algorithm serves still runs: composed of send/recv, or as the
      * built-in collective over the port proxy */
     const bool composed = algo_p2pcoll_serves(c, q);
+    long long first = 0;
+    if (composed) TRY(param_int(PARAM_P2PCOLL_BYTES, &first));
+    if (composed && algo_p2pcoll_first(q, (uint64_t)first)) {
+        LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: composed send/recv "
+                  "(MSCCLRT_P2PCOLL_BYTES=%lld)", c->rank, fn, (unsigned long long)q->message_bytes, first);
+        return algo_p2pcoll_run(c, q, fn);
+    }
     if (composed || algo_native_net_serves(c, q)) {
         bool none = false;
         const mscclrt_result sr = algo_select_quiet(c, q, &ch, &none);

@@ -31,6 +31,11 @@ int p2pcoll_steps(const mscclrt_request *q, int n, int rank, P2pStep *out, int m
 /* Whether c serves q as composed send/recv: c spans nodes, its native send/recv reaches every
  * rank, and q's collective composes (allgather, alltoall, broadcast, gather, scatter). */
 bool algo_p2pcoll_serves(mscclrt_comm *c, const mscclrt_request *q);
+/* Whether q goes composed before any plan is considered: a broadcast, gather or scatter (one
+ * side of each pair only sends, so the multi-node plans pay a handshake and two hops where the
+ * send/recv kernel pays one) of at most `limit` bytes (MSCCLRT_P2PCOLL_BYTES; 0: never). The
+ * same on every rank: the size and collective are the call's. */
+bool algo_p2pcoll_first(const mscclrt_request *q, uint64_t limit);
 /* Runs q (filled as for selection) as one group of send/recv on q->stream; in-place alltoall
  * first copies its buffer into the communicator's staging memory (grown as needed, kept). */
 mscclrt_result algo_p2pcoll_run(mscclrt_comm *c, const mscclrt_request *q, const char *fn);

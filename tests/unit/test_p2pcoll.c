@@ -208,5 +208,24 @@ int main(void) {
     refused += p2pcoll_steps(&q, 8, 3, st, 15) < 0;   /* needs 16 */
     TEST("p2pcoll: reductions and send/recv are not composed; no room is a refusal",
          CHECK_EQ_INT(5, refused));
+    /* MSCCLRT_P2PCOLL_BYTES: the rooted collectives that only move data, up to the limit, go
+     * composed first; the others, larger calls, empty calls and a limit of 0 do not */
+    int right = 0, total = 0;
+    for (int c = 0; c < MSCCLRT_COLL_COUNT; c++) {
+        const bool rooted = c == MSCCLRT_COLL_BROADCAST || c == MSCCLRT_COLL_GATHER || c == MSCCLRT_COLL_SCATTER;
+        static const struct { uint64_t bytes, limit; bool fits; } v[] = {
+            {1024, 65536, true}, {65536, 65536, true}, {65537, 65536, false}, {1, 0, false},
+            {0, 65536, false}, {1ull << 40, 1ull << 40, true},
+        };
+        for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+            memset(&q, 0, sizeof q);
+            q.collective = (mscclrt_coll)c;
+            q.message_bytes = q.in_bytes = q.out_bytes = v[i].bytes;
+            right += algo_p2pcoll_first(&q, v[i].limit) == (rooted && v[i].fits);
+            total++;
+        }
+    }
+    TEST("p2pcoll: MSCCLRT_P2PCOLL_BYTES sends small broadcast, gather and scatter composed first",
+         CHECK_EQ_INT(total, right));
     return harness_report();
 }
