@@ -50,6 +50,7 @@ struct NativeCtx {
     void *pk_host;                 /* pinned host memory of the outgoing packets to other
                                      nodes (MnContext.pk_out), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
+    uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
     int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
 
@@ -394,10 +395,12 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
-        long long dmin = 0, dblocks = 0;
+        long long dmin = 0, dblocks = 0, pmin = 0;
         mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
         if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_DIRECT_BLOCKS, &dblocks);
+        if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_P2P_DIRECT_BYTES, &pmin);
         ncs[i]->direct_min = (uint64_t)dmin;
+        ncs[i]->p2p_direct_min = (uint64_t)pmin;
         ncs[i]->direct_blocks = (int)dblocks;
         /* the direct path, a rank per process: collective, so every such rank calls it
          * whatever happened before */
@@ -644,7 +647,9 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
     memset(&l->p2pd, 0, sizeof l->p2pd);
     l->p2p_nrecv = 0;
     /* every rank has peer memory or none does (pm_create), so this is the same everywhere */
-    l->p2pd.min_bytes = nc && nc->pm && nc->direct_min ? nc->direct_min : ~0ull;
+    /* its own threshold: a 1 MiB send/recv took 16.4-16.6 us direct and 18.5 through the
+     * slots on 2 x H200 (nccl-tests -G 1), where the collectives' slot path wins up to 2 MiB */
+    l->p2pd.min_bytes = nc && nc->pm && nc->p2p_direct_min ? nc->p2p_direct_min : ~0ull;
     /* the grid prepared for the group (the same on every rank): entries are cut over at most
      * this many blocks; the launch itself takes only what its entries need (p2p_grid) */
     l->p2pd.full_blocks = (mk_u32)l->blocks;
