@@ -669,24 +669,25 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MN_PARAM 
     f.finish();
 }
 
-extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MN_PARAM MnArgs a,
-                                                                       MN_PARAM MnP2pList l,
-                                                                       MN_PARAM MnP2pDirect d) {
+/* the body of both send/recv kernels (L: their list argument's type) */
+template <class L>
+__device__ __forceinline__ void p2p_kernel(const MnArgs &a, const L &l, const MnP2pDirect &d) {
     const mn::Ctx x(a);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
     mn::sendrecv(a, l, d, x, f);
     f.finish();
 }
+extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MN_PARAM MnArgs a,
+                                                                       MN_PARAM MnP2pList l,
+                                                                       MN_PARAM MnP2pDirect d) {
+    p2p_kernel(a, l, d);
+}
 /* groups of at most MN_P2P_SMALL entries (most): 3 KiB less of kernel argument per launch */
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p_small(MN_PARAM MnArgs a,
                                                                              MN_PARAM MnP2pListSmall l,
                                                                              MN_PARAM MnP2pDirect d) {
-    const mn::Ctx x(a);
-    __shared__ bool net_sent;
-    const mn::Flow f(x, blockIdx.x, &net_sent);
-    mn::sendrecv(a, l, d, x, f);
-    f.finish();
+    p2p_kernel(a, l, d);
 }
 #endif
 #endif
