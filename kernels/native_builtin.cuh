@@ -153,12 +153,14 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
 /* ---- packet paths: one message per (block, peer), no data signals, no final waits --------- */
 #define MN_PK_MAX_RANKS 1024
 
-/* Whether messages of len bytes per peer travel as packets with this grid. Every rank decides
- * the same: len, the grid and the context's slot size agree on all of them. */
-__device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len) {
+/* Whether messages of len bytes per peer travel as packets cut over nb blocks (the launch's
+ * grid unless said). Every rank decides the same: len, the grid and the context's slot size
+ * agree on all of them. */
+__device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len, u32 nb) {
     return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && x.pk_data() &&
-           round16((len + x.nb - 1) / x.nb) <= x.pk_data();
+           round16((len + nb - 1) / nb) <= x.pk_data();
 }
+__device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len) { return pk_fits(x, len, x.nb); }
 /* a collective: packets are stores into every peer's memory, so none where a peer is on another
  * node (the context then has a proxy FIFO) */
 __device__ __forceinline__ bool pk_mode(const Ctx &x, u64 len) { return !x.c->fifo && pk_fits(x, len); }
@@ -488,9 +490,7 @@ __device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 full) {
  * it: every message there is a proxy trigger and a network message of its own), with outgoing
  * packet slots */
 __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
-    if (!x.remote((u32)o.peer))
-        return x.n <= MN_PK_MAX_RANKS && o.bytes <= x.c->pk_max_bytes && x.pk_data() &&
-               round16((o.bytes + nb - 1) / nb) <= x.pk_data();
+    if (!x.remote((u32)o.peer)) return pk_fits(x, o.bytes, nb);
     return x.c->pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
 }
 

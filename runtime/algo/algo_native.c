@@ -124,7 +124,6 @@ uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slot
     return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
 }
 
-/* The MnContext of rank c from its executor context (allocated, table filled). */
 /* The outgoing packets to peers on other nodes (MnContext.pk_out, bytes of them): pinned host
  * memory the kernels write through its mapping and the transport sends from as it is (no
  * staging copy: net_reg_host_src), up to PK_HOST_MAX; else, or where that memory cannot be
@@ -135,31 +134,25 @@ static mscclrt_result native_pk_out(mscclrt_comm *c, NativeCtx *nc, uint64_t byt
     m->pk_out = nc->x->scratch + m->off_pk + bytes;
     if (!nc->x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
     if (!nc->pk_host) {
-        void *h = NULL;
-        CuDevPtr d = 0;
-        CuResult r = cu.cuMemHostAlloc(&h, (size_t)bytes, CU_HOSTALLOC_PORTABLE | CU_HOSTALLOC_DEVICEMAP);
-        if (r == CU_OK) r = cu.cuMemHostGetDevicePointer(&d, h, 0);
-        /* the transport sends from the address the kernel names: the two must agree (unified
-         * addressing, every 64-bit Linux system CUDA runs on) */
-        if (r != CU_OK || d != (CuDevPtr)(uintptr_t)h) {
-            char why[64] = "its device address differs from the host's";
-            if (r != CU_OK) snprintf(why, sizeof why, "CUDA error %d", (int)r);
+        char why[96];
+        const CuDevPtr d = exec_host_mapped_alloc((size_t)bytes, why, sizeof why);
+        if (!d) {
             LOG_INFO(LOG_SUB_INIT, "rank %d: outgoing packets to other nodes stay in device memory "
                      "(pinned host memory: %s)", c->rank, why);
-            if (h) cu.cuMemFreeHost(h);
             return MSCCLRT_SUCCESS;
         }
         const mscclrt_result res = net_reg_host_src(nc->x->net, nc->x, (uint64_t)d, (size_t)bytes);
         if (res != MSCCLRT_SUCCESS) {
-            cu.cuMemFreeHost(h);
+            cu.cuMemFreeHost((void *)(uintptr_t)d);
             return res;
         }
-        nc->pk_host = h;
+        nc->pk_host = (void *)(uintptr_t)d;
     }
     m->pk_out = (mk_u64)(uintptr_t)nc->pk_host;
     return MSCCLRT_SUCCESS;
 }
 
+/* The MnContext of rank c from its executor context (allocated, table filled). */
 static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     const ExecCtx *x = nc->x;
     const int n = c->nranks;

@@ -152,6 +152,11 @@ bool exec_plan_keys_buffers(const Plan *p);
  * GPUDirect RDMA). */
 bool exec_scratch_host(const Plan *p, uint64_t scratch_bytes, bool net_stages, int nremote,
                        int nranks, uint64_t most);
+/* Zeroed pinned host memory of `bytes` the GPU maps at the same address (cuMemHostAlloc with
+ * DEVICEMAP): the network sends from and receives into the address the kernels name, so the
+ * two must agree (unified addressing). Its address (free with cuMemFreeHost), or 0 with why
+ * saying what failed. */
+CuDevPtr exec_host_mapped_alloc(size_t bytes, char *why, size_t why_len);
 mscclrt_result exec_scratch_size(const Plan *p, int rank, bool keyed, const void *send,
                                  const void *recv, uint64_t span, size_t *bytes);
 /* 0 when a context whose ranks agreed on `have` scratch bytes serves a call of in / out bytes

@@ -192,23 +192,29 @@ bool exec_scratch_host(const Plan *p, uint64_t scratch_bytes, bool net_stages, i
            !p->scratch_device && !nvls_plan_uses(p);
 }
 
-/* The scratch in pinned host memory the GPU maps (x->scratch_host, chosen by exec_mp.c): its
- * device address must be its host address, since the network sends from and receives into the
- * address the kernels name; where it is not (or the allocation fails), device memory after all. */
-static mscclrt_result scratch_host_alloc(mscclrt_comm *c, ExecCtx *x) {
+CuDevPtr exec_host_mapped_alloc(size_t bytes, char *why, size_t why_len) {
     void *h = NULL;
     CuDevPtr d = 0;
-    CuResult r = cu.cuMemHostAlloc(&h, x->scratch_bytes, CU_HOSTALLOC_PORTABLE | CU_HOSTALLOC_DEVICEMAP);
+    CuResult r = cu.cuMemHostAlloc(&h, bytes, CU_HOSTALLOC_PORTABLE | CU_HOSTALLOC_DEVICEMAP);
     if (r == CU_OK) r = cu.cuMemHostGetDevicePointer(&d, h, 0);
     if (r == CU_OK && d == (CuDevPtr)(uintptr_t)h) {
-        memset(h, 0, x->scratch_bytes);
-        x->scratch = d;
-        return MSCCLRT_SUCCESS;
+        memset(h, 0, bytes);
+        return d;
     }
-    LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s': scratch in device memory (pinned host memory: %s, "
-             "CUDA error %d)", c->rank, PLAN_ESC(x->plan->name), r != CU_OK ? "not available"
-             : "its device address differs from its host address", (int)r);
+    if (r != CU_OK) snprintf(why, why_len, "not available (CUDA error %d)", (int)r);
+    else snprintf(why, why_len, "its device address differs from its host address");
     if (h) cu.cuMemFreeHost(h);
+    return 0;
+}
+
+/* The scratch in pinned host memory the GPU maps (x->scratch_host, chosen by exec_mp.c); where
+ * it cannot be had, device memory after all. */
+static mscclrt_result scratch_host_alloc(mscclrt_comm *c, ExecCtx *x) {
+    char why[96];
+    x->scratch = exec_host_mapped_alloc(x->scratch_bytes, why, sizeof why);
+    if (x->scratch) return MSCCLRT_SUCCESS;
+    LOG_INFO(LOG_SUB_EXEC, "rank %d: plan '%s': scratch in device memory (pinned host memory: %s)",
+             c->rank, PLAN_ESC(x->plan->name), why);
     x->scratch_host = false;
     TRY(cu_check(cu.cuMemAlloc(&x->scratch, x->scratch_bytes), "cuMemAlloc(scratch)"));
     return cu_check(cu.cuMemsetD8(x->scratch, 0, x->scratch_bytes), "cuMemsetD8(scratch)");

@@ -179,6 +179,30 @@ static int rank_sources(int rank, int n, const BootId *id, bool dev) {
     return h_failed ? 1 : 0;
 }
 
+/* Puts of 1 B..1 MiB + 7 (pattern k for size k): rank 0 puts each from src to window win at
+ * at[k], signals k + 1 and flushes (landed: the source may change); rank 1 waits for each signal
+ * and checks rbuf + at[k]. */
+static const uint64_t put_sizes[] = {1, 1000, 4097, 65537, (1u << 20) + 7};
+#define NPUT_SIZES 5
+static void sizes_round(Side *s, int rank, unsigned char *src, uint64_t win,
+                        const unsigned char *rbuf, const uint64_t *at, const char *what) {
+    for (int k = 0; k < NPUT_SIZES; k++) {
+        if (rank == 0) {
+            for (uint64_t i = 0; i < put_sizes[k]; i++) src[i] = pat(0, i, k);
+            CHECK_OK(net_put(s->net, win + at[k], (uint64_t)(uintptr_t)src, put_sizes[k]));
+            CHECK_OK(net_signal(s->net, s->win_ctr[1], (uint64_t)k + 1));
+            CHECK_OK(net_flush(s->net));
+        } else {
+            CHECK(wait_ctr(s, 0, (uint64_t)k + 1));
+            const uint64_t bad = first_bad(rbuf + at[k], 0, put_sizes[k], k);
+            if (bad != put_sizes[k])
+                fprintf(stderr, "%s: %llu bytes: first bad byte %llu\n", what,
+                        (unsigned long long)put_sizes[k], (unsigned long long)bad);
+            CHECK(bad == put_sizes[k]);
+        }
+    }
+}
+
 /* ---- device mode: puts from a registered host source ------------------------------------------
  * Rank 0's source is host memory the GPU would write through its mapping, registered with
  * net_reg_host_src, and the fake driver fails the first cuMemcpyDtoHAsync of the process
@@ -190,30 +214,21 @@ static int rank_hostsrc(int rank, int n, const BootId *id) {
     Side s;
     if (tcp_open_dev(&s, rank, n, id, 2)) return 1;
     const uint64_t len = 24u << 20, at = 16u << 20;
-    static const uint64_t sizes[] = {1, 1000, 4097, 65537, (1u << 20) + 7};
+    uint64_t offs[NPUT_SIZES];
+    for (int k = 0; k < NPUT_SIZES; k++) offs[k] = (uint64_t)k * (2u << 20);
     unsigned char *src = malloc(len);
     if (!src) return 1;
     if (rank == 0) {
         CHECK_OK(net_reg_host_src(s.net, &s, (uint64_t)(uintptr_t)src, len));
         CHECK(net_host_src(s.net, (uint64_t)(uintptr_t)src + len - 8, 8));
         CHECK(!net_host_src(s.net, (uint64_t)(uintptr_t)src + len - 8, 9));
-        for (int k = 0; k < 5; k++) {
-            for (uint64_t i = 0; i < sizes[k]; i++) src[i] = pat(0, i, k);
-            CHECK_OK(net_put(s.net, s.win_recv[1] + (uint64_t)k * (2u << 20),
-                             (uint64_t)(uintptr_t)src, sizes[k]));
-            CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
-            CHECK_OK(net_flush(s.net));   /* landed: the source may change */
-        }
-        sources_round(&s, src, len, at, 6, "hostsrc");
+    }
+    sizes_round(&s, rank, src, s.win_recv[1], s.recv, offs, "hostsrc");
+    sources_round(&s, src, len, at, 6, "hostsrc");
+    if (rank == 0) {
         net_release(s.net, &s);
         CHECK(!net_host_src(s.net, (uint64_t)(uintptr_t)src, 8));
         CHECK(net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, 8) != MSCCLRT_SUCCESS);
-    } else {
-        for (int k = 0; k < 5; k++) {
-            CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
-            CHECK(first_bad(s.recv + (uint64_t)k * (2u << 20), 0, sizes[k], k) == sizes[k]);
-        }
-        sources_round(&s, src, len, at, 6, "hostsrc");
     }
     free(src);
     CHECK_OK(boot_barrier(s.boot));
@@ -231,7 +246,9 @@ static int rank_hostreg(int rank, int n, const BootId *id) {
     Side s;
     if (tcp_open_dev(&s, rank, n, id, 2)) return 1;
     const uint64_t area = 8u << 20;
-    static const uint64_t sizes[] = {1, 1000, 4097, 65537, (1u << 20) + 7};
+    uint64_t offs[NPUT_SIZES];
+    for (int k = 0; k < NPUT_SIZES; k++)
+        offs[k] = (uint64_t)k * (3u << 20) % (area - put_sizes[k]) / 16 * 16;
     unsigned char *h = calloc(1, area);
     if (!h) return 1;
     NetMemDesc mine, theirs;
@@ -242,22 +259,7 @@ static int rank_hostreg(int rank, int n, const BootId *id) {
     CHECK_OK(boot_send(s.boot, peer, TAG_DESC + 7, &mine, sizeof mine));
     CHECK_OK(boot_recv(s.boot, peer, TAG_DESC + 7, &theirs, sizeof theirs));
     CHECK_OK(net_import(s.net, &s, peer, &theirs, &win));
-    for (int k = 0; k < 5; k++) {
-        const uint64_t at = (uint64_t)k * (3u << 20) % (area - sizes[k]) / 16 * 16;
-        if (rank == 0) {
-            for (uint64_t i = 0; i < sizes[k]; i++) h[i] = pat(0, i, k);
-            CHECK_OK(net_put(s.net, win + at, (uint64_t)(uintptr_t)h, sizes[k]));
-            CHECK_OK(net_signal(s.net, s.win_ctr[1], (uint64_t)k + 1));
-            CHECK_OK(net_flush(s.net));   /* landed: the source may change */
-        } else {
-            CHECK(wait_ctr(&s, 0, (uint64_t)k + 1));
-            const uint64_t bad = first_bad(h + at, 0, sizes[k], k);
-            if (bad != sizes[k])
-                fprintf(stderr, "hostreg: %llu bytes: first bad byte %llu\n",
-                        (unsigned long long)sizes[k], (unsigned long long)bad);
-            CHECK(bad == sizes[k]);
-        }
-    }
+    sizes_round(&s, rank, h, win, h, offs, "hostreg");
     CHECK_OK(boot_barrier(s.boot));
     side_close(&s);   /* releases the host region and its source with the rest */
     free(h);
