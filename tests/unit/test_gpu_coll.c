@@ -421,6 +421,7 @@ int main(int argc, char **argv) {
                          inplace, m % 2);
             }
         printf("testing gpu coll %s N=%d ... %s\n", cname[k], n, h_failed == f0 ? "passed" : "failed");
+        fflush(stdout);   /* a run killed by a time limit shows how far it got */
     }
     TEST("gpu coll send/recv all-to-all-v", (run_alltoallv(1, MSCCLRT_FLOAT32), run_alltoallv(3001, MSCCLRT_BFLOAT16), run_alltoallv(70001, MSCCLRT_INT8)));
     TEST("gpu coll graph replay", (run_graph(1000), run_graph(1 << 20)));
