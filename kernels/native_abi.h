@@ -90,13 +90,16 @@ MK_STATIC_ASSERT(sizeof(MnContext) == 168, "MnContext layout (host and device ag
  * proxy. Nothing else reaches a peer on another node. */
 #define MN_WINDOW_TOP 0xfeu
 
-/* One packet slot: 16 KiB of LL16 packets carry 8 KiB of data. A message whose share per block
+/* One packet slot: 64 KiB of LL16 packets carry 32 KiB of data. A message whose share per block
  * fits one slot (MN_PK_DATA_BYTES) travels as packets: the flag in every packet says the data
  * arrived, so there is no data signal, and the receiver's acknowledgement is waited for only
  * when the sender reuses the half two messages later (usually long arrived), not at the end of
- * the kernel. */
-#define MN_PK_SLOT_BYTES 16384
+ * the kernel. The grid gives a block MN_PK_GRID_BYTES of a peer's message (small messages spread
+ * over blocks as with 16 KiB slots); only messages beyond MN_MAX_BLOCKS such shares fill a slot
+ * further, so 32 blocks carry up to 1 MiB per peer as packets. */
+#define MN_PK_SLOT_BYTES 65536
 #define MN_PK_DATA_BYTES (MN_PK_SLOT_BYTES / 2)
+#define MN_PK_GRID_BYTES 8192
 
 /* The collective a built-in native kernel runs (MnArgs.coll): mscclrt_coll's values. */
 enum { MN_ALLREDUCE = 0, MN_ALLGATHER, MN_REDUCESCATTER, MN_BROADCAST, MN_REDUCE, MN_ALLTOALL,
@@ -220,8 +223,12 @@ MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u6
         const mk_u64 w = bytes >> 20;
         return w < 1 ? 1u : w < full ? (mk_u32)w : full;
     }
-    if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data)
-        return bytes <= pk_data ? 1u : (mk_u32)((bytes + pk_data - 1) / pk_data);
+    if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data) {
+        /* a block per MN_PK_GRID_BYTES (where the slot holds that much), at most the grid */
+        const mk_u64 g = pk_data < MN_PK_GRID_BYTES ? pk_data : MN_PK_GRID_BYTES;
+        const mk_u64 k = (bytes + g - 1) / g;
+        return k < 1 ? 1u : k < full ? (mk_u32)k : full;
+    }
     return full;
 }
 

@@ -503,10 +503,13 @@ uint64_t native_peer_bytes(const mscclrt_request *req, int nranks) {
 void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
                          int cap, bool shared, int *blocks, int *threads) {
     if (cap < 1 || cap > MN_MAX_BLOCKS) cap = MN_MAX_BLOCKS;
-    /* packets: one slot's data per block, so every block's share is one message per peer */
+    /* packets: a block per MN_PK_GRID_BYTES of the peer's share, up to the cap (then each
+     * block's share grows up to the slot's data), so every block's share is one message per
+     * peer */
     if (pk_data && peer <= pk_max && peer <= (uint64_t)cap * pk_data) {
-        const uint64_t b = (peer + pk_data - 1) / pk_data;
-        if (*blocks <= 0) *blocks = b ? (int)b : 1;
+        const uint64_t g = pk_data < MN_PK_GRID_BYTES ? pk_data : MN_PK_GRID_BYTES;
+        const uint64_t b = (peer + g - 1) / g;
+        if (*blocks <= 0) *blocks = b < 1 ? 1 : b < (uint64_t)cap ? (int)b : cap;
         if (*threads <= 0) *threads = 512;
         return;
     }

@@ -65,7 +65,8 @@ static void t_layout(void) {
         const uint64_t pk = native_pk_slot_bytes(n, 32u << 20);
         CHECK_EQ_INT(0, pk % 256);
         CHECK(pk <= MN_PK_SLOT_BYTES);
-        if (n <= 8) CHECK_EQ_INT(MN_PK_SLOT_BYTES, pk);              /* full packet slots */
+        if (n <= 2) CHECK_EQ_INT(MN_PK_SLOT_BYTES, pk);              /* full packet slots */
+        if (n <= 8) CHECK(pk >= 2 * MN_PK_GRID_BYTES);  /* a grid share fits, LL16 doubling it */
         CHECK((uint64_t)MN_MAX_BLOCKS * n * 2 * pk <= (32u << 20) / 4); /* a quarter at most */
         /* 7 counter arrays and the direct path's counts, then packet slots, then slots */
         CHECK(off >= 8ull * MN_MAX_BLOCKS * (uint64_t)n * 8 + (uint64_t)MN_MAX_BLOCKS * n * 2 * pk);
@@ -102,8 +103,13 @@ static void t_grid(void) {
         CHECK(b >= 1 && b <= MN_MAX_BLOCKS);
         CHECK(t >= 32 && t <= 1024 && t % 32 == 0);
         const uint64_t share = ((sizes[i] + (uint64_t)b - 1) / (uint64_t)b + 15) / 16 * 16;
-        if (sizes[i] <= pk_max) CHECK(share <= pk_data);
-        else CHECK(share > pk_data);
+        /* packets (the kernel's pk_fits: within pk_max, the share fits a slot's data), a
+         * block per MN_PK_GRID_BYTES up to the cap */
+        if (sizes[i] <= pk_max) {
+            CHECK(share <= pk_data);
+            const uint64_t want = (sizes[i] + MN_PK_GRID_BYTES - 1) / MN_PK_GRID_BYTES;
+            CHECK_EQ_INT((int)(want < 1 ? 1 : want > MN_MAX_BLOCKS ? MN_MAX_BLOCKS : want), b);
+        }
         int b2 = 0, t2 = 0;   /* no packet slots: the size rule alone */
         native_default_grid(sizes[i], sizes[i], 0, pk_max, MN_MAX_BLOCKS, false, &b2, &t2);
         CHECK(b2 >= 1 && b2 <= MN_MAX_BLOCKS);
@@ -117,6 +123,15 @@ static void t_grid(void) {
         native_default_grid(sizes[i], sizes[i], pk_data, pk_max, MN_MAX_BLOCKS, false, &b3, &t3);
         CHECK_EQ_INT(5, b3);
     }
+    /* MSCCLRT_NATIVE_PACKET_BYTES=1 MiB: 32 blocks carry 1 MiB per peer as packets, 512 KiB
+     * too; beyond 32 slots' data the slots */
+    int bp = 0, tp = 0;
+    native_default_grid(1u << 20, 1u << 20, pk_data, 1u << 20, MN_MAX_BLOCKS, false, &bp, &tp);
+    CHECK_EQ_INT(MN_MAX_BLOCKS, bp);
+    CHECK(((1u << 20) + MN_MAX_BLOCKS - 1) / MN_MAX_BLOCKS <= pk_data);
+    CHECK_EQ_INT(512, tp);
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(512u << 10, 0, pk_data, 1u << 20, 32));
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(1u << 20, 0, pk_data, 1u << 20, 8)); /* > 8 x 32 K: grid */
 }
 
 /* A send/recv entry's blocks (mn_p2p_entry_blocks, which the kernel and the host's launch grid
@@ -137,7 +152,8 @@ static void t_p2p_blocks(void) {
             const uint64_t share = ((n + k - 1) / k + 15) / 16 * 16;
             if (n <= pk_max && n <= full * pk_data) {
                 CHECK(share <= pk_data);                        /* packets fit each block */
-                CHECK(k == 1 || (n + k - 2) / (k - 1) > pk_data);   /* and no block more */
+                const uint64_t want = (n + MN_PK_GRID_BYTES - 1) / MN_PK_GRID_BYTES; /* a block per grid share */
+                CHECK_EQ_INT((int)(want < full ? want : full), (int)k);
             } else {
                 CHECK_EQ_INT((int)full, (int)k);
             }
