@@ -127,9 +127,7 @@ void algo_rooted_free(AlgoComm *a);
 AlgoComm *algo_comm(mscclrt_comm *c);
 void algo_comm_free(mscclrt_comm *c);
 
-/* algo_coll.c: the launch of a group's send/recv list (an ExecDeferredFn); PreMulSum operators and
- * windows of a comm released with it. */
-mscclrt_result algo_p2p_launch(void *arg, bool run);
+/* algo_coll.c: PreMulSum operators and windows of a comm released with it. */
 void algo_coll_free(mscclrt_comm *c);
 
 /* ---- algo_registry.c: construction, the collection, the selector -------------------------- */

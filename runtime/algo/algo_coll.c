@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static mscclrt_result algo_p2p_launch(void *arg, ExecDeferStage stage);
+
 /* The grid of a send/recv group: fixed for the communicator, since both sides of a pair must
  * cut transfers the same way and neither knows the other's group. All 32 blocks (the slot
  * path's bandwidth, and 256 KiB per entry as packets), fewer where ranks share a process and
@@ -100,8 +102,8 @@ static const mscclrt_algo *builtin_for(mscclrt_comm *c, mscclrt_coll coll) {
     return NULL;
 }
 
-static mscclrt_result deferred_native(void *arg, bool run) {
-    return run ? algo_native_launch(arg) : MSCCLRT_SUCCESS;
+static mscclrt_result deferred_native(void *arg, ExecDeferStage stage) {
+    return stage == EXEC_DEFER_RUN ? algo_native_launch(arg) : MSCCLRT_SUCCESS;   /* kernel resolved at the call */
 }
 
 /* Issues a filled launch: now (from the caller's copy), or at group end in call order. */
@@ -505,12 +507,16 @@ static mscclrt_result p2p(mscclrt_comm *c, void *buf, size_t count, mscclrt_dtyp
     return MSCCLRT_SUCCESS;
 }
 
-mscclrt_result algo_p2p_launch(void *arg, bool run) {
+/* the launch of a group's send/recv list (an ExecDeferredFn) */
+static mscclrt_result algo_p2p_launch(void *arg, ExecDeferStage stage) {
     NativeLaunch *l = arg;
     if (l->comm->algo && l->comm->algo->p2p_open == l) l->comm->algo->p2p_open = NULL;
-    if (!run || l->args.np2p == 0) return MSCCLRT_SUCCESS;
-    algo_native_p2p_end(l->comm, l);
-    return algo_native_launch(l);
+    if (l->args.np2p == 0) return MSCCLRT_SUCCESS;
+    /* the group's grid and kernel (the 16-entry one loads on first use) before any launch of
+     * the group: 4 ranks on 2 GPUs in one process hung in cuModuleLoadData behind another
+     * rank's spinning send/recv kernel (test_gpu_coll 4, 2 x H200) */
+    if (stage == EXEC_DEFER_PREPARE) algo_native_p2p_end(l->comm, l);
+    return stage == EXEC_DEFER_RUN ? algo_native_launch(l) : MSCCLRT_SUCCESS;
 }
 
 mscclrt_result mscclrt_send(mscclrt_comm *c, const void *buf, size_t count, mscclrt_dtype dt,

@@ -162,8 +162,8 @@ static mscclrt_result stage_copy(const StageCopy *s) {
 }
 
 /* group end's deferred form (arg: a malloc'd StageCopy, freed by the group) */
-static mscclrt_result stage_copy_deferred(void *arg, bool run) {
-    return run ? stage_copy(arg) : MSCCLRT_SUCCESS;
+static mscclrt_result stage_copy_deferred(void *arg, ExecDeferStage stage) {
+    return stage == EXEC_DEFER_RUN ? stage_copy(arg) : MSCCLRT_SUCCESS;
 }
 
 mscclrt_result algo_p2pcoll_run(mscclrt_comm *c, const mscclrt_request *q, const char *fn) {

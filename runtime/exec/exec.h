@@ -191,8 +191,12 @@ void exec_mp_close(mscclrt_comm *c);
 
 /* Group calls (exec_group.c) for the layers above: whether this thread is inside
  * mscclrt_group_start/end, and a launch prepared elsewhere that group end issues in call order
- * with the plan calls (arg is malloc'd and freed after the group, also on failure). */
-typedef mscclrt_result (*ExecDeferredFn)(void *arg, bool run);   /* run false: discarded */
+ * with the plan calls (arg is malloc'd and freed after the group, also on failure). Group end
+ * calls it with EXEC_DEFER_PREPARE (load its kernels: a module's first load waits for the
+ * kernels running in its context, exec_share.c) for every call of the group before it calls any
+ * with EXEC_DEFER_RUN (launch); a group that is not launched gets EXEC_DEFER_DISCARD alone. */
+typedef enum { EXEC_DEFER_DISCARD, EXEC_DEFER_PREPARE, EXEC_DEFER_RUN } ExecDeferStage;
+typedef mscclrt_result (*ExecDeferredFn)(void *arg, ExecDeferStage stage);
 bool exec_in_group(void);
 /* bytes: where the call's message size will be when the group ends (read then, for
  * mscclrt_group_simulate_end's estimate: a send/recv list grows after it is queued); NULL: 0 */

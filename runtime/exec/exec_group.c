@@ -36,7 +36,12 @@ typedef struct Pending {
 
 /* Prepares one queued call (hot: copy the previous call's kernel and arguments). */
 static void prepare_one(Pending *q) {
-    if (q->res != MSCCLRT_SUCCESS || q->deferred) return;
+    if (q->res != MSCCLRT_SUCCESS) return;
+    if (q->deferred) {   /* its kernels loaded before any call of the group launches */
+        q->res = q->deferred(q->deferred_arg, EXEC_DEFER_PREPARE);
+        if (q->res != MSCCLRT_SUCCESS) snprintf(q->err, sizeof q->err, "%s", mscclrt_last_error());
+        return;
+    }
     if (exec_hot_match(q->comm, q->plan, q->send, q->recv, q->in, q->out, q->dt, q->op, q->pk)) {
         q->ctx = (ExecCtx *)q->comm->hot.ctx;
         q->fn = q->comm->hot.fn;
@@ -144,7 +149,7 @@ mscclrt_result mscclrt_group_end(void) {
     for (Pending *q = list; q && !done; q = q->next) prepare_one(q);
     for (Pending *q = list; q; q = q->next) {
         if (q->res == MSCCLRT_SUCCESS)
-            q->res = q->deferred ? q->deferred(q->deferred_arg, true)
+            q->res = q->deferred ? q->deferred(q->deferred_arg, EXEC_DEFER_RUN)
                                  : exec_launch(q->comm, q->fn, q->ctx, &q->args, q->stream);
         if (q->res != MSCCLRT_SUCCESS && first == MSCCLRT_SUCCESS) {
             first = q->res;
@@ -230,7 +235,7 @@ mscclrt_result mscclrt_group_simulate_end(double *usec) {
     while (list) {   /* estimate and drop: nothing was set up or launched */
         t += model_us(list->deferred ? (list->bytes ? *list->bytes : 0)
                                      : (list->in > list->out ? list->in : list->out));
-        if (list->deferred) list->deferred(list->deferred_arg, false);
+        if (list->deferred) list->deferred(list->deferred_arg, EXEC_DEFER_DISCARD);
         free(list->deferred_arg);
         Pending *n = list->next;
         list->next = tl_free;
