@@ -21,54 +21,63 @@ static const struct {
     mscclrt_coll coll;
     uint64_t min, max;
     const char *name;
+    int nmax;   /* world sizes up to this (0: any): bands measured on 2 GPUs alone */
 } prefer[] = {
     /* one-shot packets for small messages, two-phase packets up to 1 MB */
-    {MSCCLRT_COLL_ALLREDUCE, 0, 64 * KB, "stdlib/allreduce/allpair_packet"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 256 * KB, "stdlib/allreduce/hier_packet"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 64 * KB, "stdlib/allreduce/allpair_packet", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 256 * KB, "stdlib/allreduce/hier_packet", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet", 0},
     /* large: read-reduce-write on peers' buffers (in place, symmetric), the 1 GiB winner */
-    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read"},
+    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read", 0},
     /* the same out of place (rs_ag_read is in place only) */
-    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read_oop"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_simple"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier"},
+    {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read_oop", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_simple", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier", 0},
     /* across nodes (only the multi-node programs are candidates there): one cross-node packet
      * hop while small, the two-level Simple plans above, the packet plan up to its 1 MB for
      * buffers the Simple plans cannot use (not symmetric, out of place), and above it the
      * Simple plan through scratch that any buffers can use */
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet"},
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch"},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch", 0},
     /* across nodes, small: one packet hop straight to every rank (no signals, no second hop;
      * allreduce's 42.9 us at 1 KB against hier plans' 78-101 us for the others on 2 nodes of
      * one H200, BENCHMARKS.md) */
-    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/hier_packet"},
-    {MSCCLRT_COLL_REDUCESCATTER, 0, 64 * KB, "stdlib/reducescatter/hier_packet"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 64 * KB, "stdlib/alltoall/hier_packet"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/hier_packet", 0},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 64 * KB, "stdlib/reducescatter/hier_packet", 0},
+    {MSCCLRT_COLL_ALLTOALL, 0, 64 * KB, "stdlib/alltoall/hier_packet", 0},
     /* across nodes, each collective's hier program (it writes into peers' buffers: windows),
      * then hier_scratch (any buffers: peers write only scratch) */
-    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier_scratch"},
-    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier"},
-    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier_scratch"},
-    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier"},
-    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier_scratch"},
-    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier"},
-    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier_scratch"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier_scratch"},
-    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier"},
-    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier_scratch"},
-    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier"},
-    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier_scratch"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet"},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier", 0},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/hier_scratch", 0},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier", 0},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/hier_scratch", 0},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier", 0},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/hier_scratch", 0},
+    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier", 0},
+    {MSCCLRT_COLL_REDUCE, 0, 0, "stdlib/reduce/hier_scratch", 0},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier", 0},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/hier_scratch", 0},
+    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier", 0},
+    {MSCCLRT_COLL_GATHER, 0, 0, "stdlib/gather/hier_scratch", 0},
+    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier", 0},
+    {MSCCLRT_COLL_SCATTER, 0, 0, "stdlib/scatter/hier_scratch", 0},
+    /* 2 ranks (2 x H200, nccl-tests -G 1): the one-shot packet plans up to 1 MiB (allgather
+     * 256 KiB 5.63 us, 1 MiB 9.62; NCCL 7.64, 10.42) and 256 KiB (reducescatter 1 KiB 4.72,
+     * 256 KiB 6.18; NCCL 5.97, 7.48; at 1 MiB 14.12 against the native 13.60); broadcast's
+     * native one up to 256 KiB (1-64 KiB 5.0-5.5 us, the packet plan's handshake 6.3-8.7;
+     * NCCL 5.2-6.1) */
+    {MSCCLRT_COLL_ALLGATHER, 0, 1 * MB, "stdlib/allgather/packet", 2},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 256 * KB, "stdlib/reducescatter/packet", 2},
+    {MSCCLRT_COLL_BROADCAST, 0, 256 * KB, "native/broadcast", 2},
+    {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet", 0},
     /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
-    {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine"},
-    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/fullmesh"},
-    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/fullmesh_read"},
-    {MSCCLRT_COLL_BROADCAST, 0, 64 * KB, "stdlib/broadcast/packet"},
-    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/direct"},
-    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/fullmesh"},
+    {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine", 0},
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "stdlib/allgather/fullmesh", 0},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "stdlib/reducescatter/fullmesh_read", 0},
+    {MSCCLRT_COLL_BROADCAST, 0, 64 * KB, "stdlib/broadcast/packet", 0},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "stdlib/broadcast/direct", 0},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "stdlib/alltoall/fullmesh", 0},
 };
 
 static int find_cand(const char *name, const mscclrt_algo *const *cand, int n) {
@@ -93,7 +102,8 @@ bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
     const uint64_t b = req->message_bytes;
     for (size_t r = 0; r < sizeof prefer / sizeof *prefer; r++) {
         if (prefer[r].coll != req->collective || b < prefer[r].min ||
-            (prefer[r].max && b > prefer[r].max))
+            (prefer[r].max && b > prefer[r].max) ||
+            (prefer[r].nmax && req->world_size > prefer[r].nmax))
             continue;
         int i = find_cand(prefer[r].name, cand, n);
         if (i >= 0) {

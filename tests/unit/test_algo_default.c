@@ -581,13 +581,27 @@ static void t_heuristics(void) {
                 /* allgather */
                 expect(s, AG, 4 * KB * n, n, ip, sym, "stdlib/allgather/packet");
                 expect(s, AG, 64 * KB, n, ip, sym, "stdlib/allgather/packet");
-                expect(s, AG, 1 * MB, n, ip, sym, sym ? "stdlib/allgather/fullmesh" : "native/allgather");
+                expect(s, AG, 1 * MB, n, ip, sym, n == 2 ? "stdlib/allgather/packet"
+                                                  : sym   ? "stdlib/allgather/fullmesh"
+                                                          : "native/allgather");
+                expect(s, AG, 2 * MB, n, ip, sym, sym ? "stdlib/allgather/fullmesh" : "native/allgather");
                 expect(s, AG, 64 * MB, n, ip, sym, sym ? "stdlib/allgather/copyengine" : "native/allgather");
-                /* reduce-scatter: the read-based plan in place on windows */
+                /* reduce-scatter: one-shot packets while small on 2 ranks, then the read-based
+                 * plan in place on windows */
+                expect(s, RS, 1 * KB * n, n, ip, sym, n == 2 ? "stdlib/reducescatter/packet"
+                                                    : ip && sym ? "stdlib/reducescatter/fullmesh_read"
+                                                                : "native/reducescatter");
+                expect(s, RS, 256 * KB, n, ip, sym, n == 2 ? "stdlib/reducescatter/packet"
+                                                    : ip && sym ? "stdlib/reducescatter/fullmesh_read"
+                                                                : "native/reducescatter");
+                expect(s, RS, 1 * MB, n, ip, sym, ip && sym ? "stdlib/reducescatter/fullmesh_read"
+                                                            : "native/reducescatter");
                 expect(s, RS, 16 * MB, n, ip, sym, ip && sym ? "stdlib/reducescatter/fullmesh_read"
                                                             : "native/reducescatter");
                 /* broadcast from rank 0 */
-                expect(s, BC, 16 * KB, n, ip, sym, "stdlib/broadcast/packet");
+                expect(s, BC, 16 * KB, n, ip, sym, n == 2 ? "native/broadcast" : "stdlib/broadcast/packet");
+                expect(s, BC, 256 * KB, n, ip, sym, n == 2 || !sym ? "native/broadcast"
+                                                                   : "stdlib/broadcast/direct");
                 expect(s, BC, 4 * MB, n, ip, sym, sym ? "stdlib/broadcast/direct" : "native/broadcast");
                 /* alltoall: out of place on windows */
                 expect(s, A2A, 1 * MB, n, ip, sym, !ip && sym ? "stdlib/alltoall/fullmesh"
