@@ -146,7 +146,12 @@ mscclrt_result mscclrt_group_end(void) {
         }
         done = true;
     }
+    /* this thread prepares every rank: inside the group still, so a kernel load does not wait
+     * at the barrier of ranks sharing a device for loads only this thread would make
+     * (exec_share_after_load; test_gpu_coll 4 on 2 GPUs waited out its timeout per load) */
+    exec_group_depth = 1;
     for (Pending *q = list; q && !done; q = q->next) prepare_one(q);
+    exec_group_depth = 0;
     for (Pending *q = list; q; q = q->next) {
         if (q->res == MSCCLRT_SUCCESS)
             q->res = q->deferred ? q->deferred(q->deferred_arg, EXEC_DEFER_RUN)

@@ -4,7 +4,9 @@
  * kernels loaded) before any is run, then each is run in call order; a simulated group only
  * discards them. Ranks sharing a context in one process need this: a module's first load waits
  * for the kernels running in its context, so a send/recv group whose 16-entry kernel loaded at
- * launch hung behind another rank's spinning kernel (test_gpu_coll 4 on 2 GPUs). No GPU: the
+ * launch hung behind another rank's spinning kernel, and a load made by group end's own thread
+ * must count as inside the group (test_gpu_coll 4 on 2 GPUs waited out the shared-device load
+ * barrier's timeout per load). No GPU: the
  * deferred calls here only record their stages.
  */
 #include "../harness.h"
@@ -19,7 +21,10 @@ static char seq[64];
 static int nseq;
 
 /* arg: a malloc'd name character; records "<stage><name>" (d, p or r) */
+static int prepared_outside;   /* preparations that saw exec_in_group() false */
+
 static mscclrt_result record(void *arg, ExecDeferStage stage) {
+    if (stage == EXEC_DEFER_PREPARE && !exec_in_group()) prepared_outside++;
     if (nseq + 2 < (int)sizeof seq) {
         seq[nseq++] = "dpr"[stage];
         seq[nseq++] = *(const char *)arg;
@@ -53,6 +58,9 @@ int main(void) {
         CHECK((exec_group_defer(c0, record, name('c'), NULL)) == MSCCLRT_SUCCESS);
         CHECK((mscclrt_group_end()) == MSCCLRT_SUCCESS);
         CHECK(strcmp(seq, "papbpcrarbrc") == 0);
+        /* prepared inside the group: a kernel load there must not wait at the load barrier of
+         * ranks sharing a device (exec_share_after_load), which only this thread would reach */
+        CHECK_EQ_INT(0, prepared_outside);
         CHECK(!exec_in_group());
     });
     TEST("exec group: a simulated group discards its deferred calls, preparing none", {
