@@ -186,13 +186,35 @@ __device__ __forceinline__ u32 pk_accept(const Ctx &x, u32 b, u32 p) {
 /* receiver, after reading the message from p: its half may be written again. Release and
  * acquire here (pk_ack_all is relaxed): this is the form every shared-GPU run passed with; the
  * relaxed one was in the builds whose shared-GPU runs did not finish, not yet ruled out */
+/* where this rank acknowledges block b's messages from p: p's counter for (b, this rank) */
+__device__ __forceinline__ u64 pk_ack_at(const Ctx &x, u32 b, u32 p) {
+    return (u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8;
+}
 __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
-    const u64 at = (u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8;
     if (threadIdx.x == 0) {
-        if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, at);   /* another node */
-        else mk::signal(at);
+        if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, pk_ack_at(x, b, p));   /* another node */
+        else mk::signal(pk_ack_at(x, b, p));
     }
+}
+/* one thread, after the block's barrier that follows its reads: pk_ack's signal, relaxed within
+ * the node as pk_ack_all's (the values read are used already) */
+__device__ __forceinline__ void pk_ack_one(const Ctx &x, u32 b, u32 p) {
+    if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, pk_ack_at(x, b, p));
+    else mk::signal_relaxed(pk_ack_at(x, b, p));
+}
+/* one thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
+ * free once sending (as pk_open_all, relaxed) */
+__device__ __forceinline__ u32 pk_take(const Ctx &x, u32 b, u32 p, bool recv) {
+    u64 *c = x.ctr(recv ? x.c->off_pk_recv : x.c->off_pk_sent, b, p);
+    const u64 m = *c + 1;
+    *c = m;
+    if (!recv && m > 2) {
+        const u64 *ack = x.ctr(x.c->off_pk_ack, b, p);
+        u32 sp = 0;
+        while (mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp)) { }
+    }
+    return (u32)m;
 }
 
 /* Which peers a packet step sends to and receives from: every peer, the root only, or none. */

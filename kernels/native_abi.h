@@ -186,6 +186,12 @@ typedef struct MnDirect {
  * when the receiver's buffer is shared and the sender has mapped it; both sides learn it from
  * records exchanged through the lanes, so they decide alike. */
 #define MN_P2P_DIRECT 16          /* receive entries of a group that may be written directly */
+/* MnP2pDirect.flags: a block's packet entries take their flags in one pass before any is sent
+ * and acknowledge with relaxed signals after all are read, as the collectives' packet form
+ * does, instead of two block-wide counter steps and a release signal per entry
+ * (MSCCLRT_NATIVE_P2P_PK_BATCH; where a block has more than two packet entries for one peer
+ * and direction, the third would wait for an acknowledgement of the same launch: per entry) */
+#define MN_P2P_PK_BATCH 1u
 typedef struct MnP2pRecv {
     mk_u32 pub, slot;             /* the receive buffer's allocation (pub 0: not shared) */
     mk_u64 off;
@@ -196,7 +202,7 @@ typedef struct MnP2pDirect {
                                      on every rank; UINT64_MAX: never) */
     mk_u32 full_blocks;           /* the group grid an entry is cut over at most (the same on
                                      every rank); each entry's own: mn_p2p_entry_blocks */
-    mk_u32 pad;
+    mk_u32 flags;                 /* MN_P2P_PK_BATCH (the same on every rank) */
     mk_u32 upto[MN_DIRECT_MAX_RANKS]; /* as MnDirectRec.upto */
     MnP2pRecv recv[MN_P2P_DIRECT];/* the group's first MN_P2P_DIRECT receive entries, in order */
 } MnP2pDirect;

@@ -281,9 +281,8 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
     if (any_recv) pk_ack_all(x, b, w);
 }
 
-/* n bytes at src to p as one packet message of block b (send/recv groups) */
-__device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
-    const u32 flag = pk_open(x, b, p);
+/* n bytes at src to p as packet message `flag` of block b, its half free (send/recv groups) */
+__device__ void pk_send_flag(const Ctx &x, u32 b, u32 p, u32 flag, const char *src, u64 n) {
     if (!x.remote(p)) return pk_put(x, b, p, flag, src, n, false, nullptr);
     /* another node: the packets into this rank's outgoing slot, which the proxy copies as they
      * are into p's slot (reused two messages later, once p acknowledged this one: read by then) */
@@ -295,6 +294,10 @@ __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
     __syncthreads();
     if (threadIdx.x == 0)
         mk::proxy_put((const MkFifo *)x.c->fifo, x.pk_at(p, b, flag), out, (n + 7) / 8 * 16);
+}
+/* n bytes at src to p as the next packet message of block b (send/recv groups) */
+__device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
+    pk_send_flag(x, b, p, pk_open(x, b, p), src, n);
 }
 /* the message of block b from p, copied to dst once it arrived (send/recv groups) */
 __device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
@@ -508,6 +511,8 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
     __shared__ bool any_direct;
     __shared__ u32 enb[CAP];   /* the blocks that carry each entry (p2p_nb) */
+    __shared__ u32 pkf[CAP];   /* batch: each packet entry's flag in this block (0: none) */
+    __shared__ bool batch;     /* MN_P2P_PK_BATCH applies to this block */
     const u32 ne = a.np2p < CAP ? a.np2p : CAP, nb = x.nb, r = x.rank;
     /* large entries between the ranks of this node may go direct: the sender stores into the
      * receiver's own buffer, once both sides' records say it is shared and mapped */
@@ -551,6 +556,20 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     const long long t0 = clock64();
     if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
     if (threadIdx.x == 0) {
+        /* batch: every packet entry's flag now, in entry order (as the per-entry counting
+         * would give), unless a third message to one peer in one direction would wait for the
+         * acknowledgement of the first, which this launch gives only after reading */
+        batch = (dd.flags & MN_P2P_PK_BATCH) != 0;
+        for (u32 e = 0; e < ne && batch; e++) {
+            const Span sh = share(l.v[e].bytes, f.b, enb[e]);
+            pkf[e] = pk[e] && sh.hi > sh.lo;
+            u32 same = 0;
+            for (u32 d = 0; d < e && pkf[e]; d++)
+                same += pkf[d] && l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv;
+            if (same >= 2) batch = false;
+        }
+        for (u32 e = 0; e < ne && batch; e++)
+            if (pkf[e]) pkf[e] = pk_take(x, f.b, (u32)l.v[e].peer, l.v[e].recv != 0);
         rounds = 0;
         for (u32 e = 0, k = 0; e < ne; e++) {
             const u32 peer = (u32)l.v[e].peer;
@@ -598,8 +617,10 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || l.v[e].recv) continue;
         const Span sh = share(l.v[e].bytes, f.b, enb[e]);
-        if (sh.hi > sh.lo)
-            pk_send(x, f.b, (u32)l.v[e].peer, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+        if (sh.hi <= sh.lo) continue;
+        const char *src = (const char *)l.v[e].ptr + sh.lo;
+        if (batch) pk_send_flag(x, f.b, (u32)l.v[e].peer, pkf[e], src, sh.hi - sh.lo);
+        else pk_send(x, f.b, (u32)l.v[e].peer, src, sh.hi - sh.lo);
     }
     /* direct sends: this block's share straight into the receiver's buffer, then done */
     for (u32 e = 0; e < ne; e++) {
@@ -612,7 +633,17 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;
         const Span sh = share(l.v[e].bytes, f.b, enb[e]);
-        if (sh.hi > sh.lo) pk_recv(x, f.b, (u32)l.v[e].peer, (char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+        if (sh.hi <= sh.lo) continue;
+        char *dst = (char *)l.v[e].ptr + sh.lo;
+        const u32 p = (u32)l.v[e].peer;
+        if (batch) pk_read(dst, x.pk_in(f.b, p, pkf[e]), sh.hi - sh.lo, pkf[e]);
+        else pk_recv(x, f.b, p, dst, sh.hi - sh.lo);
+    }
+    if (batch) {   /* every packet entry read: the acknowledgements */
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (u32 e = 0; e < ne; e++)
+                if (pkf[e] && l.v[e].recv) pk_ack_one(x, f.b, (u32)l.v[e].peer);
     }
     /* direct receives: the sender's share of this block has landed */
     for (u32 e = 0; e < ne; e++)

@@ -51,6 +51,7 @@ struct NativeCtx {
                                      nodes (MnContext.pk_out), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
+    bool p2p_pk_batch;             /* MSCCLRT_NATIVE_P2P_PK_BATCH */
     int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
 
@@ -388,10 +389,12 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
-        long long dmin = 0, dblocks = 0, pmin = 0;
+        long long dmin = 0, dblocks = 0, pmin = 0, pbatch = 0;
         mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
         if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_DIRECT_BLOCKS, &dblocks);
         if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_P2P_DIRECT_BYTES, &pmin);
+        if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_P2P_PK_BATCH, &pbatch);
+        ncs[i]->p2p_pk_batch = pbatch != 0;
         ncs[i]->direct_min = (uint64_t)dmin;
         ncs[i]->p2p_direct_min = (uint64_t)pmin;
         ncs[i]->direct_blocks = (int)dblocks;
@@ -649,6 +652,7 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
     /* the grid prepared for the group (the same on every rank): entries are cut over at most
      * this many blocks; the launch itself takes only what its entries need (p2p_grid) */
     l->p2pd.full_blocks = (mk_u32)l->blocks;
+    l->p2pd.flags = nc && nc->p2p_pk_batch ? MN_P2P_PK_BATCH : 0;
 }
 
 /* The launch grid of a group: the most blocks one of its entries is cut over
