@@ -1,6 +1,6 @@
 #!/bin/sh
 # run.sh - the GPU tests (`make test-gpu`, or directly: BUILD=build sh tests/gpu/run.sh with a
-# prebuilt build dir, as on GPU machines that cannot build). Multicast stays off: NVLS is never
+# prebuilt build dir, as on GPU machines that cannot build: tests/gpu/pack_build.sh makes one). Multicast stays off: NVLS is never
 # enabled and the NVLS guard is preloaded into every GPU process. Runs the device library's
 # kernels (test_gpu_devlib), the compat plans and the
 # 2-rank stdlib plans (tests/golden/stdlib/*/*.N2.json) through test_gpu_exec, one process per
