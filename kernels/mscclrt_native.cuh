@@ -183,25 +183,21 @@ __device__ __forceinline__ u32 pk_open(const Ctx &x, u32 b, u32 p) {
 __device__ __forceinline__ u32 pk_accept(const Ctx &x, u32 b, u32 p) {
     return pk_count(x.ctr(x.c->off_pk_recv, b, p));
 }
+/* one thread, after the block's barrier that follows its reads of block b's message from p:
+ * the acknowledgement in p's counter for (b, this rank), through the proxy to another node;
+ * within the node released, or relaxed (as pk_ack_all's: the values read are used already) */
+__device__ __forceinline__ void pk_ack_one(const Ctx &x, u32 b, u32 p, bool relaxed) {
+    const u64 at = (u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8;
+    if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, at);   /* another node */
+    else if (relaxed) mk::signal_relaxed(at);
+    else mk::signal(at);
+}
 /* receiver, after reading the message from p: its half may be written again. Release and
  * acquire here (pk_ack_all is relaxed): this is the form every shared-GPU run passed with; the
  * relaxed one was in the builds whose shared-GPU runs did not finish, not yet ruled out */
-/* where this rank acknowledges block b's messages from p: p's counter for (b, this rank) */
-__device__ __forceinline__ u64 pk_ack_at(const Ctx &x, u32 b, u32 p) {
-    return (u64)((const char *)x.peers[p] + x.c->off_pk_ack) + ((u64)b * x.n + x.rank) * 8;
-}
 __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, pk_ack_at(x, b, p));   /* another node */
-        else mk::signal(pk_ack_at(x, b, p));
-    }
-}
-/* one thread, after the block's barrier that follows its reads: pk_ack's signal, relaxed within
- * the node as pk_ack_all's (the values read are used already) */
-__device__ __forceinline__ void pk_ack_one(const Ctx &x, u32 b, u32 p) {
-    if (x.remote(p)) mk::proxy_signal((const MkFifo *)x.c->fifo, pk_ack_at(x, b, p));
-    else mk::signal_relaxed(pk_ack_at(x, b, p));
+    if (threadIdx.x == 0) pk_ack_one(x, b, p, false);
 }
 /* one thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
  * free once sending (as pk_open_all, relaxed) */
@@ -230,21 +226,8 @@ struct PkPeers {
 __device__ __forceinline__ void pk_open_all(const Ctx &x, u32 b, const PkPeers &w, u32 *sf, u32 *rf) {
     for (u32 p = threadIdx.x; p < x.n; p += blockDim.x) {
         if (p == x.rank) continue;
-        if (w.sends(p)) {
-            u64 *c = x.ctr(x.c->off_pk_sent, b, p);
-            const u64 m = *c + 1;
-            *c = m;
-            sf[p] = (u32)m;
-            const u64 *ack = x.ctr(x.c->off_pk_ack, b, p);
-            u32 sp = 0;
-            while (m > 2 && mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp)) { }
-        }
-        if (w.recvs(p)) {
-            u64 *c = x.ctr(x.c->off_pk_recv, b, p);
-            const u64 m = *c + 1;
-            *c = m;
-            rf[p] = (u32)m;
-        }
+        if (w.sends(p)) sf[p] = pk_take(x, b, p, false);
+        if (w.recvs(p)) rf[p] = pk_take(x, b, p, true);
     }
     __syncthreads();
 }

@@ -208,6 +208,19 @@ typedef struct MnP2pDirect {
 } MnP2pDirect;
 MK_STATIC_ASSERT(sizeof(MnP2pDirect) == 56 + 16 * MN_P2P_DIRECT, "MnP2pDirect layout");
 
+#ifdef __CUDACC_RTC__
+#define MN_HD __device__ __forceinline__
+#else
+#define MN_HD static inline
+#endif
+/* The blocks a packet message of `bytes` per peer is cut over: one per MN_PK_GRID_BYTES (or
+ * per slot's data where that is less), 1 to cap (the collectives' default grid and send/recv
+ * entries alike; the caller checks that cap blocks' shares fit a slot's data) */
+MN_HD mk_u32 mn_pk_blocks(mk_u64 bytes, mk_u64 pk_data, mk_u32 cap) {
+    const mk_u64 g = pk_data < MN_PK_GRID_BYTES ? pk_data : MN_PK_GRID_BYTES;
+    const mk_u64 k = (bytes + g - 1) / g;
+    return k < 1 ? 1u : k < cap ? (mk_u32)k : cap;
+}
 /* The blocks that carry one send/recv entry of `bytes` (blocks 0 .. k-1 of the launch), from
  * values both sides of a pair share: the entry's size, whether the peer is on another node, the
  * context's packet data per message and packet limit, and the group grid `full`. Within a node
@@ -217,11 +230,6 @@ MK_STATIC_ASSERT(sizeof(MnP2pDirect) == 56 + 16 * MN_P2P_DIRECT, "MnP2pDirect la
  * grid. To another node one block per MiB: each piece there is a few proxy triggers that one
  * host thread performs in turn. A launch's grid is the largest of its entries' (the host
  * computes it with this same function). */
-#ifdef __CUDACC_RTC__
-#define MN_HD __device__ __forceinline__
-#else
-#define MN_HD static inline
-#endif
 MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u64 pk_max,
                                  mk_u32 full) {
     if (full < 1) full = 1;
@@ -229,12 +237,8 @@ MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u6
         const mk_u64 w = bytes >> 20;
         return w < 1 ? 1u : w < full ? (mk_u32)w : full;
     }
-    if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data) {
-        /* a block per MN_PK_GRID_BYTES (where the slot holds that much), at most the grid */
-        const mk_u64 g = pk_data < MN_PK_GRID_BYTES ? pk_data : MN_PK_GRID_BYTES;
-        const mk_u64 k = (bytes + g - 1) / g;
-        return k < 1 ? 1u : k < full ? (mk_u32)k : full;
-    }
+    if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data)
+        return mn_pk_blocks(bytes, pk_data, full);
     return full;
 }
 

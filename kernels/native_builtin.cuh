@@ -643,7 +643,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         __syncthreads();
         if (threadIdx.x == 0)
             for (u32 e = 0; e < ne; e++)
-                if (pkf[e] && l.v[e].recv) pk_ack_one(x, f.b, (u32)l.v[e].peer);
+                if (pkf[e] && l.v[e].recv) pk_ack_one(x, f.b, (u32)l.v[e].peer, true);
     }
     /* direct receives: the sender's share of this block has landed */
     for (u32 e = 0; e < ne; e++)

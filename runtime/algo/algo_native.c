@@ -510,9 +510,7 @@ void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64
      * block's share grows up to the slot's data), so every block's share is one message per
      * peer */
     if (pk_data && peer <= pk_max && peer <= (uint64_t)cap * pk_data) {
-        const uint64_t g = pk_data < MN_PK_GRID_BYTES ? pk_data : MN_PK_GRID_BYTES;
-        const uint64_t b = (peer + g - 1) / g;
-        if (*blocks <= 0) *blocks = b < 1 ? 1 : b < (uint64_t)cap ? (int)b : cap;
+        if (*blocks <= 0) *blocks = (int)mn_pk_blocks(peer, pk_data, (mk_u32)cap);
         if (*threads <= 0) *threads = 512;
         return;
     }
