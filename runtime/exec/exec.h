@@ -284,6 +284,11 @@ void exec_context_release(mscclrt_comm *c, ExecCtx *x);
  * is ready and needs no growth (no setup, which a CUDA-graph capture cannot take). */
 bool exec_plan_ready(mscclrt_comm *c, const Plan *p, const void *send, const void *recv,
                      size_t in, size_t out);
+/* Whether p, a plan keyed by its buffers, already has a context on the allocations of send and
+ * recv (other buffers of the same allocations: nccl-tests moves its buffers by an offset every
+ * iteration). A call on new buffers there would set up yet another context; the algorithm
+ * layer runs the native algorithm instead. */
+bool exec_plan_keyed_in_allocs(mscclrt_comm *c, const Plan *p, const void *send, const void *recv);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

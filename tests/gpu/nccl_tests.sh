@@ -9,6 +9,7 @@
 # steps at 4 and 8);
 # every binary also runs with -G 2 (CUDA graphs) at every count
 # NT_BINS="all_reduce_perf ..." the binaries to run (default: all eleven).
+# NT_R2_ONLY=1: only the symmetric-window runs past the plans' thresholds (-R 2, eager and -G 2).
 # GPU_PER_RANK=1: one process per GPU (nccl-tests' own device choice; the process counts
 # default to the GPU count) instead of every rank on GPU 0.
 # NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
@@ -60,6 +61,7 @@ one() { # name, nprocs, binary, args...
 }
 bins=${NT_BINS:-"all_reduce_perf all_gather_perf reduce_scatter_perf broadcast_perf reduce_perf alltoall_perf alltoallv_perf sendrecv_perf gather_perf scatter_perf hypercube_perf"}
 for np in ${NT_NPROCS:-2 4 8}; do
+    [ -n "$NT_R2_ONLY" ] && bins=""
     for b in $bins; do
         [ -x "$out/$b" ] || { echo "testing nccl-tests $b np$np ... failed (not built)"; status=1; continue; }
         if [ -n "$NT_FULL" ]; then
@@ -79,8 +81,17 @@ for np in ${NT_NPROCS:-2 4 8}; do
         one "${b%_perf}_np${np}_graph" "$np" "$b" -b 8 -e 1M -f 32 -G 2
     done
     # registered buffers (local registration and symmetric windows)
-    one "all_reduce_np${np}_R1" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 1
-    one "all_reduce_np${np}_R2" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 2
-    one "all_gather_np${np}_R2" "$np" all_gather_perf -b 8 -e 1M -f 32 -R 2
+    [ -z "$NT_R2_ONLY" ] && one "all_reduce_np${np}_R1" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 1
+    [ -z "$NT_R2_ONLY" ] && one "all_reduce_np${np}_R2" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 2
+    [ -z "$NT_R2_ONLY" ] && one "all_gather_np${np}_R2" "$np" all_gather_perf -b 8 -e 1M -f 32 -R 2
+    # symmetric windows past the plans' size thresholds, eager and captured: nccl-tests moves
+    # its buffers by an offset every iteration, so most calls meet buffers a plan keyed by its
+    # buffers has no context for (captured ones failed with 'invalid usage', eager ones set up
+    # a context per offset)
+    for b in all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf broadcast_perf reduce_perf; do
+        [ -x "$out/$b" ] || continue
+        one "${b%_perf}_np${np}_R2_sizes" "$np" "$b" -b 1K -e 16M -f 4 -R 2 -n 4
+        one "${b%_perf}_np${np}_R2_graph" "$np" "$b" -b 1K -e 16M -f 4 -R 2 -G 2 -n 4
+    done
 done
 exit $status
