@@ -27,6 +27,10 @@ static const struct {
     {MSCCLRT_COLL_ALLREDUCE, 0, 64 * KB, "stdlib/allreduce/allpair_packet", 0},
     {MSCCLRT_COLL_ALLREDUCE, 0, 256 * KB, "stdlib/allreduce/hier_packet", 0},
     {MSCCLRT_COLL_ALLREDUCE, 0, 1 * MB, "stdlib/allreduce/rs_ag_packet", 0},
+    /* 2 ranks of a node, larger: the built-in direct path on any buffers beats the plans that
+     * need windows (nccl-tests -R 2 -G 1 at 1 GiB on 2 x H200: rs_ag_read_oop 3148 us against
+     * the built-in one's 2979; see the other collectives' rows below) */
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "native/allreduce", 2},
     /* large: read-reduce-write on peers' buffers (in place, symmetric), the 1 GiB winner */
     {MSCCLRT_COLL_ALLREDUCE, 16 * MB, 0, "stdlib/allreduce/rs_ag_read", 0},
     /* the same out of place (rs_ag_read is in place only) */
@@ -69,7 +73,14 @@ static const struct {
      * NCCL 5.2-6.1) */
     {MSCCLRT_COLL_ALLGATHER, 0, 1 * MB, "stdlib/allgather/packet", 2},
     {MSCCLRT_COLL_REDUCESCATTER, 0, 256 * KB, "stdlib/reducescatter/packet", 2},
-    {MSCCLRT_COLL_BROADCAST, 0, 256 * KB, "native/broadcast", 2},
+    {MSCCLRT_COLL_BROADCAST, 0, 0, "native/broadcast", 2},
+    /* 2 ranks, above the packet plans: the built-in direct path rather than the plans that
+     * need windows (-R 2 -G 1 at 1 GiB, 2 x H200: alltoall/fullmesh 1988 us against 1573,
+     * broadcast/direct 5751 against 2896; allgather/copyengine at 1 GiB and
+     * reducescatter/fullmesh_read from 64 MiB did not finish within 90 s) */
+    {MSCCLRT_COLL_ALLGATHER, 0, 0, "native/allgather", 2},
+    {MSCCLRT_COLL_REDUCESCATTER, 0, 0, "native/reducescatter", 2},
+    {MSCCLRT_COLL_ALLTOALL, 0, 0, "native/alltoall", 2},
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/packet", 0},
     /* from 64 MB the copy engines beat SM copies (BENCHMARKS: they meet between 16 and 64 MB) */
     {MSCCLRT_COLL_ALLGATHER, 64 * MB, 0, "stdlib/allgather/copyengine", 0},
@@ -104,6 +115,9 @@ bool algo_default_select_with(const AlgoTuning *t, const mscclrt_request *req,
         if (prefer[r].coll != req->collective || b < prefer[r].min ||
             (prefer[r].max && b > prefer[r].max) ||
             (prefer[r].nmax && req->world_size > prefer[r].nmax))
+            continue;
+        /* the built-in collectives serve one node (across nodes only as the last resort) */
+        if (!strncmp(prefer[r].name, "native/", 7) && req->ranks_per_node != req->world_size)
             continue;
         int i = find_cand(prefer[r].name, cand, n);
         if (i >= 0) {

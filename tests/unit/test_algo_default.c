@@ -571,8 +571,10 @@ static void t_heuristics(void) {
                 expect(s, AR, 256 * KB, n, ip, sym, "stdlib/allreduce/rs_ag_packet");
                 expect(s, AR, 1 * MB, n, ip, sym, "stdlib/allreduce/rs_ag_packet");
                 /* larger: the Simple plans work in place on peers' buffers (windows) */
-                const char *mid = ip && sym ? "stdlib/allreduce/rs_ag_simple" : "native/allreduce";
-                const char *big = ip && sym ? "stdlib/allreduce/rs_ag_read"
+                /* (2 ranks: the built-in direct path whatever the buffers, measured faster) */
+                const char *mid = ip && sym && n > 2 ? "stdlib/allreduce/rs_ag_simple" : "native/allreduce";
+                const char *big = n == 2    ? "native/allreduce"
+                                  : ip && sym ? "stdlib/allreduce/rs_ag_read"
                                   : sym     ? "stdlib/allreduce/rs_ag_read_oop"
                                             : "native/allreduce";
                 expect(s, AR, 4 * MB, n, ip, sym, mid);
@@ -584,8 +586,8 @@ static void t_heuristics(void) {
                 expect(s, AG, 1 * MB, n, ip, sym, n == 2 ? "stdlib/allgather/packet"
                                                   : sym   ? "stdlib/allgather/fullmesh"
                                                           : "native/allgather");
-                expect(s, AG, 2 * MB, n, ip, sym, sym ? "stdlib/allgather/fullmesh" : "native/allgather");
-                expect(s, AG, 64 * MB, n, ip, sym, sym ? "stdlib/allgather/copyengine" : "native/allgather");
+                expect(s, AG, 2 * MB, n, ip, sym, sym && n > 2 ? "stdlib/allgather/fullmesh" : "native/allgather");
+                expect(s, AG, 64 * MB, n, ip, sym, sym && n > 2 ? "stdlib/allgather/copyengine" : "native/allgather");
                 /* reduce-scatter: one-shot packets while small on 2 ranks, then the read-based
                  * plan in place on windows */
                 expect(s, RS, 1 * KB * n, n, ip, sym, n == 2 ? "stdlib/reducescatter/packet"
@@ -594,18 +596,18 @@ static void t_heuristics(void) {
                 expect(s, RS, 256 * KB, n, ip, sym, n == 2 ? "stdlib/reducescatter/packet"
                                                     : ip && sym ? "stdlib/reducescatter/fullmesh_read"
                                                                 : "native/reducescatter");
-                expect(s, RS, 1 * MB, n, ip, sym, ip && sym ? "stdlib/reducescatter/fullmesh_read"
-                                                            : "native/reducescatter");
-                expect(s, RS, 16 * MB, n, ip, sym, ip && sym ? "stdlib/reducescatter/fullmesh_read"
-                                                            : "native/reducescatter");
+                expect(s, RS, 1 * MB, n, ip, sym, ip && sym && n > 2 ? "stdlib/reducescatter/fullmesh_read"
+                                                                     : "native/reducescatter");
+                expect(s, RS, 16 * MB, n, ip, sym, ip && sym && n > 2 ? "stdlib/reducescatter/fullmesh_read"
+                                                                      : "native/reducescatter");
                 /* broadcast from rank 0 */
                 expect(s, BC, 16 * KB, n, ip, sym, n == 2 ? "native/broadcast" : "stdlib/broadcast/packet");
                 expect(s, BC, 256 * KB, n, ip, sym, n == 2 || !sym ? "native/broadcast"
                                                                    : "stdlib/broadcast/direct");
-                expect(s, BC, 4 * MB, n, ip, sym, sym ? "stdlib/broadcast/direct" : "native/broadcast");
+                expect(s, BC, 4 * MB, n, ip, sym, sym && n > 2 ? "stdlib/broadcast/direct" : "native/broadcast");
                 /* alltoall: out of place on windows */
-                expect(s, A2A, 1 * MB, n, ip, sym, !ip && sym ? "stdlib/alltoall/fullmesh"
-                                                              : "native/alltoall");
+                expect(s, A2A, 1 * MB, n, ip, sym, !ip && sym && n > 2 ? "stdlib/alltoall/fullmesh"
+                                                                       : "native/alltoall");
             }
         /* broadcast from another root: the stdlib programs are for root 0 */
         mscclrt_request r = request(BC, 16 * KB, n, 0, 1);
