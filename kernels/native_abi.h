@@ -192,6 +192,10 @@ typedef struct MnDirect {
  * (MSCCLRT_NATIVE_P2P_PK_BATCH; where a block has more than two packet entries for one peer
  * and direction, the third would wait for an acknowledgement of the same launch: per entry) */
 #define MN_P2P_PK_BATCH 1u
+/* MnP2pDirect.flags bits 8-15: the blocks an entry that may go direct is cut over for its
+ * direct copy (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS, up to MN_DIRECT_BLOCKS; 0: the entry's own,
+ * the group grid); its slot fallback keeps the group grid */
+#define MN_P2P_DIRECT_BLOCKS_SHIFT 8
 typedef struct MnP2pRecv {
     mk_u32 pub, slot;             /* the receive buffer's allocation (pub 0: not shared) */
     mk_u64 off;
@@ -240,6 +244,13 @@ MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u6
     if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data)
         return mn_pk_blocks(bytes, pk_data, full);
     return full;
+}
+
+/* The blocks of an entry that may go direct (flags: MnP2pDirect.flags; own: the entry's
+ * mn_p2p_entry_blocks), the same on both sides of the pair */
+MN_HD mk_u32 mn_p2p_direct_blocks(mk_u32 flags, mk_u32 own) {
+    const mk_u32 d = (flags >> MN_P2P_DIRECT_BLOCKS_SHIFT) & 0xffu;
+    return d ? d : own;
 }
 
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the

@@ -511,6 +511,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
     __shared__ bool any_direct;
     __shared__ u32 enb[CAP];   /* the blocks that carry each entry (p2p_nb) */
+    __shared__ u32 dnb[CAP];   /* the blocks of its direct copy (mn_p2p_direct_blocks) */
     __shared__ u32 pkf[CAP];   /* batch: each packet entry's flag in this block (0: none) */
     __shared__ bool batch;     /* MN_P2P_PK_BATCH applies to this block */
     const u32 ne = a.np2p < CAP ? a.np2p : CAP, nb = x.nb, r = x.rank;
@@ -525,6 +526,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
             const bool alone = p2p_alone(l, ne, e);
             const u32 peer = (u32)l.v[e].peer;
             enb[e] = p2p_nb(x, l.v[e], dd.full_blocks);
+            dnb[e] = mn_p2p_direct_blocks(dd.flags, enb[e]);
             /* packets: stores into the peer's memory, or across nodes copies of this rank's
              * outgoing packet slot (pk_out) by the proxy, below the direct threshold within
              * the node (a 1 MiB send/recv took 18.2 us as packets, 15.8 direct on 2 x H200);
@@ -534,7 +536,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
                     !(lanes && !x.remote(peer) && l.v[e].bytes >= dd.min_bytes);
             dptr[e] = 0;
             cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
-                      l.v[e].bytes >= dd.min_bytes && f.b < enb[e];
+                      l.v[e].bytes >= dd.min_bytes && f.b < dnb[e];
             if (cand[e]) {
                 if (!with[peer]) {
                     with[peer] = true;
@@ -625,7 +627,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     /* direct sends: this block's share straight into the receiver's buffer, then done */
     for (u32 e = 0; e < ne; e++) {
         if (!dptr[e] || l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, enb[e]);
+        const Span sh = share(l.v[e].bytes, f.b, dnb[e]);
         if (sh.hi > sh.lo) mk::copy((char *)dptr[e] + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
         __syncthreads();
         if (threadIdx.x == 0) lane_done(x, f.b, (u32)l.v[e].peer);

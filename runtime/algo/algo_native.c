@@ -52,6 +52,7 @@ struct NativeCtx {
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
     bool p2p_pk_batch;             /* MSCCLRT_NATIVE_P2P_PK_BATCH */
+    int p2p_direct_blocks;         /* MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS (0: the group grid) */
     int direct_blocks;             /* MSCCLRT_NATIVE_DIRECT_BLOCKS */
 };
 
@@ -389,12 +390,14 @@ mscclrt_result algo_native_init(mscclrt_comm **cs, int n) {
         (void)exec_native_block_cap(cs[i], MN_MAX_BLOCKS);   /* now, while every comm of a
                                                                  group is there */
         res = native_publish(cs[i], ncs[i]);
-        long long dmin = 0, dblocks = 0, pmin = 0, pbatch = 0;
+        long long dmin = 0, dblocks = 0, pmin = 0, pbatch = 0, pdblocks = 0;
         mscclrt_result pr = param_int(PARAM_NATIVE_DIRECT_BYTES, &dmin);
         if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_DIRECT_BLOCKS, &dblocks);
         if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_P2P_DIRECT_BYTES, &pmin);
         if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_P2P_PK_BATCH, &pbatch);
+        if (pr == MSCCLRT_SUCCESS) pr = param_int(PARAM_NATIVE_P2P_DIRECT_BLOCKS, &pdblocks);
         ncs[i]->p2p_pk_batch = pbatch != 0;
+        ncs[i]->p2p_direct_blocks = (int)pdblocks;
         ncs[i]->direct_min = (uint64_t)dmin;
         ncs[i]->p2p_direct_min = (uint64_t)pmin;
         ncs[i]->direct_blocks = (int)dblocks;
@@ -651,6 +654,13 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
      * this many blocks; the launch itself takes only what its entries need (p2p_grid) */
     l->p2pd.full_blocks = (mk_u32)l->blocks;
     l->p2pd.flags = nc && nc->p2p_pk_batch ? MN_P2P_PK_BATCH : 0;
+    /* entries that may go direct: their own grid, capped as the direct collectives' (the same
+     * on every rank); their slot fallback keeps the group grid */
+    if (nc && nc->p2p_direct_blocks > 0 && l->p2pd.min_bytes != ~0ull) {
+        const int cap = exec_native_block_cap(c, MN_DIRECT_BLOCKS);
+        const int d = nc->p2p_direct_blocks < cap ? nc->p2p_direct_blocks : cap;
+        l->p2pd.flags |= (mk_u32)d << MN_P2P_DIRECT_BLOCKS_SHIFT;
+    }
 }
 
 /* The launch grid of a group: the most blocks one of its entries is cut over
@@ -663,7 +673,10 @@ static int p2p_grid(mscclrt_comm *c, const NativeLaunch *l) {
         const MnP2p *o = &l->list.v[e];
         /* the kernel's "remote": the peer's scratch is a network window, i.e. another node */
         const int remote = c->boot && boot_node_of(c->boot, o->peer) != boot_node(c->boot);
-        const mk_u32 k = mn_p2p_entry_blocks(o->bytes, remote, pk_data, pk_max, l->p2pd.full_blocks);
+        mk_u32 k = mn_p2p_entry_blocks(o->bytes, remote, pk_data, pk_max, l->p2pd.full_blocks);
+        /* one that may go direct (the kernel's test is narrower: a larger grid only idles) */
+        if (!remote && o->peer != c->rank && o->bytes >= l->p2pd.min_bytes)
+            k = mn_p2p_direct_blocks(l->p2pd.flags, k);
         if (k > most) most = k;
     }
     return (int)most;

@@ -168,6 +168,13 @@ static void t_p2p_blocks(void) {
     CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(65536, 0, pk_data, pk_max, 32));
     CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262144, 0, pk_data, pk_max, 32));
     CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262145, 0, pk_data, pk_max, 32));
+    /* an entry that may go direct: the grid in flags (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS) or,
+     * with none there, its own; the batch bit does not leak into it */
+    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(0, 32));
+    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(MN_P2P_PK_BATCH, 32));
+    CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks((64u << MN_P2P_DIRECT_BLOCKS_SHIFT) | MN_P2P_PK_BATCH, 32));
+    CHECK_EQ_INT(128, (int)mn_p2p_direct_blocks(128u << MN_P2P_DIRECT_BLOCKS_SHIFT, 8));
+    CHECK(MN_DIRECT_BLOCKS < 256);   /* fits the flags' 8 bits */
 }
 
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
@@ -221,7 +228,7 @@ int main(void) {
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
     TEST("native builtin: every collective on one node, send/recv only across nodes", t_builtins());
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
-    TEST("native builtin: send/recv entries take the blocks their size needs", t_p2p_blocks());
+    TEST("native builtin: send/recv entries take the blocks their size needs (direct ones their own grid)", t_p2p_blocks());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
