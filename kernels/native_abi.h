@@ -77,8 +77,26 @@ typedef struct MnContext {
                                      proxy sends as they are into the peer's packet slot: pinned
                                      host memory the kernel writes through its mapping (sent with
                                      no staging copy), else an area of the scratch; else 0 */
+    mk_u64 probe;                 /* MSCCLRT_NATIVE_PROBE: the MnProbe ring the kernels compiled
+                                     with MN_PROBE write their timestamps into; else 0 */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 168, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 176, "MnContext layout (host and device agree)");
+
+/* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
+ * of block 0 of each launch takes the next record of the ring (a launch count modulo
+ * MN_PROBE_RECS) and writes the global timer (ns) at numbered points; t[0] says what ran
+ * (MN_PROBE_KIND_* | collective << 8), t[1] is the kernel's start, a point not reached stays 0. */
+#define MN_PROBE_POINTS 16
+#define MN_PROBE_RECS 4096
+#define MN_PROBE_KIND_COLL 1u     /* mscclrt_native_coll */
+#define MN_PROBE_KIND_P2P 2u      /* the send/recv kernels */
+#define MN_PROBE_KIND_DIRECT 3u   /* mscclrt_native_direct */
+typedef struct MnProbeRec { mk_u64 t[MN_PROBE_POINTS]; } MnProbeRec;
+typedef struct MnProbe {
+    mk_u64 launches;              /* records taken so far (the next is launches % MN_PROBE_RECS) */
+    mk_u64 pad;
+    MnProbeRec rec[MN_PROBE_RECS];
+} MnProbe;
 
 /* A peer on another node: its peer_scratch entry is not a mapping but a window address of the
  * network transport (runtime/net/net.h: this value in the top byte), which only the port proxy

@@ -14,6 +14,7 @@
 #ifndef MSCCLRT_NATIVE_BUILTIN_CUH
 #define MSCCLRT_NATIVE_BUILTIN_CUH
 #include "mscclrt_native.cuh"
+#include "native_probe.cuh"
 
 #ifndef MSCCLRT_T
 #define MSCCLRT_T mk::u8
@@ -258,8 +259,10 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
     const u64 m = sh.hi - sh.lo;
     if (m == 0) return;   /* every rank's share of this block is empty: no messages */
     pk_open_all(x, b, w, sf, rf);
+    probe_at(2);
     for (u32 p = 0; p < n; p++)
         if (p != r && w.sends(p)) pk_put(x, b, p, sf[p], in + p * sblk + sh.lo, m, scale, s);
+    probe_at(3);
     const bool any_recv = w.recv_all || (w.recv_root && r != root);
     if (reduces) {
         if (any_recv) pk_reduce(x, b, rf, out + sh.lo, in + r * sblk + sh.lo, m, scale, s);
@@ -278,7 +281,9 @@ __device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
         for (u32 p = 0; p < n; p++)
             if (p != r && w.recvs(p)) pk_read(out + p * rblk + sh.lo, x.pk_in(b, p, rf[p]), m, rf[p]);
     }
+    probe_at(4);
     if (any_recv) pk_ack_all(x, b, w);
+    probe_at(5);
 }
 
 /* n bytes at src to p as packet message `flag` of block b, its half free (send/recv groups) */
@@ -297,12 +302,16 @@ __device__ void pk_send_flag(const Ctx &x, u32 b, u32 p, u32 flag, const char *s
 }
 /* n bytes at src to p as the next packet message of block b (send/recv groups) */
 __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
-    pk_send_flag(x, b, p, pk_open(x, b, p), src, n);
+    const u32 flag = pk_open(x, b, p);
+    probe_at(12);
+    pk_send_flag(x, b, p, flag, src, n);
 }
 /* the message of block b from p, copied to dst once it arrived (send/recv groups) */
 __device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
     const u32 flag = pk_accept(x, b, p);
+    probe_at(13);
     pk_read(dst, x.pk_in(b, p, flag), n, flag);
+    probe_at(14);
     pk_ack(x, b, p);
 }
 
@@ -555,6 +564,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         }
     }
     __syncthreads();
+    probe_at(2);
     const long long t0 = clock64();
     if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
     if (threadIdx.x == 0) {
@@ -601,6 +611,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         }
     }
     __syncthreads();
+    probe_at(3);
     /* to self: the k-th send lands in the k-th receive */
     for (u32 e = 0, ks = 0; e < ne; e++) {
         if ((u32)l.v[e].peer != r || l.v[e].recv) continue;
@@ -614,6 +625,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         }
         ks++;
     }
+    probe_at(4);
     /* packet entries first: their sends never wait on this launch, so the Simple rounds after
      * them cannot hold them up */
     for (u32 e = 0; e < ne; e++) {
@@ -624,6 +636,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         if (batch) pk_send_flag(x, f.b, (u32)l.v[e].peer, pkf[e], src, sh.hi - sh.lo);
         else pk_send(x, f.b, (u32)l.v[e].peer, src, sh.hi - sh.lo);
     }
+    probe_at(5);
     /* direct sends: this block's share straight into the receiver's buffer, then done */
     for (u32 e = 0; e < ne; e++) {
         if (!dptr[e] || l.v[e].recv) continue;
@@ -632,6 +645,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         __syncthreads();
         if (threadIdx.x == 0) lane_done(x, f.b, (u32)l.v[e].peer);
     }
+    probe_at(6);
     for (u32 e = 0; e < ne; e++) {
         if (!pk[e] || !l.v[e].recv) continue;
         const Span sh = share(l.v[e].bytes, f.b, enb[e]);
@@ -647,10 +661,12 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
             for (u32 e = 0; e < ne; e++)
                 if (pkf[e] && l.v[e].recv) pk_ack_one(x, f.b, (u32)l.v[e].peer, true);
     }
+    probe_at(7);
     /* direct receives: the sender's share of this block has landed */
     for (u32 e = 0; e < ne; e++)
         if (dptr[e] && l.v[e].recv && threadIdx.x == 0) lane_wait_done(x, f.b, (u32)l.v[e].peer);
     __syncthreads();
+    probe_at(8);
     for (u64 i = 0; i < rounds; i++) {
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
@@ -667,6 +683,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
             ack(x, f.b, (u32)o.peer);
         }
     }
+    probe_at(9);
     /* drain once per peer: its stream's length is the end of its last entry */
     for (u32 e = 0; e < ne; e++) {
         const MnP2p &o = l.v[e];
@@ -699,20 +716,24 @@ __device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
 #ifndef MSCCLRT_NATIVE_LIB_ONLY
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MN_PARAM MnArgs a) {
     const mn::Ctx x(a);
+    mn::probe_begin(x.c, MN_PROBE_KIND_COLL, a.coll);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
     mn::coll_slots(a, x, f);
     f.finish();
+    mn::probe_at(15);
 }
 
 /* the body of both send/recv kernels (L: their list argument's type) */
 template <class L>
 __device__ __forceinline__ void p2p_kernel(const MnArgs &a, const L &l, const MnP2pDirect &d) {
     const mn::Ctx x(a);
+    mn::probe_begin(x.c, MN_PROBE_KIND_P2P, MN_SENDRECV);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
     mn::sendrecv(a, l, d, x, f);
     f.finish();
+    mn::probe_at(15);
 }
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MN_PARAM MnArgs a,
                                                                        MN_PARAM MnP2pList l,

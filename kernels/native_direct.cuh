@@ -294,11 +294,15 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARA
         mn::direct_fallback(a, x, f);   /* the runtime does not launch this kernel then */
         return;
     }
+    mn::probe_begin(x.c, MN_PROBE_KIND_DIRECT, a.coll);
     if (mn::direct_agree(a, d, x, blockIdx.x, recs, sp, rp)) {
+        mn::probe_at(2);
         mn::direct_run(a, x, blockIdx.x, sp, rp, mn::allreduce_push_ok(a, recs, x.n));
+        mn::probe_at(3);
         mn::direct_finish(x, blockIdx.x);
     } else {
         mn::direct_fallback(a, x, f);
     }
+    mn::probe_at(15);
 }
 #endif

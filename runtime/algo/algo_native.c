@@ -11,6 +11,7 @@
  */
 #include "algo/algo.h"
 #include "algo/algo_native.h"
+#include "algo/algo_probe.h"
 #include "bootstrap/bootstrap.h"
 #include "codegen/codegen.h"
 #include "core/clock.h"
@@ -47,6 +48,7 @@ struct NativeCtx {
     bool reach_all;                /* every rank (native_publish) */
     mscclrt_algo *net[MSCCLRT_COLL_COUNT]; /* across nodes: the built-in collectives as the
                                      fallback of algo_coll.c (not candidates), made on first use */
+    uint64_t probe;                /* MSCCLRT_NATIVE_PROBE's ring (algo_probe.c), else 0 */
     void *pk_host;                 /* pinned host memory of the outgoing packets to other
                                      nodes (MnContext.pk_out), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
@@ -187,6 +189,10 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     long long pk_max;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     m->pk_max_bytes = (uint64_t)pk_max;
+    bool probe = false;
+    TRY(algo_probe_enabled(&probe));
+    if (probe && !nc->probe) TRY(algo_probe_alloc(&nc->probe));
+    m->probe = nc->probe;
     if (m->slot_bytes == 0)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: the native scratch of %zu bytes "
                        "(MSCCLRT_NATIVE_SCRATCH_BYTES) leaves no slot for %d ranks x %d blocks x 2",
@@ -256,6 +262,7 @@ static void native_free(NativeCtx *nc) {
         free(k);
     }
     pm_destroy(nc->pm);
+    if (nc->probe) cu.cuMemFree((CuDevPtr)nc->probe);   /* reported (algo_native_report) or not */
     for (int k = 0; k < MSCCLRT_COLL_COUNT; k++)
         if (nc->net[k]) algo_release(nc->net[k]);
     /* the counters registered with the port proxy stay there: the proxy goes with the comm */
@@ -282,6 +289,15 @@ mscclrt_result algo_native_direct_stats(mscclrt_comm *c, uint64_t *direct, uint6
 }
 
 void algo_native_report(mscclrt_comm *c) {
+    NativeCtx *nc = c->algo ? c->algo->native : NULL;
+    if (nc && nc->probe) {
+        CuContext prev;
+        if (exec_cuda_current(c, &prev) == MSCCLRT_SUCCESS) {
+            algo_probe_report(c->rank, nc->probe);   /* frees it */
+            nc->probe = 0;
+            exec_cuda_restore(c, prev);
+        }
+    }
     uint64_t direct = 0, slots = 0;
     if (c->algo && c->algo->native && c->algo->native->pm &&
         algo_native_direct_stats(c, &direct, &slots) == MSCCLRT_SUCCESS && direct + slots)
@@ -452,8 +468,9 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
     size_t len = strlen(body) + 256;
     char *src = malloc(len);
     if (!src) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    snprintf(src, len, "#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
-             reduces ? dt : -1, reduces ? op : 0, T, body);
+    /* MSCCLRT_NATIVE_PROBE: the timestamps compiled in (a module of its own in the cache) */
+    snprintf(src, len, "%s#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
+             nc->probe ? "#define MN_PROBE 1\n" : "", reduces ? dt : -1, reduces ? op : 0, T, body);
     char what[200];
     snprintf(what, sizeof what, "native kernel %s (%s, op %d)", kernel,
              reduces ? mscclrt_dtype_name((mscclrt_dtype)dt) : "bytes", kop);

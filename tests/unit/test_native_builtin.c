@@ -43,6 +43,16 @@ static void t_direct_compiles(void) {
     CHECK(compile_src(MSCCLRT_INT64, MN_OP_PREMULSUM, cg_ctype(MSCCLRT_INT64), d));
 }
 
+/* MSCCLRT_NATIVE_PROBE's modules: the same sources with the timestamps compiled in */
+static void t_probe_compiles(void) {
+    char body[512];
+    snprintf(body, sizeof body, "#define MN_PROBE 1\n%s", algo_native_builtin_source());
+    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
+    CHECK(compile_src(-1, 0, "mk::u8", body));
+    snprintf(body, sizeof body, "#define MN_PROBE 1\n%s", algo_native_direct_source());
+    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
+}
+
 static void t_compiles(bool all) {
     CHECK(compile(-1, 0, "mk::u8"));
     for (int dt = 0; dt < MSCCLRT_DTYPE_COUNT; dt++)
@@ -231,6 +241,7 @@ int main(void) {
     TEST("native builtin: send/recv entries take the blocks their size needs (direct ones their own grid)", t_p2p_blocks());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
+    TEST("native builtin: NVRTC compiles the modules with the timestamp probe", t_probe_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
          t_compiles(getenv("MSCCLRT_TEST_QUICK") == NULL));
     return harness_report();
