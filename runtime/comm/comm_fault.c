@@ -83,6 +83,7 @@ static void job_drop(SyncJob *j) {
 
 static void *sync_thread(void *arg) {
     SyncJob *j = arg;
+    cu_capture_relaxed();
     cu.cuCtxSetCurrent(j->ctx);
     cu.cuCtxSynchronize();
     pthread_mutex_lock(&j->mu);

@@ -152,8 +152,10 @@ enum {
 /* Optional entries: NULL when the driver is older; callers fall back. cuMemGetHandleForAddressRange
  * (CUDA 11.7) exports device memory as a dmabuf fd, which RDMA registration (net_ib.c) prefers. */
 #define CU_OPTIONAL_FUNCTIONS(X) \
-    X(cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", CuResult, (void *handle, CuDevPtr p, size_t n, int type, unsigned long long flags))
+    X(cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", CuResult, (void *handle, CuDevPtr p, size_t n, int type, unsigned long long flags)) \
+    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", CuResult, (int *mode))
 enum { CU_MEM_RANGE_HANDLE_DMA_BUF_FD = 1, CU_PTR_ATTR_BUFFER_ID = 18 };
+enum { CU_STREAM_CAPTURE_MODE_GLOBAL = 0, CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
 
 #define CU_TABLE_FIELD(field, sym, ret, params) ret (*field) params;
 typedef struct CudaDriver {
@@ -172,6 +174,14 @@ void cu_trace_install(CudaDriver *d);
  * core between polls (cu_wait.c: the driver's own wait spins without yielding) */
 CuResult cu_event_wait(CuEvent e);
 CuResult cu_stream_wait(CuStream s);
+
+/* The calling thread, one of the library's own (port proxy, socket transport, group
+ * preparation, non-blocking init), stops interacting with other threads' CUDA-graph captures:
+ * under a capture in the default global mode any other thread's potentially unsafe call
+ * (allocations, module loads, stream and event queries) fails and invalidates the capture
+ * (PyTorch and nccl-tests capture in that mode). cu_capture.c; a driver without the entry
+ * point leaves the thread as it is. */
+void cu_capture_relaxed(void);
 
 /* Device dev's primary context, retained once per process and never released (cu_primary.c:
  * releasing the last reference would destroy the application's allocations with it). */

@@ -58,6 +58,7 @@ typedef struct { Pending *list; mscclrt_comm *comm; } PrepJob;
 /* Prepares, in order, the queued calls of one comm (a comm is touched by one thread only). */
 static void *prep_worker(void *arg) {
     exec_group_depth = 1;   /* a group's preparation: nothing here waits for the others */
+    cu_capture_relaxed();   /* its module loads while the caller's stream is being captured */
     PrepJob *j = arg;
     for (Pending *q = j->list; q; q = q->next)
         if (q->comm == j->comm) prepare_one(q);

@@ -157,6 +157,7 @@ typedef struct {
 
 static void *init_thread(void *arg) {
     InitJob *j = arg;
+    cu_capture_relaxed();   /* a non-blocking init beside the application's graph captures */
     ncclComm_t c = j->comm;
     mscclrt_comm *rt = NULL;
     const mscclrt_result r = mscclrt_comm_init_rank(&rt, c->nranks, j->id, c->rank, c->device);

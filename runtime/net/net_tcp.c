@@ -378,6 +378,7 @@ static void *rx_main(void *arg) {
     TcpPeer *p = s->peer;
     Tcp *t = p->t;
     Net *n = t->n;
+    cu_capture_relaxed();   /* its staging copies run beside users' graph captures */
     if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
     for (;;) {
         TcpHdr h;
@@ -460,6 +461,7 @@ static void *tx_main(void *arg) {
     Tcp *t = p->t;
     Net *n = t->n;
     const int to = n->opt.timeout_ms;
+    cu_capture_relaxed();
     if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
     for (;;) {
         pthread_mutex_lock(&s->mu);

@@ -140,6 +140,7 @@ void proxy_kick(Proxy *p) {
 
 static void *proxy_main(void *arg) {
     Proxy *p = arg;
+    cu_capture_relaxed();   /* its copies and queries run beside users' graph captures */
     if (cu.cuCtxSetCurrent(p->ctx) != CU_OK) {
         snprintf(p->fifo.err, sizeof p->fifo.err, "port proxy of rank %d: cannot make the "
                  "device's context current", p->rank);

@@ -17,7 +17,8 @@
  * Fault injection: FAKE_CUDA_FAIL=name:N[,name:N...] makes the N-th call (from 1) of the named
  * function return CUDA_ERROR_OUT_OF_MEMORY (2) and do nothing; the name is the plain CUDA name
  * (cuMemAlloc) or the versioned symbol (cuMemAlloc_v2).
- * Tests ask what is still held through fake_cuda_ctx_refs() and fake_cuda_allocs() (dlsym).
+ * Tests ask what is still held through fake_cuda_ctx_refs() and fake_cuda_allocs(), and how many
+ * threads chose the relaxed capture mode through fake_cuda_relaxed_threads() (dlsym).
  * Test-only code: never part of libmscclrt.
  */
 #include "cuda/cuda_driver.h"
@@ -138,6 +139,7 @@ static int fake_enter(int ix) {
 #define FAKE_HAS_cuEventSynchronize ~, 1
 #define FAKE_HAS_cuEventQuery ~, 1
 #define FAKE_HAS_cuStreamQuery ~, 1
+#define FAKE_HAS_cuThreadExchangeStreamCaptureMode ~, 1
 
 #define FAKE_CAT_(a, b) a##b
 #define FAKE_CAT(a, b) FAKE_CAT_(a, b)
@@ -410,9 +412,34 @@ CuResult cuStreamQuery(CuStream st) {
     return st ? fake_query() : FAKE_ERR_INVALID_VALUE;
 }
 
+/* ---- capture interaction mode: per thread, and how many threads chose the relaxed one ---- */
+static _Thread_local int fake_capture_mode;   /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+static long fake_relaxed_threads;
+CuResult cuThreadExchangeStreamCaptureMode(int *mode) {
+    FAKE_ENTER(cuThreadExchangeStreamCaptureMode);
+    if (!mode || *mode < 0 || *mode > CU_STREAM_CAPTURE_MODE_RELAXED) return FAKE_ERR_INVALID_VALUE;
+    const int old = fake_capture_mode;
+    fake_capture_mode = *mode;
+    if (*mode == CU_STREAM_CAPTURE_MODE_RELAXED && old != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        pthread_mutex_lock(&fake_mu);
+        fake_relaxed_threads++;
+        pthread_mutex_unlock(&fake_mu);
+    }
+    *mode = old;
+    return 0;
+}
+
 /* ---- for the tests (dlsym) ------------------------------------------------------------------ */
 FAKE_EXPORT int fake_cuda_ctx_refs(int dev);
 FAKE_EXPORT long fake_cuda_allocs(void);
+FAKE_EXPORT long fake_cuda_relaxed_threads(void);
+/* Threads that switched themselves to the relaxed capture mode (cu_capture_relaxed). */
+long fake_cuda_relaxed_threads(void) {
+    pthread_mutex_lock(&fake_mu);
+    long n = fake_relaxed_threads;
+    pthread_mutex_unlock(&fake_mu);
+    return n;
+}
 /* Primary context retains of dev not yet released (-1: no such device). */
 int fake_cuda_ctx_refs(int dev) {
     if (dev < 0 || dev >= fake_ndev) return -1;

@@ -5,7 +5,8 @@
  * must take every one whether it spins or sleeps (MSCCLRT_PROXY_SPIN_US=0: it sleeps on its
  * condition variable as soon as the FIFO is empty), with and without proxy_kick; proxy_drain
  * must return once everything pushed was taken and completed, and fail with the proxy's error
- * after a bad trigger. Runs in a child re-executed with LD_LIBRARY_PATH leading to the fake.
+ * after a bad trigger; the thread sets itself to the relaxed graph-capture mode (other threads'
+ * captures must not fail its CUDA calls). Runs in a child re-executed with LD_LIBRARY_PATH leading to the fake.
  */
 #include "../harness.h"
 #include "core/err.h"
@@ -67,6 +68,18 @@ static int child(void) {
     const uint64_t ctrs[2] = {(uint64_t)(uintptr_t)&counter[0], (uint64_t)(uintptr_t)&counter[1]};
     CHECK_OK(proxy_register(p, ctrs, 2));
 
+    /* 0. the thread runs beside users' graph captures: it chose the relaxed capture mode
+     *    (cu_capture_relaxed) before taking any trigger */
+    long (*relaxed)(void) = NULL;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (lib) *(void **)&relaxed = dlsym(lib, "fake_cuda_relaxed_threads");
+    CHECK(relaxed != NULL);
+    if (relaxed) {
+        const double t0 = now_s();
+        while (relaxed() < 1 && now_s() - t0 < 5) sched_yield();
+        CHECK(relaxed() >= 1);
+    }
+
     /* 1. single triggers after idle gaps: the thread has gone to sleep before most of them (spin
      *    0), half are announced with proxy_kick as a launch would be; none may be lost */
     enum { ROUNDS = 400 };
@@ -125,7 +138,8 @@ int main(int argc, char **argv) {
     if (!fake_cuda_setup("proxy thread")) return harness_report();
     setenv("MSCCLRT_PROXY_SPIN_US", "0", 1);   /* sleep whenever idle: the case to prove */
     const bool ok = fake_cuda_child(argv[0], -1);
-    TEST("proxy thread: triggers after idle gaps, kicks, a wrapping burst, drain, a failure",
+    TEST("proxy thread: relaxed capture mode, triggers after idle gaps, kicks, a wrapping burst, "
+         "drain, a failure",
          CHECK(ok));
     return harness_report();
 }
