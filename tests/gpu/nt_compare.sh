@@ -12,6 +12,8 @@
 #   NT_BASE_LIB=DIR  also runs an earlier build of ours (DIR holds its nccl/libnccl.so.2 and
 #   libmscclrt.so.*), printed as a last column: before/after a change, in the same call
 # Multicast stays off for both (NCCL_NVLS_ENABLE=0, the NVLS guard preloaded). Logs: $GPU_LOG_DIR.
+# Every MSCCLRT_* variable reaches the ranks: with MSCCLRT_NATIVE_PROBE=1 each rank's "mscclrt
+# probe:" lines (where the native kernels spend a launch, libmscclrt(3)) end the *_ours.log files.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
 src=${NCCL_TESTS_SRC:-../shared/third_party/nccl-tests}
