@@ -139,14 +139,17 @@ static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
  * up. A first call or a growth sets up memory, which a CUDA-graph capture cannot take; and a
  * plan keyed by its buffers that has a context on the same allocations already would set up
  * one more for every new offset (nccl-tests -R 2 moves its buffers by an offset each
- * iteration: every call an address exchange, 185-295 us for all_gather up to 256 KiB). The
+ * iteration: every call an address exchange, 185-295 us for all_gather up to 256 KiB), unless
+ * the user registered it. The
  * answer is the same on every rank while ranks use their windows alike (contexts are set up
  * collectively). */
 static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const mscclrt_request *q) {
     if (q->op >= MSCCLRT_REDOP_COUNT) return false;
     const Plan *p = exec_plan(algo->plan);
     if (exec_plan_ready(c, p, q->sendbuf, q->recvbuf, q->in_bytes, q->out_bytes)) return true;
-    return !q->capturing && !exec_plan_keyed_in_allocs(c, p, q->sendbuf, q->recvbuf);
+    /* an algorithm the user registered is theirs to run: it sets up for the new buffers */
+    return !q->capturing &&
+           (algo_is_registered(algo) || !exec_plan_keyed_in_allocs(c, p, q->sendbuf, q->recvbuf));
 }
 
 /* What runs for a choice: the chosen algorithm, or the built-in native one of the collective
