@@ -145,6 +145,9 @@ static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
  * collectively). */
 static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const mscclrt_request *q) {
     if (q->op >= MSCCLRT_REDOP_COUNT) return false;
+    /* eager, a plan on scratch alone serves any buffers (setting up or growing as it needs):
+     * no lookups on this path, which every eager call of such a plan takes */
+    if (!q->capturing && !algo->needs_symmetric) return true;
     const Plan *p = exec_plan(algo->plan);
     if (exec_plan_ready(c, p, q->sendbuf, q->recvbuf, q->in_bytes, q->out_bytes)) return true;
     /* an algorithm the user registered is theirs to run: it sets up for the new buffers */
