@@ -140,19 +140,19 @@ static mscclrt_result run_native(mscclrt_comm *c, const mscclrt_algo *algo,
  * plan keyed by its buffers that has a context on the same allocations already would set up
  * one more for every new offset (nccl-tests -R 2 moves its buffers by an offset each
  * iteration: every call an address exchange, 185-295 us for all_gather up to 256 KiB), unless
- * the user registered it. The
- * answer is the same on every rank while ranks use their windows alike (contexts are set up
- * collectively). */
+ * the user registered it. The answer is the same on every rank while ranks use their windows
+ * alike (contexts are set up collectively). */
 static bool plan_runs_now(mscclrt_comm *c, const mscclrt_algo *algo, const mscclrt_request *q) {
     if (q->op >= MSCCLRT_REDOP_COUNT) return false;
     /* eager, a plan on scratch alone serves any buffers (setting up or growing as it needs):
      * no lookups on this path, which every eager call of such a plan takes */
     if (!q->capturing && !algo->needs_symmetric) return true;
-    const Plan *p = exec_plan(algo->plan);
-    if (exec_plan_ready(c, p, q->sendbuf, q->recvbuf, q->in_bytes, q->out_bytes)) return true;
+    bool same_allocs = false;
+    if (exec_plan_ready(c, exec_plan(algo->plan), q->sendbuf, q->recvbuf, q->in_bytes,
+                        q->out_bytes, &same_allocs))
+        return true;
     /* an algorithm the user registered is theirs to run: it sets up for the new buffers */
-    return !q->capturing &&
-           (algo_is_registered(algo) || !exec_plan_keyed_in_allocs(c, p, q->sendbuf, q->recvbuf));
+    return !q->capturing && (!same_allocs || algo_is_registered(algo));
 }
 
 /* What runs for a choice: the chosen algorithm, or the built-in native one of the collective

@@ -281,14 +281,12 @@ mscclrt_result exec_share_check_blocks(const mscclrt_comm *c, CuFunction fn, int
 mscclrt_result exec_setup_contexts(mscclrt_comm **cs, int n, const Plan *p, ExecCtx **out);
 void exec_context_release(mscclrt_comm *c, ExecCtx *x);
 /* Whether a call of p with these buffers and sizes would launch at once: its context exists,
- * is ready and needs no growth (no setup, which a CUDA-graph capture cannot take). */
+ * is ready and needs no growth (no setup, which a CUDA-graph capture cannot take). Else, where
+ * same_allocs is given, whether p, a plan keyed by its buffers, already has a context on the
+ * allocations of send and recv (other buffers of them: nccl-tests moves its buffers by an offset
+ * every iteration), where a call on new buffers would set up yet another one. */
 bool exec_plan_ready(mscclrt_comm *c, const Plan *p, const void *send, const void *recv,
-                     size_t in, size_t out);
-/* Whether p, a plan keyed by its buffers, already has a context on the allocations of send and
- * recv (other buffers of the same allocations: nccl-tests moves its buffers by an offset every
- * iteration). A call on new buffers there would set up yet another context; the algorithm
- * layer runs the native algorithm instead. */
-bool exec_plan_keyed_in_allocs(mscclrt_comm *c, const Plan *p, const void *send, const void *recv);
+                     size_t in, size_t out, bool *same_allocs);
 
 /* The plan model inside a public handle (runtime/core/api_plan.h). */
 const Plan *exec_plan(const mscclrt_plan *plan);

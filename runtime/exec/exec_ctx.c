@@ -462,12 +462,23 @@ void exec_context_release(mscclrt_comm *c, ExecCtx *x) {
     exec_ctx_free(x);
 }
 
+/* A keyed context of p on the allocations of k's buffers, whatever their offsets there: a
+ * buffer's room (exec_buf_key) runs to its allocation's end, so two buffers share an allocation
+ * exactly when pointer + room agree (allocations do not overlap). */
+static bool keyed_in_allocs(const mscclrt_comm *c, const Plan *p, const BufKey *k) {
+    const uintptr_t send_end = (uintptr_t)k->send + k->srange, recv_end = (uintptr_t)k->recv + k->rrange;
+    for (const ExecCtx *x = c->ctxs; x; x = x->next)
+        if (x->plan == p && x->keyed && (uintptr_t)x->send + x->send_range == send_end &&
+            (uintptr_t)x->recv + x->recv_range == recv_end)
+            return true;
+    return false;
+}
+
 bool exec_plan_ready(mscclrt_comm *c, const Plan *p, const void *send, const void *recv,
-                     size_t in, size_t out) {
+                     size_t in, size_t out, bool *same_allocs) {
+    if (same_allocs) *same_allocs = false;
     /* the previous call of this comm, repeated: its context is in hand (no driver query) */
-    if (c->hot.plan == p && c->hot.send == send && c->hot.recv == recv && c->hot.in_bytes == in &&
-        c->hot.out_bytes == out && c->hot.ctx && c->hot.ctx->ready)
-        return true;
+    if (exec_hot_buffers(c, p, send, recv, in, out) && c->hot.ctx && c->hot.ctx->ready) return true;
     BufKey k;
     CuContext prev;
     if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return false;
@@ -475,24 +486,8 @@ bool exec_plan_ready(mscclrt_comm *c, const Plan *p, const void *send, const voi
     exec_cuda_restore(c, prev);
     const ExecCtx *x = ok ? exec_ctx_find(c, p, &k) : NULL;
     /* a context too small for this call would grow, which is a setup too */
-    return x && x->ready &&
-           (x->keyed || !exec_scratch_grow_span(p, in, out, x->span, x->scratch_bytes));
-}
-
-bool exec_plan_keyed_in_allocs(mscclrt_comm *c, const Plan *p, const void *send, const void *recv) {
-    if (!exec_plan_keys_buffers(p)) return false;
-    CuContext prev;
-    if (exec_cuda_current(c, &prev) != MSCCLRT_SUCCESS) return false;
-    CuDevPtr sb = 0, rb = 0;
-    size_t sn = 0, rn = 0;
-    const bool ok = cu.cuMemGetAddressRange(&sb, &sn, (CuDevPtr)(uintptr_t)send) == CU_OK &&
-                    cu.cuMemGetAddressRange(&rb, &rn, (CuDevPtr)(uintptr_t)recv) == CU_OK;
-    exec_cuda_restore(c, prev);
-    if (!ok) return false;
-    for (const ExecCtx *x = c->ctxs; x; x = x->next) {
-        const CuDevPtr xs = (CuDevPtr)(uintptr_t)x->send, xr = (CuDevPtr)(uintptr_t)x->recv;
-        if (x->plan == p && x->keyed && xs >= sb && xs - sb < sn && xr >= rb && xr - rb < rn)
-            return true;
-    }
+    if (x && x->ready && (x->keyed || !exec_scratch_grow_span(p, in, out, x->span, x->scratch_bytes)))
+        return true;
+    if (ok && same_allocs) *same_allocs = keyed_in_allocs(c, p, &k);
     return false;
 }

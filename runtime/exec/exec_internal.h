@@ -90,11 +90,16 @@ extern _Thread_local int exec_group_depth;   /* open mscclrt_group_start calls o
 mscclrt_result exec_group_enqueue(mscclrt_comm *c, const Plan *p, const void *send, void *recv,
                                   size_t in, size_t out, int dt, int op, int pk, void *stream);
 
+/* Whether a call has the plan, buffers and sizes of the comm's previous one (its context). */
+static inline bool exec_hot_buffers(const mscclrt_comm *c, const Plan *p, const void *send,
+                                    const void *recv, size_t in, size_t out) {
+    return c->hot.plan == p && c->hot.send == send && c->hot.recv == recv &&
+           c->hot.in_bytes == in && c->hot.out_bytes == out;
+}
 /* Whether a call is the comm's previous one (the hot path: no lookups at all). */
 static inline bool exec_hot_match(const mscclrt_comm *c, const Plan *p, const void *send,
                              const void *recv, size_t in, size_t out, int dt, int op, int pk) {
-    return c->hot.plan == p && c->hot.send == send && c->hot.recv == recv &&
-           c->hot.in_bytes == in && c->hot.out_bytes == out && c->hot.dtype == dt &&
+    return exec_hot_buffers(c, p, send, recv, in, out) && c->hot.dtype == dt &&
            c->hot.op == op && c->hot.packet == pk;
 }
 
