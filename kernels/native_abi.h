@@ -211,9 +211,16 @@ typedef struct MnDirect {
  * and direction, the third would wait for an acknowledgement of the same launch: per entry) */
 #define MN_P2P_PK_BATCH 1u
 /* MnP2pDirect.flags bits 8-15: the blocks an entry that may go direct is cut over for its
- * direct copy (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS, up to MN_DIRECT_BLOCKS; 0: the entry's own,
- * the group grid); its slot fallback keeps the group grid */
+ * direct copy (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS, up to MN_DIRECT_BLOCKS; 0: by size, below);
+ * its slot fallback keeps the group grid */
 #define MN_P2P_DIRECT_BLOCKS_SHIFT 8
+/* bits 16-23, where bits 8-15 are 0: the blocks of such an entry of MN_P2P_WIDE_BYTES or more
+ * (0: its own, the group grid, at every size). nccl-tests sendrecv -G 1 on 2 x H200: 64 MiB,
+ * 256 MiB, 1 GiB took 206.6, 777.9, 3066 us on the group grid of 32 blocks, 199.9, 747.4,
+ * 2945 on 128 (NCCL 203.6, 755.0, 2940.6); smaller sizes were not measured */
+#define MN_P2P_WIDE_SHIFT 16
+#define MN_P2P_WIDE_BYTES (64ull << 20)
+#define MN_P2P_WIDE_BLOCKS 128
 typedef struct MnP2pRecv {
     mk_u32 pub, slot;             /* the receive buffer's allocation (pub 0: not shared) */
     mk_u64 off;
@@ -264,11 +271,12 @@ MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u6
     return full;
 }
 
-/* The blocks of an entry that may go direct (flags: MnP2pDirect.flags; own: the entry's
- * mn_p2p_entry_blocks), the same on both sides of the pair */
-MN_HD mk_u32 mn_p2p_direct_blocks(mk_u32 flags, mk_u32 own) {
+/* The blocks of an entry of `bytes` that may go direct (flags: MnP2pDirect.flags; own: the
+ * entry's mn_p2p_entry_blocks), the same on both sides of the pair */
+MN_HD mk_u32 mn_p2p_direct_blocks(mk_u32 flags, mk_u32 own, mk_u64 bytes) {
     const mk_u32 d = (flags >> MN_P2P_DIRECT_BLOCKS_SHIFT) & 0xffu;
-    return d ? d : own;
+    const mk_u32 w = (flags >> MN_P2P_WIDE_SHIFT) & 0xffu;
+    return d ? d : w && bytes >= MN_P2P_WIDE_BYTES ? w : own;
 }
 
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the

@@ -506,7 +506,10 @@ __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
     return x.c->pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
 }
 
-/* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument) */
+/* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument).
+ * The setup runs one thread per entry, in passes between barriers: a pass that one thread ran
+ * over every entry cost 2-3 us per launch (nccl-tests sendrecv 1 KiB, MSCCLRT_NATIVE_PROBE on
+ * 2 x H200: 9.6 us from start to end against alltoall's 3.8 for the same bytes). */
 template <class L>
 __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, const Ctx &x,
                          const Flow &f) {
@@ -515,99 +518,144 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     __shared__ bool pk[CAP];
     __shared__ u64 dptr[CAP];   /* direct: the peer's receive buffer (send entries), 1 (receive) */
     __shared__ bool cand[CAP];  /* may go direct (both sides know the same) */
-    __shared__ u64 rounds;
+    __shared__ unsigned long long rounds;
     __shared__ bool with[MN_DIRECT_MAX_RANKS];
     __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
     __shared__ bool any_direct;
     __shared__ u32 enb[CAP];   /* the blocks that carry each entry (p2p_nb) */
     __shared__ u32 dnb[CAP];   /* the blocks of its direct copy (mn_p2p_direct_blocks) */
+    __shared__ u64 slo[CAP], shi[CAP];   /* this block's share of each entry over enb blocks */
     __shared__ u32 pkf[CAP];   /* batch: each packet entry's flag in this block (0: none) */
+    __shared__ u32 pks[CAP];   /* batch: earlier packet entries of this block, same peer and way */
     __shared__ bool batch;     /* MN_P2P_PK_BATCH applies to this block */
-    const u32 ne = a.np2p < CAP ? a.np2p : CAP, nb = x.nb, r = x.rank;
+    const u32 ne = a.np2p < CAP ? a.np2p : CAP, r = x.rank;
     /* large entries between the ranks of this node may go direct: the sender stores into the
      * receiver's own buffer, once both sides' records say it is shared and mapped */
     const bool lanes = x.c->off_lane != 0 && x.n <= MN_DIRECT_MAX_RANKS && dd.min_bytes != ~0ull &&
                        gridDim.x <= MN_DIRECT_BLOCKS;
     if (threadIdx.x == 0) {
         any_direct = false;
-        for (u32 p = 0; p < MN_DIRECT_MAX_RANKS; p++) with[p] = false;
-        for (u32 e = 0, k = 0; e < ne; e++) {
-            const bool alone = p2p_alone(l, ne, e);
-            const u32 peer = (u32)l.v[e].peer;
-            enb[e] = p2p_nb(x, l.v[e], dd.full_blocks);
-            dnb[e] = mn_p2p_direct_blocks(dd.flags, enb[e]);
-            /* packets: stores into the peer's memory, or across nodes copies of this rank's
-             * outgoing packet slot (pk_out) by the proxy, below the direct threshold within
-             * the node (a 1 MiB send/recv took 18.2 us as packets, 15.8 direct on 2 x H200);
-             * direct stores need the mapping.
-             * A block beyond the entry's blocks leaves it alone (its peer's same block does) */
-            pk[e] = alone && peer != r && p2p_pk(x, l.v[e], enb[e]) &&
-                    !(lanes && !x.remote(peer) && l.v[e].bytes >= dd.min_bytes);
-            dptr[e] = 0;
-            cand[e] = lanes && alone && !pk[e] && peer != r && x.peers[peer] && !x.remote(peer) &&
-                      l.v[e].bytes >= dd.min_bytes && f.b < dnb[e];
-            if (cand[e]) {
-                if (!with[peer]) {
-                    with[peer] = true;
-                    mine[peer] = MnDirectRec{};
-                    for (u32 q = 0; q < MN_DIRECT_MAX_RANKS; q++) mine[peer].upto[q] = dd.upto[q];
-                }
-                any_direct = true;
-                if (l.v[e].recv && k < MN_P2P_DIRECT) {
-                    mine[peer].rpub = dd.recv[k].pub;
-                    mine[peer].rslot = dd.recv[k].slot;
-                    mine[peer].roff = dd.recv[k].off;
-                }
-                dptr[e] = 1;   /* decided below */
-            }
-            if (l.v[e].recv) k++;
+        batch = (dd.flags & MN_P2P_PK_BATCH) != 0;
+        rounds = 0;
+    }
+    for (u32 p = threadIdx.x; p < MN_DIRECT_MAX_RANKS; p += blockDim.x) with[p] = false;
+    __syncthreads();
+    /* pass 1: each entry's form. Packets: stores into the peer's memory, or across nodes copies
+     * of this rank's outgoing packet slot (pk_out) by the proxy, below the direct threshold
+     * within the node (a 1 MiB send/recv took 18.2 us as packets, 15.8 direct on 2 x H200);
+     * direct stores need the mapping. A block beyond the entry's blocks leaves it alone (its
+     * peer's same block does). */
+    for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
+        const MnP2p &o = l.v[e];
+        const u32 peer = (u32)o.peer;
+        const bool alone = p2p_alone(l, ne, e);
+        const u32 eb = p2p_nb(x, o, dd.full_blocks);
+        enb[e] = eb;
+        dnb[e] = mn_p2p_direct_blocks(dd.flags, eb, o.bytes);
+        const Span sh = share(o.bytes, f.b, eb);
+        slo[e] = sh.lo;
+        shi[e] = sh.hi;
+        const bool near = peer != r && !x.remote(peer);
+        const bool p = alone && peer != r && p2p_pk(x, o, eb) && !(lanes && near && o.bytes >= dd.min_bytes);
+        pk[e] = p;
+        pkf[e] = p && sh.hi > sh.lo;
+        const bool c = lanes && alone && !p && near && x.peers[peer] && o.bytes >= dd.min_bytes &&
+                       f.b < dnb[e];
+        cand[e] = c;
+        dptr[e] = c;   /* decided after the records */
+        if (c) {
+            with[peer] = true;   /* every writer writes the same */
+            any_direct = true;
         }
     }
     __syncthreads();
+    if (any_direct) {
+        if (threadIdx.x == 0) {
+            for (u32 p = 0; p < MN_DIRECT_MAX_RANKS; p++) {
+                if (!with[p]) continue;
+                mine[p] = MnDirectRec{};
+                for (u32 q = 0; q < MN_DIRECT_MAX_RANKS; q++) mine[p].upto[q] = dd.upto[q];
+            }
+            for (u32 e = 0, k = 0; e < ne; e++) {
+                if (cand[e] && l.v[e].recv && k < MN_P2P_DIRECT) {
+                    MnDirectRec &m = mine[(u32)l.v[e].peer];
+                    m.rpub = dd.recv[k].pub;
+                    m.rslot = dd.recv[k].slot;
+                    m.roff = dd.recv[k].off;
+                }
+                if (l.v[e].recv) k++;
+            }
+        }
+        __syncthreads();
+    }
     probe_at(2);
     const long long t0 = clock64();
     if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
-    if (threadIdx.x == 0) {
-        /* batch: every packet entry's flag now, in entry order (as the per-entry counting
-         * would give), unless a third message to one peer in one direction would wait for the
-         * acknowledgement of the first, which this launch gives only after reading */
-        batch = (dd.flags & MN_P2P_PK_BATCH) != 0;
-        for (u32 e = 0; e < ne && batch; e++) {
-            const Span sh = share(l.v[e].bytes, f.b, enb[e]);
-            pkf[e] = pk[e] && sh.hi > sh.lo;
-            u32 same = 0;
-            for (u32 d = 0; d < e && pkf[e]; d++)
-                same += pkf[d] && l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv;
-            if (same >= 2) batch = false;
-        }
-        for (u32 e = 0; e < ne && batch; e++)
-            if (pkf[e]) pkf[e] = pk_take(x, f.b, (u32)l.v[e].peer, l.v[e].recv != 0);
-        rounds = 0;
-        for (u32 e = 0, k = 0; e < ne; e++) {
-            const u32 peer = (u32)l.v[e].peer;
-            if (dptr[e]) {
-                /* send: the receiver's buffer is shared and this rank mapped it; receive: this
-                 * rank's buffer is shared and the sender mapped it; the same facts on both sides */
-                const MnDirectRec &t = theirs[peer];
-                bool go = !mk::aborted_since(t0);
-                if (l.v[e].recv) {
-                    const u32 pub = k < MN_P2P_DIRECT ? dd.recv[k].pub : 0;
-                    go = go && pub && t.upto[r] >= pub;
-                } else {
-                    go = go && t.rpub && t.rslot < MN_PM_SLOTS && dd.upto[peer] >= t.rpub;
-                    if (go) dptr[e] = pm_peer_ptr(dd.table, peer, t.rslot, t.rpub, t.roff);
-                    go = go && dptr[e];
+    /* pass 2: the Simple pieces of each entry not decided yet (direct candidates: below), and
+     * for batch the earlier packet entries of the same peer and way: a third message to one
+     * peer in one direction would wait for the acknowledgement of the first, which this launch
+     * gives only after reading, so such a block counts per entry */
+    for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
+        cnt[e] = pk[e] || cand[e] ? 0 : npieces(Span{slo[e], shi[e]}, x.slot);
+        u32 same = 0;
+        for (u32 d = 0; d < e && pkf[e]; d++)
+            same += pkf[d] && l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv;
+        pks[e] = same;
+        if (same >= 2) batch = false;   /* every writer writes the same */
+    }
+    __syncthreads();
+    probe_at(10);
+    if (any_direct) {
+        if (threadIdx.x == 0) {
+            for (u32 e = 0, k = 0; e < ne; e++) {
+                const u32 peer = (u32)l.v[e].peer;
+                if (dptr[e]) {
+                    /* send: the receiver's buffer is shared and this rank mapped it; receive:
+                     * this rank's buffer is shared and the sender mapped it; the same facts on
+                     * both sides */
+                    const MnDirectRec &t = theirs[peer];
+                    bool go = !mk::aborted_since(t0);
+                    if (l.v[e].recv) {
+                        const u32 pub = k < MN_P2P_DIRECT ? dd.recv[k].pub : 0;
+                        go = go && pub && t.upto[r] >= pub;
+                    } else {
+                        go = go && t.rpub && t.rslot < MN_PM_SLOTS && dd.upto[peer] >= t.rpub;
+                        if (go) dptr[e] = pm_peer_ptr(dd.table, peer, t.rslot, t.rpub, t.roff);
+                        go = go && dptr[e];
+                    }
+                    dptr[e] = go ? (l.v[e].recv ? 1 : dptr[e]) : 0;
                 }
-                dptr[e] = go ? (l.v[e].recv ? 1 : dptr[e]) : 0;
+                if (l.v[e].recv) k++;
+                if (f.b == 0 && cand[e])   /* the direct counts, per entry */
+                    atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
+                if (cand[e] && !dptr[e]) cnt[e] = npieces(Span{slo[e], shi[e]}, x.slot);
             }
-            if (l.v[e].recv) k++;
-            if (f.b == 0 && cand[e])   /* the direct counts, per entry */
-                atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
-            cnt[e] = pk[e] || dptr[e] ? 0 : npieces(share(l.v[e].bytes, f.b, enb[e]), x.slot);
-            start[e] = 0;
-            for (u32 d = 0; d < e; d++)
-                if (l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv) start[e] += cnt[d];
-            if (peer != r && start[e] + cnt[e] > rounds) rounds = start[e] + cnt[e];
+        }
+        __syncthreads();
+    }
+    /* pass 3: where each entry's pieces start in its peer's stream, the rounds, and for batch
+     * every packet entry's flag (the first entry of a peer and way takes its own and the next
+     * one's: their counter steps in order, as per-entry counting would give them) */
+    for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
+        const MnP2p &o = l.v[e];
+        u64 s = 0;
+        for (u32 d = 0; d < e; d++)
+            if (l.v[d].peer == o.peer && l.v[d].recv == o.recv) s += cnt[d];
+        start[e] = s;
+        if ((u32)o.peer != r && cnt[e]) atomicMax(&rounds, (unsigned long long)(s + cnt[e]));
+        if (batch && pkf[e] && pks[e] == 0) {
+            u64 *c = x.ctr(o.recv ? x.c->off_pk_recv : x.c->off_pk_sent, f.b, (u32)o.peer);
+            u64 m = *c + 1;
+            pkf[e] = (u32)m;
+            for (u32 d = e + 1; d < ne; d++)
+                if (pkf[d] && pks[d] == 1 && l.v[d].peer == o.peer && l.v[d].recv == o.recv) {
+                    pkf[d] = (u32)++m;
+                    break;
+                }
+            *c = m;
+            u32 sp = 0;   /* sending: the half is free once the message two before was read */
+            while (!o.recv && m > 2 && mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, f.b, (u32)o.peer)) < m - 2 &&
+                   !mk::give_up(sp)) { }
         }
     }
     __syncthreads();
@@ -618,7 +666,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         for (u32 d = 0, kr = 0; d < ne; d++) {
             if ((u32)l.v[d].peer != r || !l.v[d].recv) continue;
             if (kr++ != ks) continue;
-            const Span sh = share(l.v[e].bytes < l.v[d].bytes ? l.v[e].bytes : l.v[d].bytes, f.b, nb);
+            const Span sh = share(l.v[e].bytes < l.v[d].bytes ? l.v[e].bytes : l.v[d].bytes, f.b, x.nb);
             if (sh.hi > sh.lo && l.v[d].ptr != l.v[e].ptr)
                 mk::copy((char *)l.v[d].ptr + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
             break;
@@ -629,12 +677,10 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     /* packet entries first: their sends never wait on this launch, so the Simple rounds after
      * them cannot hold them up */
     for (u32 e = 0; e < ne; e++) {
-        if (!pk[e] || l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, enb[e]);
-        if (sh.hi <= sh.lo) continue;
-        const char *src = (const char *)l.v[e].ptr + sh.lo;
-        if (batch) pk_send_flag(x, f.b, (u32)l.v[e].peer, pkf[e], src, sh.hi - sh.lo);
-        else pk_send(x, f.b, (u32)l.v[e].peer, src, sh.hi - sh.lo);
+        if (!pk[e] || l.v[e].recv || shi[e] <= slo[e]) continue;
+        const char *src = (const char *)l.v[e].ptr + slo[e];
+        if (batch) pk_send_flag(x, f.b, (u32)l.v[e].peer, pkf[e], src, shi[e] - slo[e]);
+        else pk_send(x, f.b, (u32)l.v[e].peer, src, shi[e] - slo[e]);
     }
     probe_at(5);
     /* direct sends: this block's share straight into the receiver's buffer, then done */
@@ -647,13 +693,11 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     }
     probe_at(6);
     for (u32 e = 0; e < ne; e++) {
-        if (!pk[e] || !l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, enb[e]);
-        if (sh.hi <= sh.lo) continue;
-        char *dst = (char *)l.v[e].ptr + sh.lo;
+        if (!pk[e] || !l.v[e].recv || shi[e] <= slo[e]) continue;
+        char *dst = (char *)l.v[e].ptr + slo[e];
         const u32 p = (u32)l.v[e].peer;
-        if (batch) pk_read(dst, x.pk_in(f.b, p, pkf[e]), sh.hi - sh.lo, pkf[e]);
-        else pk_recv(x, f.b, p, dst, sh.hi - sh.lo);
+        if (batch) pk_read(dst, x.pk_in(f.b, p, pkf[e]), shi[e] - slo[e], pkf[e]);
+        else pk_recv(x, f.b, p, dst, shi[e] - slo[e]);
     }
     if (batch) {   /* every packet entry read: the acknowledgements */
         __syncthreads();
@@ -671,13 +715,13 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, enb[e]), i - start[e], x.slot);
+            const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.slot);
             f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = l.v[e];
             if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(share(o.bytes, f.b, enb[e]), i - start[e], x.slot);
+            const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
             ack(x, f.b, (u32)o.peer);

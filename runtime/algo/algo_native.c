@@ -672,11 +672,16 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
     l->p2pd.full_blocks = (mk_u32)l->blocks;
     l->p2pd.flags = nc && nc->p2p_pk_batch ? MN_P2P_PK_BATCH : 0;
     /* entries that may go direct: their own grid, capped as the direct collectives' (the same
-     * on every rank); their slot fallback keeps the group grid */
-    if (nc && nc->p2p_direct_blocks > 0 && l->p2pd.min_bytes != ~0ull) {
+     * on every rank), all of them (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS) or by default those of
+     * MN_P2P_WIDE_BYTES and more; their slot fallback keeps the group grid */
+    if (nc && l->p2pd.min_bytes != ~0ull) {
         const int cap = exec_native_block_cap(c, MN_DIRECT_BLOCKS);
-        const int d = nc->p2p_direct_blocks < cap ? nc->p2p_direct_blocks : cap;
-        l->p2pd.flags |= (mk_u32)d << MN_P2P_DIRECT_BLOCKS_SHIFT;
+        const int want = nc->p2p_direct_blocks > 0 ? nc->p2p_direct_blocks : MN_P2P_WIDE_BLOCKS;
+        const int d = want < cap ? want : cap;
+        if (nc->p2p_direct_blocks > 0)
+            l->p2pd.flags |= (mk_u32)d << MN_P2P_DIRECT_BLOCKS_SHIFT;
+        else if (d > l->blocks)   /* never fewer than the group grid (ranks sharing a GPU) */
+            l->p2pd.flags |= (mk_u32)d << MN_P2P_WIDE_SHIFT;
     }
 }
 
@@ -693,7 +698,7 @@ static int p2p_grid(mscclrt_comm *c, const NativeLaunch *l) {
         mk_u32 k = mn_p2p_entry_blocks(o->bytes, remote, pk_data, pk_max, l->p2pd.full_blocks);
         /* one that may go direct (the kernel's test is narrower: a larger grid only idles) */
         if (!remote && o->peer != c->rank && o->bytes >= l->p2pd.min_bytes)
-            k = mn_p2p_direct_blocks(l->p2pd.flags, k);
+            k = mn_p2p_direct_blocks(l->p2pd.flags, k, o->bytes);
         if (k > most) most = k;
     }
     return (int)most;

@@ -10,6 +10,7 @@
 # every binary also runs with -G 2 (CUDA graphs) at every count
 # NT_BINS="all_reduce_perf ..." the binaries to run (default: all eleven).
 # NT_R2_ONLY=1: only the symmetric-window runs past the plans' thresholds (-R 2, eager and -G 2).
+# NT_NO_REG=1: none of the registered-buffer runs (-R 1, -R 2), only NT_BINS'.
 # GPU_PER_RANK=1: one process per GPU (nccl-tests' own device choice; the process counts
 # default to the GPU count) instead of every rank on GPU 0.
 # NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME locate the sources and tools. Logs: $GPU_LOG_DIR.
@@ -81,6 +82,7 @@ for np in ${NT_NPROCS:-2 4 8}; do
         one "${b%_perf}_np${np}_graph" "$np" "$b" -b 8 -e 1M -f 32 -G 2
     done
     # registered buffers (local registration and symmetric windows)
+    [ -n "$NT_NO_REG" ] && continue
     [ -z "$NT_R2_ONLY" ] && one "all_reduce_np${np}_R1" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 1
     [ -z "$NT_R2_ONLY" ] && one "all_reduce_np${np}_R2" "$np" all_reduce_perf -b 8 -e 1M -f 32 -R 2
     [ -z "$NT_R2_ONLY" ] && one "all_gather_np${np}_R2" "$np" all_gather_perf -b 8 -e 1M -f 32 -R 2

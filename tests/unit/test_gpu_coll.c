@@ -277,13 +277,15 @@ static void run_case(int k, size_t count, mscclrt_dtype dt, int opi, int root, b
 }
 
 /* all-to-all-v from grouped send/recv: rank r sends (r + q + 1) * unit elements to rank q
- * (itself included), two sends to each peer in a row (the pairing keeps their order) */
-static void run_alltoallv(size_t unit, mscclrt_dtype dt) {
+ * (itself included), reps sends to each peer in a row (the pairing keeps their order; a block
+ * holding three packet messages to one peer in one direction counts them one at a time, one
+ * or two take their flags in one pass) */
+static void run_alltoallv(size_t unit, mscclrt_dtype dt, int reps) {
     const size_t es = mscclrt_dtype_size(dt);
     size_t tot = 0;
     for (int q = 0; q < 2 * n + 2; q++) tot += (size_t)(q + 1) * unit;
     Bufs b;
-    if (!bufs_alloc(&b, tot * es * 2, tot * es * 2, dt, MSCCLRT_SUM, 77 + unit)) {
+    if (!bufs_alloc(&b, tot * es * reps, tot * es * reps, dt, MSCCLRT_SUM, 77 + unit)) {
         CHECK(!"allocation");
         bufs_free(&b);
         return;
@@ -293,7 +295,7 @@ static void run_alltoallv(size_t unit, mscclrt_dtype dt) {
         size_t so = 0, ro = 0;
         for (int q = 0; q < n && res == MSCCLRT_SUCCESS; q++) {
             const size_t c = (size_t)(r + q + 1) * unit;   /* r -> q, and q -> r */
-            for (int twice = 0; twice < 2 && res == MSCCLRT_SUCCESS; twice++) {
+            for (int k = 0; k < reps && res == MSCCLRT_SUCCESS; k++) {
                 res = mscclrt_send(comms[r], (char *)(uintptr_t)b.send[r] + so * es, c, dt, q, streams[r]);
                 if (res == MSCCLRT_SUCCESS)
                     res = mscclrt_recv(comms[r], (char *)(uintptr_t)b.recv[r] + ro * es, c, dt, q, streams[r]);
@@ -314,14 +316,14 @@ static void run_alltoallv(size_t unit, mscclrt_dtype dt) {
             const size_t c = (size_t)(r + q + 1) * unit;
             /* what q sent to r: its pieces start after q's sends to ranks < r */
             size_t qo = 0;
-            for (int p = 0; p < r; p++) qo += 2 * (size_t)(q + p + 1) * unit;
-            char *got = malloc(2 * c * es);
-            cu.cuMemcpyDtoH(got, b.recv[r] + ro * es, 2 * c * es);
+            for (int p = 0; p < r; p++) qo += (size_t)reps * (size_t)(q + p + 1) * unit;
+            char *got = malloc(reps * c * es);
+            cu.cuMemcpyDtoH(got, b.recv[r] + ro * es, reps * c * es);
             char what[100];
-            snprintf(what, sizeof what, "alltoallv unit %zu from rank %d", unit, q);
-            ok = same(dt, got, (char *)b.hin[q] + qo * es, NULL, 2 * c, what, r);
+            snprintf(what, sizeof what, "alltoallv unit %zu x%d from rank %d", unit, reps, q);
+            ok = same(dt, got, (char *)b.hin[q] + qo * es, NULL, reps * c, what, r);
             free(got);
-            ro += 2 * c;
+            ro += reps * c;
         }
     }
     CHECK(ok);
@@ -423,7 +425,9 @@ int main(int argc, char **argv) {
         printf("testing gpu coll %s N=%d ... %s\n", cname[k], n, h_failed == f0 ? "passed" : "failed");
         fflush(stdout);   /* a run killed by a time limit shows how far it got */
     }
-    TEST("gpu coll send/recv all-to-all-v", (run_alltoallv(1, MSCCLRT_FLOAT32), run_alltoallv(3001, MSCCLRT_BFLOAT16), run_alltoallv(70001, MSCCLRT_INT8)));
+    TEST("gpu coll send/recv all-to-all-v", (run_alltoallv(1, MSCCLRT_FLOAT32, 2), run_alltoallv(3001, MSCCLRT_BFLOAT16, 2), run_alltoallv(70001, MSCCLRT_INT8, 2)));
+    TEST("gpu coll send/recv one message per pair", (run_alltoallv(1, MSCCLRT_FLOAT32, 1), run_alltoallv(3001, MSCCLRT_BFLOAT16, 1), run_alltoallv(300001, MSCCLRT_INT8, 1)));
+    TEST("gpu coll send/recv three messages per pair", (run_alltoallv(1, MSCCLRT_FLOAT32, 3), run_alltoallv(3001, MSCCLRT_BFLOAT16, 3)));
     TEST("gpu coll graph replay", (run_graph(1000), run_graph(1 << 20)));
     for (int r = 0; r < n; r++) {
         cu.cuCtxSetCurrent(ctxs[r]);

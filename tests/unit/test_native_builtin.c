@@ -179,12 +179,20 @@ static void t_p2p_blocks(void) {
     CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262144, 0, pk_data, pk_max, 32));
     CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262145, 0, pk_data, pk_max, 32));
     /* an entry that may go direct: the grid in flags (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS) or,
-     * with none there, its own; the batch bit does not leak into it */
-    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(0, 32));
-    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(MN_P2P_PK_BATCH, 32));
-    CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks((64u << MN_P2P_DIRECT_BLOCKS_SHIFT) | MN_P2P_PK_BATCH, 32));
-    CHECK_EQ_INT(128, (int)mn_p2p_direct_blocks(128u << MN_P2P_DIRECT_BLOCKS_SHIFT, 8));
-    CHECK(MN_DIRECT_BLOCKS < 256);   /* fits the flags' 8 bits */
+     * with none there, the wide grid from MN_P2P_WIDE_BYTES on and its own below; the batch
+     * bit does not leak into it */
+    const uint64_t big = MN_P2P_WIDE_BYTES;
+    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(0, 32, big));
+    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(MN_P2P_PK_BATCH, 32, 1 << 20));
+    CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks((64u << MN_P2P_DIRECT_BLOCKS_SHIFT) | MN_P2P_PK_BATCH, 32, 1 << 20));
+    CHECK_EQ_INT(128, (int)mn_p2p_direct_blocks(128u << MN_P2P_DIRECT_BLOCKS_SHIFT, 8, 1 << 20));
+    const mk_u32 wide = (mk_u32)MN_P2P_WIDE_BLOCKS << MN_P2P_WIDE_SHIFT | MN_P2P_PK_BATCH;
+    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(wide, 32, big - 1));
+    CHECK_EQ_INT(MN_P2P_WIDE_BLOCKS, (int)mn_p2p_direct_blocks(wide, 32, big));
+    CHECK_EQ_INT(MN_P2P_WIDE_BLOCKS, (int)mn_p2p_direct_blocks(wide, 32, 1ull << 30));
+    /* an explicit grid wins over the wide one at every size */
+    CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks(wide | 64u << MN_P2P_DIRECT_BLOCKS_SHIFT, 32, big));
+    CHECK(MN_DIRECT_BLOCKS < 256 && MN_P2P_WIDE_BLOCKS <= MN_DIRECT_BLOCKS);   /* fit 8 bits */
 }
 
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
