@@ -207,8 +207,8 @@ typedef struct MnDirect {
 /* MnP2pDirect.flags: a block's packet entries take their flags in one pass before any is sent
  * and acknowledge with relaxed signals after all are read, as the collectives' packet form
  * does, instead of two block-wide counter steps and a release signal per entry
- * (MSCCLRT_NATIVE_P2P_PK_BATCH; where a block has more than two packet entries for one peer
- * and direction, the third would wait for an acknowledgement of the same launch: per entry) */
+ * (MSCCLRT_NATIVE_P2P_PK_BATCH; a packet entry is alone in its peer and direction, so no
+ * message waits for an acknowledgement of its own launch) */
 #define MN_P2P_PK_BATCH 1u
 /* MnP2pDirect.flags bits 8-15: the blocks an entry that may go direct is cut over for its
  * direct copy (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS, up to MN_DIRECT_BLOCKS; 0: by size, below);

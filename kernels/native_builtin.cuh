@@ -484,11 +484,10 @@ __device__ void broadcast(const MnArgs &a, const Ctx &x, const Flow &f) {
  * ack_net): never packets or direct stores, which need its memory mapped. */
 /* An entry alone in its direction to its peer (the peer's matching entry is then alone too,
  * so both sides choose its form alike). */
-template <class L>
-__device__ __forceinline__ bool p2p_alone(const L &l, u32 ne, u32 e) {
+__device__ __forceinline__ bool p2p_alone(const MnP2p *v, u32 ne, u32 e) {
     bool alone = true;
     for (u32 d = 0; d < ne; d++)
-        alone = alone && (d == e || l.v[d].peer != l.v[e].peer || l.v[d].recv != l.v[e].recv);
+        alone = alone && (d == e || v[d].peer != v[e].peer || v[d].recv != v[e].recv);
     return alone;
 }
 
@@ -507,9 +506,12 @@ __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
 }
 
 /* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument).
- * The setup runs one thread per entry, in passes between barriers: a pass that one thread ran
- * over every entry cost 2-3 us per launch (nccl-tests sendrecv 1 KiB, MSCCLRT_NATIVE_PROBE on
- * 2 x H200: 9.6 us from start to end against alltoall's 3.8 for the same bytes). */
+ * The setup runs one thread per entry, in as few passes between barriers as the group needs:
+ * a pass that one thread ran over every entry cost 2-3 us per launch (nccl-tests sendrecv
+ * 1 KiB, MSCCLRT_NATIVE_PROBE on 2 x H200: 9.6 us from start to end against alltoall's 3.8 for
+ * the same bytes), and each further pass about 0.4-0.8. A group of packet entries alone has
+ * one. The entries are read from the kernel argument once, into shared memory (every loop
+ * over them read the argument again, about 0.2 us a loop). */
 template <class L>
 __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, const Ctx &x,
                          const Flow &f) {
@@ -521,21 +523,25 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     __shared__ unsigned long long rounds;
     __shared__ bool with[MN_DIRECT_MAX_RANKS];
     __shared__ MnDirectRec mine[MN_DIRECT_MAX_RANKS], theirs[MN_DIRECT_MAX_RANKS];
-    __shared__ bool any_direct;
-    __shared__ u32 enb[CAP];   /* the blocks that carry each entry (p2p_nb) */
-    __shared__ u32 dnb[CAP];   /* the blocks of its direct copy (mn_p2p_direct_blocks) */
-    __shared__ u64 slo[CAP], shi[CAP];   /* this block's share of each entry over enb blocks */
+    __shared__ bool any_direct, any_simple;
+    __shared__ u32 dnb[CAP];   /* the blocks of a direct copy (mn_p2p_direct_blocks) */
+    __shared__ u64 slo[CAP], shi[CAP];   /* this block's share of each entry over its blocks */
     __shared__ u32 pkf[CAP];   /* batch: each packet entry's flag in this block (0: none) */
-    __shared__ u32 pks[CAP];   /* batch: earlier packet entries of this block, same peer and way */
-    __shared__ bool batch;     /* MN_P2P_PK_BATCH applies to this block */
+    __shared__ MnP2p ent[CAP];             /* the entries */
+    const MnP2p *const v = ent;
     const u32 ne = a.np2p < CAP ? a.np2p : CAP, r = x.rank;
     /* large entries between the ranks of this node may go direct: the sender stores into the
      * receiver's own buffer, once both sides' records say it is shared and mapped */
     const bool lanes = x.c->off_lane != 0 && x.n <= MN_DIRECT_MAX_RANKS && dd.min_bytes != ~0ull &&
                        gridDim.x <= MN_DIRECT_BLOCKS;
+    /* batch: a block's packet entries take their flags in the first pass and acknowledge with
+     * relaxed signals after all are read; a packet entry is alone in its peer and direction
+     * (p2p_alone), so its counter steps once per launch and no message of the launch waits for
+     * an acknowledgement the launch itself gives */
+    const bool batch = (dd.flags & MN_P2P_PK_BATCH) != 0;
     if (threadIdx.x == 0) {
         any_direct = false;
-        batch = (dd.flags & MN_P2P_PK_BATCH) != 0;
+        any_simple = false;
         rounds = 0;
     }
     for (u32 p = threadIdx.x; p < MN_DIRECT_MAX_RANKS; p += blockDim.x) with[p] = false;
@@ -546,29 +552,50 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
      * direct stores need the mapping. A block beyond the entry's blocks leaves it alone (its
      * peer's same block does). */
     for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
-        const MnP2p &o = l.v[e];
+        const MnP2p o = l.v[e];
         const u32 peer = (u32)o.peer;
-        const bool alone = p2p_alone(l, ne, e);
+        /* the entry's packet counter of (block, peer) and way, and for a send the peer's
+         * acknowledgements, read first: their round trips to memory overlap this pass's */
+        const bool other = peer != r && peer < x.n;
+        u64 *const ctr = x.ctr(o.recv ? x.c->off_pk_recv : x.c->off_pk_sent, f.b, other ? peer : 0);
+        const u64 c0 = other ? *ctr : 0;
+        const u64 k0 = other && !o.recv ? mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, f.b, peer)) : 0;
+        ent[e] = o;
+        const bool alone = p2p_alone(l.v, ne, e);
         const u32 eb = p2p_nb(x, o, dd.full_blocks);
-        enb[e] = eb;
         dnb[e] = mn_p2p_direct_blocks(dd.flags, eb, o.bytes);
         const Span sh = share(o.bytes, f.b, eb);
         slo[e] = sh.lo;
         shi[e] = sh.hi;
-        const bool near = peer != r && !x.remote(peer);
-        const bool p = alone && peer != r && p2p_pk(x, o, eb) && !(lanes && near && o.bytes >= dd.min_bytes);
+        const bool near = other && !x.remote(peer);
+        const bool p = alone && other && p2p_pk(x, o, eb) && !(lanes && near && o.bytes >= dd.min_bytes);
         pk[e] = p;
-        pkf[e] = p && sh.hi > sh.lo;
         const bool c = lanes && alone && !p && near && x.peers[peer] && o.bytes >= dd.min_bytes &&
                        f.b < dnb[e];
         cand[e] = c;
         dptr[e] = c;   /* decided after the records */
+        const u64 k = p || c ? 0 : npieces(sh, x.slot);
+        cnt[e] = k;
+        start[e] = 0;
+        /* every writer of these writes the same */
         if (c) {
-            with[peer] = true;   /* every writer writes the same */
+            with[peer] = true;
             any_direct = true;
         }
+        if (k && other) any_simple = true;
+        /* batch: the flag of this block's message (none where its share is empty) */
+        u32 m = 0;
+        if (batch && p && sh.hi > sh.lo) {
+            m = (u32)(c0 + 1);
+            *ctr = c0 + 1;
+            u32 sp = 0;   /* sending: the half is free once the message two before was read */
+            if (!o.recv && m > 2 && k0 < m - 2)
+                while (mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, f.b, peer)) < m - 2 && !mk::give_up(sp)) { }
+        }
+        pkf[e] = m;
     }
     __syncthreads();
+    probe_at(2);
     if (any_direct) {
         if (threadIdx.x == 0) {
             for (u32 p = 0; p < MN_DIRECT_MAX_RANKS; p++) {
@@ -577,45 +604,28 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
                 for (u32 q = 0; q < MN_DIRECT_MAX_RANKS; q++) mine[p].upto[q] = dd.upto[q];
             }
             for (u32 e = 0, k = 0; e < ne; e++) {
-                if (cand[e] && l.v[e].recv && k < MN_P2P_DIRECT) {
-                    MnDirectRec &m = mine[(u32)l.v[e].peer];
+                if (cand[e] && v[e].recv && k < MN_P2P_DIRECT) {
+                    MnDirectRec &m = mine[(u32)v[e].peer];
                     m.rpub = dd.recv[k].pub;
                     m.rslot = dd.recv[k].slot;
                     m.roff = dd.recv[k].off;
                 }
-                if (l.v[e].recv) k++;
+                if (v[e].recv) k++;
             }
         }
         __syncthreads();
-    }
-    probe_at(2);
-    const long long t0 = clock64();
-    if (any_direct) lane_exchange(x, f.b, with, mine, 1, theirs);
-    /* pass 2: the Simple pieces of each entry not decided yet (direct candidates: below), and
-     * for batch the earlier packet entries of the same peer and way: a third message to one
-     * peer in one direction would wait for the acknowledgement of the first, which this launch
-     * gives only after reading, so such a block counts per entry */
-    for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
-        cnt[e] = pk[e] || cand[e] ? 0 : npieces(Span{slo[e], shi[e]}, x.slot);
-        u32 same = 0;
-        for (u32 d = 0; d < e && pkf[e]; d++)
-            same += pkf[d] && l.v[d].peer == l.v[e].peer && l.v[d].recv == l.v[e].recv;
-        pks[e] = same;
-        if (same >= 2) batch = false;   /* every writer writes the same */
-    }
-    __syncthreads();
-    probe_at(10);
-    if (any_direct) {
+        const long long t0 = clock64();
+        lane_exchange(x, f.b, with, mine, 1, theirs);
         if (threadIdx.x == 0) {
             for (u32 e = 0, k = 0; e < ne; e++) {
-                const u32 peer = (u32)l.v[e].peer;
+                const u32 peer = (u32)v[e].peer;
                 if (dptr[e]) {
                     /* send: the receiver's buffer is shared and this rank mapped it; receive:
                      * this rank's buffer is shared and the sender mapped it; the same facts on
                      * both sides */
                     const MnDirectRec &t = theirs[peer];
                     bool go = !mk::aborted_since(t0);
-                    if (l.v[e].recv) {
+                    if (v[e].recv) {
                         const u32 pub = k < MN_P2P_DIRECT ? dd.recv[k].pub : 0;
                         go = go && pub && t.upto[r] >= pub;
                     } else {
@@ -623,52 +633,43 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
                         if (go) dptr[e] = pm_peer_ptr(dd.table, peer, t.rslot, t.rpub, t.roff);
                         go = go && dptr[e];
                     }
-                    dptr[e] = go ? (l.v[e].recv ? 1 : dptr[e]) : 0;
+                    dptr[e] = go ? (v[e].recv ? 1 : dptr[e]) : 0;
                 }
-                if (l.v[e].recv) k++;
+                if (v[e].recv) k++;
                 if (f.b == 0 && cand[e])   /* the direct counts, per entry */
                     atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
-                if (cand[e] && !dptr[e]) cnt[e] = npieces(Span{slo[e], shi[e]}, x.slot);
+                if (cand[e] && !dptr[e]) {   /* the slots after all */
+                    cnt[e] = npieces(Span{slo[e], shi[e]}, x.slot);
+                    if (cnt[e]) any_simple = true;
+                }
             }
         }
         __syncthreads();
     }
-    /* pass 3: where each entry's pieces start in its peer's stream, the rounds, and for batch
-     * every packet entry's flag (the first entry of a peer and way takes its own and the next
-     * one's: their counter steps in order, as per-entry counting would give them) */
-    for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
-        const MnP2p &o = l.v[e];
-        u64 s = 0;
-        for (u32 d = 0; d < e; d++)
-            if (l.v[d].peer == o.peer && l.v[d].recv == o.recv) s += cnt[d];
-        start[e] = s;
-        if ((u32)o.peer != r && cnt[e]) atomicMax(&rounds, (unsigned long long)(s + cnt[e]));
-        if (batch && pkf[e] && pks[e] == 0) {
-            u64 *c = x.ctr(o.recv ? x.c->off_pk_recv : x.c->off_pk_sent, f.b, (u32)o.peer);
-            u64 m = *c + 1;
-            pkf[e] = (u32)m;
-            for (u32 d = e + 1; d < ne; d++)
-                if (pkf[d] && pks[d] == 1 && l.v[d].peer == o.peer && l.v[d].recv == o.recv) {
-                    pkf[d] = (u32)++m;
-                    break;
-                }
-            *c = m;
-            u32 sp = 0;   /* sending: the half is free once the message two before was read */
-            while (!o.recv && m > 2 && mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, f.b, (u32)o.peer)) < m - 2 &&
-                   !mk::give_up(sp)) { }
+    probe_at(10);
+    /* pass 2, with Simple entries only: where each entry's pieces start in its peer's stream,
+     * and the rounds */
+    if (any_simple) {
+        for (u32 e = threadIdx.x; e < ne; e += blockDim.x) {
+            const MnP2p &o = v[e];
+            u64 s = 0;
+            for (u32 d = 0; d < e; d++)
+                if (v[d].peer == o.peer && v[d].recv == o.recv) s += cnt[d];
+            start[e] = s;
+            if ((u32)o.peer != r && cnt[e]) atomicMax(&rounds, (unsigned long long)(s + cnt[e]));
         }
+        __syncthreads();
     }
-    __syncthreads();
     probe_at(3);
     /* to self: the k-th send lands in the k-th receive */
     for (u32 e = 0, ks = 0; e < ne; e++) {
-        if ((u32)l.v[e].peer != r || l.v[e].recv) continue;
+        if ((u32)v[e].peer != r || v[e].recv) continue;
         for (u32 d = 0, kr = 0; d < ne; d++) {
-            if ((u32)l.v[d].peer != r || !l.v[d].recv) continue;
+            if ((u32)v[d].peer != r || !v[d].recv) continue;
             if (kr++ != ks) continue;
-            const Span sh = share(l.v[e].bytes < l.v[d].bytes ? l.v[e].bytes : l.v[d].bytes, f.b, x.nb);
-            if (sh.hi > sh.lo && l.v[d].ptr != l.v[e].ptr)
-                mk::copy((char *)l.v[d].ptr + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+            const Span sh = share(v[e].bytes < v[d].bytes ? v[e].bytes : v[d].bytes, f.b, x.nb);
+            if (sh.hi > sh.lo && v[d].ptr != v[e].ptr)
+                mk::copy((char *)v[d].ptr + sh.lo, (const char *)v[e].ptr + sh.lo, sh.hi - sh.lo);
             break;
         }
         ks++;
@@ -677,25 +678,25 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     /* packet entries first: their sends never wait on this launch, so the Simple rounds after
      * them cannot hold them up */
     for (u32 e = 0; e < ne; e++) {
-        if (!pk[e] || l.v[e].recv || shi[e] <= slo[e]) continue;
-        const char *src = (const char *)l.v[e].ptr + slo[e];
-        if (batch) pk_send_flag(x, f.b, (u32)l.v[e].peer, pkf[e], src, shi[e] - slo[e]);
-        else pk_send(x, f.b, (u32)l.v[e].peer, src, shi[e] - slo[e]);
+        if (!pk[e] || v[e].recv || shi[e] <= slo[e]) continue;
+        const char *src = (const char *)v[e].ptr + slo[e];
+        if (batch) pk_send_flag(x, f.b, (u32)v[e].peer, pkf[e], src, shi[e] - slo[e]);
+        else pk_send(x, f.b, (u32)v[e].peer, src, shi[e] - slo[e]);
     }
     probe_at(5);
     /* direct sends: this block's share straight into the receiver's buffer, then done */
     for (u32 e = 0; e < ne; e++) {
-        if (!dptr[e] || l.v[e].recv) continue;
-        const Span sh = share(l.v[e].bytes, f.b, dnb[e]);
-        if (sh.hi > sh.lo) mk::copy((char *)dptr[e] + sh.lo, (const char *)l.v[e].ptr + sh.lo, sh.hi - sh.lo);
+        if (!dptr[e] || v[e].recv) continue;
+        const Span sh = share(v[e].bytes, f.b, dnb[e]);
+        if (sh.hi > sh.lo) mk::copy((char *)dptr[e] + sh.lo, (const char *)v[e].ptr + sh.lo, sh.hi - sh.lo);
         __syncthreads();
-        if (threadIdx.x == 0) lane_done(x, f.b, (u32)l.v[e].peer);
+        if (threadIdx.x == 0) lane_done(x, f.b, (u32)v[e].peer);
     }
     probe_at(6);
     for (u32 e = 0; e < ne; e++) {
-        if (!pk[e] || !l.v[e].recv || shi[e] <= slo[e]) continue;
-        char *dst = (char *)l.v[e].ptr + slo[e];
-        const u32 p = (u32)l.v[e].peer;
+        if (!pk[e] || !v[e].recv || shi[e] <= slo[e]) continue;
+        char *dst = (char *)v[e].ptr + slo[e];
+        const u32 p = (u32)v[e].peer;
         if (batch) pk_read(dst, x.pk_in(f.b, p, pkf[e]), shi[e] - slo[e], pkf[e]);
         else pk_recv(x, f.b, p, dst, shi[e] - slo[e]);
     }
@@ -703,23 +704,25 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         __syncthreads();
         if (threadIdx.x == 0)
             for (u32 e = 0; e < ne; e++)
-                if (pkf[e] && l.v[e].recv) pk_ack_one(x, f.b, (u32)l.v[e].peer, true);
+                if (pkf[e] && v[e].recv) pk_ack_one(x, f.b, (u32)v[e].peer, true);
     }
     probe_at(7);
     /* direct receives: the sender's share of this block has landed */
-    for (u32 e = 0; e < ne; e++)
-        if (dptr[e] && l.v[e].recv && threadIdx.x == 0) lane_wait_done(x, f.b, (u32)l.v[e].peer);
-    __syncthreads();
+    if (any_direct) {
+        for (u32 e = 0; e < ne; e++)
+            if (dptr[e] && v[e].recv && threadIdx.x == 0) lane_wait_done(x, f.b, (u32)v[e].peer);
+        __syncthreads();
+    }
     probe_at(8);
     for (u64 i = 0; i < rounds; i++) {
         for (u32 e = 0; e < ne; e++) {
-            const MnP2p &o = l.v[e];
+            const MnP2p &o = v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
             const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.slot);
             f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
-            const MnP2p &o = l.v[e];
+            const MnP2p &o = v[e];
             if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
             const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.slot);
             const char *src = f.recv((u32)o.peer, i);
@@ -730,10 +733,10 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
     probe_at(9);
     /* drain once per peer: its stream's length is the end of its last entry */
     for (u32 e = 0; e < ne; e++) {
-        const MnP2p &o = l.v[e];
+        const MnP2p &o = v[e];
         if (o.recv || (u32)o.peer == r || pk[e]) continue;
         bool last = true;
-        for (u32 d = e + 1; d < ne; d++) last = last && !(l.v[d].peer == o.peer && !l.v[d].recv);
+        for (u32 d = e + 1; d < ne; d++) last = last && !(v[d].peer == o.peer && !v[d].recv);
         if (last) f.drain((u32)o.peer, start[e] + cnt[e]);
     }
 }
