@@ -230,6 +230,9 @@ _rt_is_dropin = False
 def runtime() -> ctypes.CDLL:
     """The runtime API: the preloaded NCCL drop-in's when present, else libmscclrt's."""
     global _rt, _rt_is_dropin
+    rt = _rt
+    if rt is not None:   # loaded: no lock (every collective call comes here)
+        return rt
     with _lock:
         if _rt is None:
             lib = _preloaded_dropin()

@@ -170,7 +170,9 @@ class CommGroup:
 
     # ---- NCCL-shaped collectives on raw buffers (counts are elements) ----
     def _call(self, name: str, *args: Any) -> None:
-        _lib.check(getattr(_lib.runtime(), name)(self.handle, *args), f"{name} (rank {self.rank})")
+        code = getattr(_lib.runtime(), name)(self.handle, *args)
+        if code:   # the message only for a failure: formatting it cost each call about 1 us
+            _lib.check(code, f"{name} (rank {self.rank})")
 
     def allreduce(self, sendbuf: Any, recvbuf: Any, count: int, dtype: Any, op: Any = ReduceOp.SUM,
                   stream: Any = None) -> None:

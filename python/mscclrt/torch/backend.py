@@ -31,6 +31,11 @@ BACKEND_NAME = "mscclrt"
 _UID_KEY = "mscclrt/unique_id"
 
 
+# our operator per torch RedOpType met so far (PREMUL_SUM never: its factor makes each one its
+# own); the comparisons below cost an eager call about 1 us each
+_op_cache: dict = {}
+
+
 def _op_of(op: Any) -> int:
     """Our operator for a torch ReduceOp (or RedOpType); PREMUL_SUM is _Premul's business."""
     R = dist.ReduceOp
@@ -38,9 +43,32 @@ def _op_of(op: Any) -> int:
     for theirs, ours in ((R.SUM, ReduceOp.SUM), (R.PRODUCT, ReduceOp.PROD), (R.MAX, ReduceOp.MAX),
                          (R.MIN, ReduceOp.MIN), (R.AVG, ReduceOp.AVG)):
         if key == theirs or op == theirs:
+            try:
+                _op_cache[key] = int(ours)
+            except TypeError:   # a key that cannot be hashed: no cache
+                pass
             return int(ours)
     raise ValueError(f"backend mscclrt: reduction {op} is not supported (SUM, PRODUCT, MAX, MIN, "
                      "AVG, PREMUL_SUM; bitwise operators are not)")
+
+
+def _cached_op(red: Any) -> Optional[int]:
+    """_op_of's answer for red when it was asked before, else None."""
+    try:
+        return _op_cache.get(getattr(red, "op", red))
+    except TypeError:
+        return None
+
+
+# The caller's current stream as a handle without making a torch.cuda.Stream (inductor's
+# get_raw_stream): torch.cuda.current_stream() cost an eager call a few microseconds.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream_handle(device: torch.device) -> int:
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _is_sync(opts: Any) -> bool:
@@ -60,7 +88,7 @@ def _nbytes(t: torch.Tensor) -> int:
 def _check_tensor(t: torch.Tensor, what: str, device: torch.device) -> None:
     if not t.is_cuda:
         raise ValueError(f"backend mscclrt: {what} is on {t.device}; mscclrt runs CUDA tensors")
-    if t.device != device:
+    if t.get_device() != device.index:   # an int: t.device makes an object per call
         raise ValueError(f"backend mscclrt: {what} is on {t.device}, the group's device is {device}")
     if not t.is_contiguous():
         raise ValueError(f"backend mscclrt: {what} must be contiguous")
@@ -183,9 +211,10 @@ class MscclrtProcessGroup(dist.ProcessGroup):
              opts: Any = None) -> MscclrtWork:
         """Runs fn(stream_handle) on the group's stream after the caller's work, or, for a call
         torch waits for at once, on the caller's stream; returns its Work."""
-        self._flush_p2p()
+        if self._p2p:
+            self._flush_p2p()
         if not blocking and _is_sync(opts):
-            fn(torch.cuda.current_stream(self.device).cuda_stream)
+            fn(_stream_handle(self.device))
             return MscclrtWork(self, None, result)
         cur = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(cur)
@@ -204,6 +233,9 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         a PreMulSum operator of the communicator, made once per (factor, dtype) and kept (a
         number is copied to the device once; a tensor is read at each call, as NCCL does)."""
         red = opts.reduceOp if opts is not None else dist.ReduceOp.SUM
+        got = _cached_op(red)
+        if got is not None:
+            return got
         if not _is_premul(red):
             return _op_of(red)
         factor = red.__getstate__()[1]
