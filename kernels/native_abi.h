@@ -279,6 +279,19 @@ MN_HD mk_u32 mn_p2p_direct_blocks(mk_u32 flags, mk_u32 own, mk_u64 bytes) {
     return d ? d : w && bytes >= MN_P2P_WIDE_BYTES ? w : own;
 }
 
+/* A group's MnP2pDirect.flags (the host's; the same on every rank): batch
+ * (MSCCLRT_NATIVE_P2P_PK_BATCH); where entries may go direct, their blocks: `want` for every
+ * such entry (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS; 0: the wide grid by size), at most `cap` (the
+ * blocks every rank sharing a process and GPU can keep resident), the wide grid only where it
+ * has more blocks than the group grid `group` (never fewer for the largest entries) */
+MN_HD mk_u32 mn_p2p_flags(int batch, int direct, mk_u32 want, mk_u32 cap, mk_u32 group) {
+    const mk_u32 f = batch ? MN_P2P_PK_BATCH : 0u;
+    if (!direct) return f;
+    if (want) return f | (want < cap ? want : cap) << MN_P2P_DIRECT_BLOCKS_SHIFT;
+    const mk_u32 w = MN_P2P_WIDE_BLOCKS < cap ? MN_P2P_WIDE_BLOCKS : cap;
+    return w > group ? f | w << MN_P2P_WIDE_SHIFT : f;
+}
+
 /* The built-in send/recv kernel's second argument (by value; with MnArgs it stays inside the
  * 4 KiB of kernel parameters). */
 typedef struct MnP2pList { MnP2p v[MN_P2P_MAX]; } MnP2pList;

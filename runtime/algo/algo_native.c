@@ -670,19 +670,14 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
     /* the grid prepared for the group (the same on every rank): entries are cut over at most
      * this many blocks; the launch itself takes only what its entries need (p2p_grid) */
     l->p2pd.full_blocks = (mk_u32)l->blocks;
-    l->p2pd.flags = nc && nc->p2p_pk_batch ? MN_P2P_PK_BATCH : 0;
     /* entries that may go direct: their own grid, capped as the direct collectives' (the same
      * on every rank), all of them (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS) or by default those of
      * MN_P2P_WIDE_BYTES and more; their slot fallback keeps the group grid */
-    if (nc && l->p2pd.min_bytes != ~0ull) {
-        const int cap = exec_native_block_cap(c, MN_DIRECT_BLOCKS);
-        const int want = nc->p2p_direct_blocks > 0 ? nc->p2p_direct_blocks : MN_P2P_WIDE_BLOCKS;
-        const int d = want < cap ? want : cap;
-        if (nc->p2p_direct_blocks > 0)
-            l->p2pd.flags |= (mk_u32)d << MN_P2P_DIRECT_BLOCKS_SHIFT;
-        else if (d > l->blocks)   /* never fewer than the group grid (ranks sharing a GPU) */
-            l->p2pd.flags |= (mk_u32)d << MN_P2P_WIDE_SHIFT;
-    }
+    const bool direct = nc && l->p2pd.min_bytes != ~0ull;
+    const int cap = direct ? exec_native_block_cap(c, MN_DIRECT_BLOCKS) : 0;
+    l->p2pd.flags = mn_p2p_flags(nc && nc->p2p_pk_batch, direct,
+                                 nc && nc->p2p_direct_blocks > 0 ? (mk_u32)nc->p2p_direct_blocks : 0,
+                                 cap > 0 ? (mk_u32)cap : 1, (mk_u32)l->blocks);
 }
 
 /* The launch grid of a group: the most blocks one of its entries is cut over

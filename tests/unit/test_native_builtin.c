@@ -193,6 +193,16 @@ static void t_p2p_blocks(void) {
     /* an explicit grid wins over the wide one at every size */
     CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks(wide | 64u << MN_P2P_DIRECT_BLOCKS_SHIFT, 32, big));
     CHECK(MN_DIRECT_BLOCKS < 256 && MN_P2P_WIDE_BLOCKS <= MN_DIRECT_BLOCKS);   /* fit 8 bits */
+    /* the host's flags: batch alone without direct entries; by default the wide grid, capped,
+     * and only where it beats the group grid; an explicit grid, capped */
+    CHECK_EQ_INT((int)MN_P2P_PK_BATCH, (int)mn_p2p_flags(1, 0, 64, 128, 32));
+    CHECK_EQ_INT(0, (int)mn_p2p_flags(0, 0, 0, 128, 32));
+    CHECK_EQ_INT((int)wide, (int)mn_p2p_flags(1, 1, 0, 128, 32));
+    CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks(mn_p2p_flags(1, 1, 0, 64, 32), 32, big));
+    CHECK_EQ_INT((int)MN_P2P_PK_BATCH, (int)mn_p2p_flags(1, 1, 0, 32, 32));   /* 32 blocks cap */
+    CHECK_EQ_INT(32, (int)mn_p2p_direct_blocks(mn_p2p_flags(0, 1, 0, 16, 32), 32, 1ull << 30));
+    CHECK_EQ_INT(64, (int)mn_p2p_direct_blocks(mn_p2p_flags(0, 1, 64, 128, 32), 32, 1 << 20));
+    CHECK_EQ_INT(16, (int)mn_p2p_direct_blocks(mn_p2p_flags(0, 1, 64, 16, 32), 32, 1 << 20));
 }
 
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
