@@ -199,18 +199,25 @@ __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0) pk_ack_one(x, b, p, false);
 }
-/* one thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
- * free once sending (as pk_open_all, relaxed) */
-__device__ __forceinline__ u32 pk_take(const Ctx &x, u32 b, u32 p, bool recv) {
-    u64 *c = x.ctr(recv ? x.c->off_pk_recv : x.c->off_pk_sent, b, p);
-    const u64 m = *c + 1;
+/* pk_take with the counter c of (b, p) and direction, its value c0, and for a send a reading
+ * k0 of p's acknowledgements already in hand (read early, so that their round trips overlapped
+ * other work; 0: none read) */
+__device__ __forceinline__ u32 pk_take_read(const Ctx &x, u32 b, u32 p, bool recv, u64 *c, u64 c0,
+                                            u64 k0) {
+    const u64 m = c0 + 1;
     *c = m;
-    if (!recv && m > 2) {
+    if (!recv && m > 2 && k0 < m - 2) {
         const u64 *ack = x.ctr(x.c->off_pk_ack, b, p);
         u32 sp = 0;
         while (mk::ld_relaxed_sys(ack) < m - 2 && !mk::give_up(sp)) { }
     }
     return (u32)m;
+}
+/* one thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
+ * free once sending (as pk_open_all, relaxed) */
+__device__ __forceinline__ u32 pk_take(const Ctx &x, u32 b, u32 p, bool recv) {
+    u64 *c = x.ctr(recv ? x.c->off_pk_recv : x.c->off_pk_sent, b, p);
+    return pk_take_read(x, b, p, recv, c, *c, 0);
 }
 
 /* Which peers a packet step sends to and receives from: every peer, the root only, or none. */

@@ -586,15 +586,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         if (k && other) any_simple = true;
         if (peer == r) any_self = true;
         /* batch: the flag of this block's message (none where its share is empty) */
-        u32 m = 0;
-        if (batch && p && sh.hi > sh.lo) {
-            m = (u32)(c0 + 1);
-            *ctr = c0 + 1;
-            u32 sp = 0;   /* sending: the half is free once the message two before was read */
-            if (!o.recv && m > 2 && k0 < m - 2)
-                while (mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, f.b, peer)) < m - 2 && !mk::give_up(sp)) { }
-        }
-        pkf[e] = m;
+        pkf[e] = batch && p && sh.hi > sh.lo ? pk_take_read(x, f.b, peer, o.recv != 0, ctr, c0, k0) : 0;
     }
     __syncthreads();
     probe_at(2);

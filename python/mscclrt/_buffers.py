@@ -71,13 +71,23 @@ def nbytes_of(buf: Any) -> int:
     return -1
 
 
+def current_stream_handle(device: Any) -> int:
+    """torch's current stream on a CUDA device (a torch.device) as a CUstream, without making a
+    torch.cuda.Stream where torch offers the raw handle (inductor's get_raw_stream):
+    torch.cuda.current_stream() cost an eager collective a few microseconds."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(device.index if device.index is not None else torch.cuda.current_device()))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
 def stream_handle(stream: Any, like: Any = None) -> int:
     """A CUstream: an int, an object with cuda_stream; None: torch's current stream when `like` is
     a CUDA tensor (as PyTorch users expect), else the legacy default stream 0."""
     if stream is None:
         if like is not None and getattr(like, "is_cuda", False):
-            import torch
-            return int(torch.cuda.current_stream(like.device).cuda_stream)
+            return current_stream_handle(like.device)
         return 0
     if isinstance(stream, int):
         return stream

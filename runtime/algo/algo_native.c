@@ -674,10 +674,10 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
      * on every rank), all of them (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS) or by default those of
      * MN_P2P_WIDE_BYTES and more; their slot fallback keeps the group grid */
     const bool direct = nc && l->p2pd.min_bytes != ~0ull;
-    const int cap = direct ? exec_native_block_cap(c, MN_DIRECT_BLOCKS) : 0;
     l->p2pd.flags = mn_p2p_flags(nc && nc->p2p_pk_batch, direct,
                                  nc && nc->p2p_direct_blocks > 0 ? (mk_u32)nc->p2p_direct_blocks : 0,
-                                 cap > 0 ? (mk_u32)cap : 1, (mk_u32)l->blocks);
+                                 direct ? (mk_u32)exec_native_block_cap(c, MN_DIRECT_BLOCKS) : 0,
+                                 (mk_u32)l->blocks);
 }
 
 /* The launch grid of a group: the most blocks one of its entries is cut over

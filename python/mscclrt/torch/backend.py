@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from .. import _lib
+from .._buffers import current_stream_handle
 from ..comm import CommGroup
 from ..types import ReduceOp, torch_dtype_to_mscclrt_dtype
 
@@ -58,17 +59,6 @@ def _cached_op(red: Any) -> Optional[int]:
         return _op_cache.get(getattr(red, "op", red))
     except TypeError:
         return None
-
-
-# The caller's current stream as a handle without making a torch.cuda.Stream (inductor's
-# get_raw_stream): torch.cuda.current_stream() cost an eager call a few microseconds.
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def _stream_handle(device: torch.device) -> int:
-    if _raw_stream is not None:
-        return _raw_stream(device.index)
-    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _is_sync(opts: Any) -> bool:
@@ -214,7 +204,7 @@ class MscclrtProcessGroup(dist.ProcessGroup):
         if self._p2p:
             self._flush_p2p()
         if not blocking and _is_sync(opts):
-            fn(_stream_handle(self.device))
+            fn(current_stream_handle(self.device))
             return MscclrtWork(self, None, result)
         cur = torch.cuda.current_stream(self.device)
         self.stream.wait_stream(cur)
