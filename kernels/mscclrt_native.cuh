@@ -62,6 +62,19 @@ struct Ctx {
     __device__ char *pk_at(u32 p, u32 b, u32 flag) const {
         return (char *)peers[p] + c->off_pk + (((u64)b * n + rank) * 2 + (flag & 1)) * c->pk_slot_bytes;
     }
+    /* this rank's slot for packet message `flag` from sender s, which may be on another node
+     * (send/recv): there in pinned host memory where the context has it (MnContext.pk_in_host) */
+    __device__ const char *pk_in_any(u32 b, u32 s, u32 flag) const {
+        if (!c->pk_in_host || !remote(s)) return pk_in(b, s, flag);
+        return (const char *)c->pk_in_host + (((u64)b * n + s) * 2 + (flag & 1)) * c->pk_slot_bytes;
+    }
+    /* peer p's (on another node) slot for packet message `flag` of this rank: a window of its
+     * pinned host slots where it has them, else of its scratch */
+    __device__ char *pk_at_net(u32 p, u32 b, u32 flag) const {
+        const u64 w = ((const u64 *)c->peer_pk)[p];
+        if (!w) return pk_at(p, b, flag);
+        return (char *)w + (((u64)b * n + rank) * 2 + (flag & 1)) * c->pk_slot_bytes;
+    }
     /* this rank's outgoing packet slot for message `flag` to peer p on another node (which
      * the proxy copies into p's pk_in for this rank; c->pk_out != 0): host or device memory */
     __device__ char *pk_out(u32 b, u32 p, u32 flag) const {

@@ -79,8 +79,19 @@ typedef struct MnContext {
                                      no staging copy), else an area of the scratch; else 0 */
     mk_u64 probe;                 /* MSCCLRT_NATIVE_PROBE: the MnProbe ring the kernels compiled
                                      with MN_PROBE write their timestamps into; else 0 */
+    mk_u64 net_pk_max;            /* send/recv entries to a peer on another node of at most this
+                                     many bytes travel as packets, one block per packet message
+                                     (MSCCLRT_NATIVE_NET_PACKET_BYTES, the same on every rank) */
+    mk_u64 pk_in_host;            /* this rank's packet slots for messages from peers on other
+                                     nodes, laid out as the scratch's packet area, in pinned host
+                                     memory the network receives into and the kernel reads
+                                     through its mapping (no staging copy, no device round trip:
+                                     the flags in the packets say they arrived); 0: they are in
+                                     the scratch's packet area */
+    mk_u64 peer_pk;               /* device address of u64[nranks]: for a peer on another node the
+                                     window of its pk_in_host (0: its scratch's packet area) */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 176, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 200, "MnContext layout (host and device agree)");
 
 /* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
  * of block 0 of each launch takes the next record of the ring (a launch count modulo
@@ -252,17 +263,23 @@ MN_HD mk_u32 mn_pk_blocks(mk_u64 bytes, mk_u64 pk_data, mk_u32 cap) {
 }
 /* The blocks that carry one send/recv entry of `bytes` (blocks 0 .. k-1 of the launch), from
  * values both sides of a pair share: the entry's size, whether the peer is on another node, the
- * context's packet data per message and packet limit, and the group grid `full`. Within a node
- * a message that travels as packets takes one block per packet message, as the collectives'
- * default grid does (a 1 KiB message cut over 32 blocks of 32 bytes each took 12.8 us under
- * nccl-tests -G 1 on 2 x H100, where all_reduce's one block took 4.8); larger ones the whole
- * grid. To another node one block per MiB: each piece there is a few proxy triggers that one
- * host thread performs in turn. A launch's grid is the largest of its entries' (the host
- * computes it with this same function). */
+ * context's packet data per message and packet limit (for a peer on another node its own,
+ * MnContext.net_pk_max), and the group grid `full`. Within a node a message that travels as
+ * packets takes one block per packet message, as the collectives' default grid does (a 1 KiB
+ * message cut over 32 blocks of 32 bytes each took 12.8 us under nccl-tests -G 1 on 2 x H100,
+ * where all_reduce's one block took 4.8); larger ones the whole grid. To another node packets
+ * fill each block's message (every message there is a proxy trigger and a network message of
+ * its own, so fewer and fuller); larger entries one block per MiB: each piece there is a few
+ * proxy triggers that one host thread performs in turn. A launch's grid is the largest of its
+ * entries' (the host computes it with this same function). */
 MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u64 pk_max,
                                  mk_u32 full) {
     if (full < 1) full = 1;
     if (remote) {
+        if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data) {
+            const mk_u64 k = (bytes + pk_data - 1) / pk_data;
+            return k < 1 ? 1u : (mk_u32)k;
+        }
         const mk_u64 w = bytes >> 20;
         return w < 1 ? 1u : w < full ? (mk_u32)w : full;
     }

@@ -298,7 +298,7 @@ __device__ void pk_send_flag(const Ctx &x, u32 b, u32 p, u32 flag, const char *s
     __threadfence_system();
     __syncthreads();
     if (threadIdx.x == 0)
-        mk::proxy_put((const MkFifo *)x.c->fifo, x.pk_at(p, b, flag), out, (n + 7) / 8 * 16);
+        mk::proxy_put((const MkFifo *)x.c->fifo, x.pk_at_net(p, b, flag), out, (n + 7) / 8 * 16);
 }
 /* n bytes at src to p as the next packet message of block b (send/recv groups) */
 __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
@@ -310,7 +310,7 @@ __device__ void pk_send(const Ctx &x, u32 b, u32 p, const char *src, u64 n) {
 __device__ void pk_recv(const Ctx &x, u32 b, u32 p, char *dst, u64 n) {
     const u32 flag = pk_accept(x, b, p);
     probe_at(13);
-    pk_read(dst, x.pk_in(b, p, flag), n, flag);
+    pk_read(dst, x.pk_in_any(b, p, flag), n, flag);
     probe_at(14);
     pk_ack(x, b, p);
 }
@@ -494,15 +494,18 @@ __device__ __forceinline__ bool p2p_alone(const MnP2p *v, u32 ne, u32 e) {
 /* The blocks that carry entry o (native_abi.h: the same on both sides of the pair, whatever
  * each side's grid; `full` is the group grid every rank shares) */
 __device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 full) {
-    return mn_p2p_entry_blocks(o.bytes, x.remote((u32)o.peer), x.pk_data(), x.c->pk_max_bytes, full);
+    const bool remote = x.remote((u32)o.peer);
+    return mn_p2p_entry_blocks(o.bytes, remote, x.pk_data(), remote ? x.c->net_pk_max : x.c->pk_max_bytes,
+                               full);
 }
 /* Whether entry o, cut over nb blocks, travels as packets: within the node when each block's
- * share fits a packet message; to another node when all of it fits one (a single block sends
- * it: every message there is a proxy trigger and a network message of its own), with outgoing
- * packet slots */
+ * share fits a packet message; to another node, with outgoing packet slots, up to the network's
+ * packet limit when each block's share fits one (p2p_nb gives such an entry one block per
+ * packet message: each is a proxy trigger and a network message of its own) */
 __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
     if (!x.remote((u32)o.peer)) return pk_fits(x, o.bytes, nb);
-    return x.c->pk_out && x.pk_data() && o.bytes <= x.pk_data() && o.bytes <= x.c->pk_max_bytes;
+    return x.c->pk_out && x.pk_data() && o.bytes <= x.c->net_pk_max &&
+           round16((o.bytes + nb - 1) / nb) <= x.pk_data();
 }
 
 /* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument).
@@ -692,7 +695,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         if (!pk[e] || !v[e].recv || shi[e] <= slo[e]) continue;
         char *dst = (char *)v[e].ptr + slo[e];
         const u32 p = (u32)v[e].peer;
-        if (batch) pk_read(dst, x.pk_in(f.b, p, pkf[e]), shi[e] - slo[e], pkf[e]);
+        if (batch) pk_read(dst, x.pk_in_any(f.b, p, pkf[e]), shi[e] - slo[e], pkf[e]);
         else pk_recv(x, f.b, p, dst, shi[e] - slo[e]);
     }
     if (batch) {   /* every packet entry read: the acknowledgements */

@@ -11,6 +11,7 @@
  */
 #include "algo/algo.h"
 #include "algo/algo_native.h"
+#include "algo/algo_native_net.h"
 #include "algo/algo_probe.h"
 #include "bootstrap/bootstrap.h"
 #include "codegen/codegen.h"
@@ -51,6 +52,8 @@ struct NativeCtx {
     uint64_t probe;                /* MSCCLRT_NATIVE_PROBE's ring (algo_probe.c), else 0 */
     void *pk_host;                 /* pinned host memory of the outgoing packets to other
                                      nodes (MnContext.pk_out), or NULL */
+    void *pk_in_host;              /* pinned host memory of the incoming packets from other
+                                     nodes (MnContext.pk_in_host), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
     bool p2p_pk_batch;             /* MSCCLRT_NATIVE_P2P_PK_BATCH */
@@ -128,34 +131,6 @@ uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slot
     return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
 }
 
-/* The outgoing packets to peers on other nodes (MnContext.pk_out, bytes of them): pinned host
- * memory the kernels write through its mapping and the transport sends from as it is (no
- * staging copy: net_reg_host_src), up to PK_HOST_MAX; else, or where that memory cannot be
- * had, the second packet area of the scratch (native_slot_bytes keeps it either way). */
-#define PK_HOST_MAX (64ull << 20)
-static mscclrt_result native_pk_out(mscclrt_comm *c, NativeCtx *nc, uint64_t bytes) {
-    MnContext *m = &nc->host;
-    m->pk_out = nc->x->scratch + m->off_pk + bytes;
-    if (!nc->x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
-    if (!nc->pk_host) {
-        char why[96];
-        const CuDevPtr d = exec_host_mapped_alloc((size_t)bytes, why, sizeof why);
-        if (!d) {
-            LOG_INFO(LOG_SUB_INIT, "rank %d: outgoing packets to other nodes stay in device memory "
-                     "(pinned host memory: %s)", c->rank, why);
-            return MSCCLRT_SUCCESS;
-        }
-        const mscclrt_result res = net_reg_host_src(nc->x->net, nc->x, (uint64_t)d, (size_t)bytes);
-        if (res != MSCCLRT_SUCCESS) {
-            cu.cuMemFreeHost((void *)(uintptr_t)d);
-            return res;
-        }
-        nc->pk_host = (void *)(uintptr_t)d;
-    }
-    m->pk_out = (mk_u64)(uintptr_t)nc->pk_host;
-    return MSCCLRT_SUCCESS;
-}
-
 /* The MnContext of rank c from its executor context (allocated, table filled). */
 static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     const ExecCtx *x = nc->x;
@@ -184,11 +159,18 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     m->off_pk = pk_offset(n);
     m->pk_slot_bytes = native_pk_slot_bytes(n, x->scratch_bytes);
     const uint64_t pk_area = pk_area_bytes(n, x->scratch_bytes);
-    if (net && m->pk_slot_bytes) TRY(native_pk_out(c, nc, pk_area));
+    if (net && m->pk_slot_bytes) {
+        /* outgoing packets: pinned host memory, else the scratch's second packet area */
+        TRY(native_net_pk_out(c, nc->x, pk_area, &nc->pk_host));
+        m->pk_out = nc->pk_host ? (mk_u64)(uintptr_t)nc->pk_host : x->scratch + m->off_pk + pk_area;
+    }
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
-    long long pk_max;
+    long long pk_max, net_pk_max, pk_in_host;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
+    TRY(param_int(PARAM_NATIVE_NET_PACKET_BYTES, &net_pk_max));
+    TRY(param_int(PARAM_NATIVE_NET_PK_HOST, &pk_in_host));
     m->pk_max_bytes = (uint64_t)pk_max;
+    m->net_pk_max = (uint64_t)net_pk_max;
     bool probe = false;
     TRY(algo_probe_enabled(&probe));
     if (probe && !nc->probe) TRY(algo_probe_alloc(&nc->probe));
@@ -197,7 +179,8 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: the native scratch of %zu bytes "
                        "(MSCCLRT_NATIVE_SCRATCH_BYTES) leaves no slot for %d ranks x %d blocks x 2",
                        c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
-    mk_u64 *peers = calloc((size_t)n, sizeof *peers);
+    /* the peers' scratch bases, then the windows of their incoming packet slots (peer_pk) */
+    mk_u64 *peers = calloc(2 * (size_t)n, sizeof *peers);
     if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
     /* the table holds the mapped scratch of this node's ranks, then the windows of the other
      * nodes' ranks (port remotes), each in rank order (exec_fill_table); a rank the plan does
@@ -239,15 +222,22 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);
         free(ctrs);
     }
-    const size_t bytes = sizeof *m + (size_t)n * sizeof *peers;
+    /* incoming packets from other nodes: collective among the ranks that have such peers,
+     * which every rank of the communicator reaching this point has (nwin) */
+    if (res == MSCCLRT_SUCCESS && nwin && m->pk_slot_bytes && m->pk_out) {
+        res = native_net_pk_in(c, nc->x, pk_area, pk_in_host != 0, &nc->pk_in_host, peers + n);
+        m->pk_in_host = (mk_u64)(uintptr_t)nc->pk_in_host;
+    }
+    const size_t bytes = sizeof *m + 2 * (size_t)n * sizeof *peers;
     if (res == MSCCLRT_SUCCESS)
         res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
     if (res == MSCCLRT_SUCCESS) {
         m->peer_scratch = nc->dctx + sizeof *m;
+        m->peer_pk = m->peer_scratch + (size_t)n * sizeof *peers;
         res = cu_check(cu.cuMemcpyHtoD(nc->dctx, m, sizeof *m), "cuMemcpyHtoD(native context)");
     }
     if (res == MSCCLRT_SUCCESS)
-        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, (size_t)n * sizeof *peers),
+        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, 2 * (size_t)n * sizeof *peers),
                        "cuMemcpyHtoD(native peers)");
     free(peers);
     return res;
@@ -269,6 +259,7 @@ static void native_free(NativeCtx *nc) {
     if (nc->dctx) cu.cuMemFree(nc->dctx);
     /* the executor context is gone (its proxy drained, its host source released) */
     if (nc->pk_host) cu.cuMemFreeHost(nc->pk_host);
+    if (nc->pk_in_host) cu.cuMemFreeHost(nc->pk_in_host);
     free(nc->reach);
     plan_free(nc->plan);
     free(nc);
@@ -684,13 +675,15 @@ void algo_native_p2p_begin(mscclrt_comm *c, NativeLaunch *l) {
  * (mn_p2p_entry_blocks, which the kernel applies to the same values), at least one. */
 static int p2p_grid(mscclrt_comm *c, const NativeLaunch *l) {
     const NativeCtx *nc = c->algo ? c->algo->native : NULL;
-    const uint64_t pk_data = nc ? nc->host.pk_slot_bytes / 2 : 0, pk_max = nc ? nc->host.pk_max_bytes : 0;
+    const uint64_t pk_data = nc ? nc->host.pk_slot_bytes / 2 : 0, pk_max = nc ? nc->host.pk_max_bytes : 0,
+                   net_pk_max = nc ? nc->host.net_pk_max : 0;
     mk_u32 most = 1;
     for (mk_u32 e = 0; e < l->args.np2p && e < MN_P2P_MAX; e++) {
         const MnP2p *o = &l->list.v[e];
         /* the kernel's "remote": the peer's scratch is a network window, i.e. another node */
         const int remote = c->boot && boot_node_of(c->boot, o->peer) != boot_node(c->boot);
-        mk_u32 k = mn_p2p_entry_blocks(o->bytes, remote, pk_data, pk_max, l->p2pd.full_blocks);
+        mk_u32 k = mn_p2p_entry_blocks(o->bytes, remote, pk_data, remote ? net_pk_max : pk_max,
+                                       l->p2pd.full_blocks);
         /* one that may go direct (the kernel's test is narrower: a larger grid only idles) */
         if (!remote && o->peer != c->rank && o->bytes >= l->p2pd.min_bytes)
             k = mn_p2p_direct_blocks(l->p2pd.flags, k, o->bytes);

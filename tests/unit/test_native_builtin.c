@@ -167,13 +167,28 @@ static void t_p2p_blocks(void) {
             } else {
                 CHECK_EQ_INT((int)full, (int)k);
             }
+            /* to another node: packets up to the limit (here pk_max) where the grid holds them,
+             * one block per packet message, each block's share fitting one; else a block per MiB */
             const uint32_t kr = mn_p2p_entry_blocks(n, 1, pk_data, pk_max, full);
             const uint64_t mib = n >> 20;
-            CHECK_EQ_INT((int)(mib < 1 ? 1 : mib < full ? mib : full), (int)kr);
+            if (n <= pk_max && n <= full * pk_data) {
+                CHECK_EQ_INT((int)((n + pk_data - 1) / pk_data), (int)kr);
+                CHECK(kr >= 1 && kr <= full);
+                CHECK(((n + kr - 1) / kr + 15) / 16 * 16 <= pk_data);
+            } else {
+                CHECK_EQ_INT((int)(mib < 1 ? 1 : mib < full ? mib : full), (int)kr);
+            }
+            /* a limit of one message's data: one block up to it, the MiB rule beyond */
+            const uint32_t k1 = mn_p2p_entry_blocks(n, 1, pk_data, pk_data, full);
+            CHECK_EQ_INT((int)(n <= pk_data || mib < 1 ? 1 : mib < full ? mib : full), (int)k1);
             /* no packet slots: the whole grid */
             CHECK_EQ_INT((int)full, (int)mn_p2p_entry_blocks(n, 0, 0, pk_max, full));
         }
     CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 0));   /* full 0 is 1 */
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(256u << 10, 1, pk_data, 1u << 20, 32));  /* 8 x 32 KiB */
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 1u << 20, 32));
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 1u << 20, 16)); /* grid too small */
+    CHECK_EQ_INT(2, (int)mn_p2p_entry_blocks((2u << 20) + 1, 1, pk_data, 1u << 20, 32)); /* MiB rule */
     CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 32));
     CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(65536, 0, pk_data, pk_max, 32));
     CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262144, 0, pk_data, pk_max, 32));
