@@ -21,42 +21,40 @@
 #define PK_HOST_MAX (64ull << 20)
 #define NATIVE_PK_TAG 0x4e50   /* "NP": bootstrap tag of incoming packet slots' descriptors */
 
-mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host) {
-    if (*host || !x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
+/* `bytes` of zeroed pinned host memory the GPU maps at the same address, or 0 (logged: `what`
+ * then stay in device memory) */
+static CuDevPtr host_area(const mscclrt_comm *c, uint64_t bytes, const char *what) {
     char why[96];
     const CuDevPtr d = exec_host_mapped_alloc((size_t)bytes, why, sizeof why);
-    if (!d) {
-        LOG_INFO(LOG_SUB_INIT, "rank %d: outgoing packets to other nodes stay in device memory "
-                 "(pinned host memory: %s)", c->rank, why);
-        return MSCCLRT_SUCCESS;
-    }
+    if (!d)
+        LOG_INFO(LOG_SUB_INIT, "rank %d: %s stay in device memory (pinned host memory: %s)",
+                 c->rank, what, why);
+    return d;
+}
+
+mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host) {
+    if (*host || !x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
+    const CuDevPtr d = host_area(c, bytes, "outgoing packets to other nodes");
+    if (!d) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host_src(x->net, x, (uint64_t)d, (size_t)bytes);
-    if (res != MSCCLRT_SUCCESS) {
-        cu.cuMemFreeHost((void *)(uintptr_t)d);
-        return res;
-    }
-    *host = (void *)(uintptr_t)d;
-    return MSCCLRT_SUCCESS;
+    if (res == MSCCLRT_SUCCESS) *host = (void *)(uintptr_t)d;
+    else cu.cuMemFreeHost((void *)(uintptr_t)d);
+    return res;
 }
 
 /* This rank's incoming slots: registered host memory and its descriptor, or none (d zeroed) */
 static mscclrt_result pk_in_alloc(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host,
                                   NetMemDesc *d) {
-    char why[96];
-    const CuDevPtr h = exec_host_mapped_alloc((size_t)bytes, why, sizeof why);
-    if (!h) {
-        LOG_INFO(LOG_SUB_INIT, "rank %d: packets from other nodes land in device memory (pinned "
-                 "host memory: %s)", c->rank, why);
-        return MSCCLRT_SUCCESS;
-    }
+    const CuDevPtr h = host_area(c, bytes, "packets from other nodes");
+    if (!h) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host(x->net, x, (uint64_t)h, (size_t)bytes, d);
-    if (res != MSCCLRT_SUCCESS) {
+    if (res == MSCCLRT_SUCCESS) {
+        *host = (void *)(uintptr_t)h;
+    } else {
         cu.cuMemFreeHost((void *)(uintptr_t)h);
         memset(d, 0, sizeof *d);
-        return res;
     }
-    *host = (void *)(uintptr_t)h;
-    return MSCCLRT_SUCCESS;
+    return res;
 }
 
 mscclrt_result native_net_pk_in(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, bool want, void **host,
