@@ -25,3 +25,5 @@ test: $(FAKE_IBVERBS)
 
 # test_net_tcp runs device mode on the fake CUDA driver (runtime/cuda/module.mk builds it)
 $(BUILD)/tests/test_net_tcp: | $(BUILD)/tests/fake_cuda/libcuda.so.1
+# test_native_net too: the native context's host packet slots across nodes (algo_native_net.c)
+$(BUILD)/tests/test_native_net: | $(BUILD)/tests/fake_cuda/libcuda.so.1

@@ -111,7 +111,7 @@ static bool wait_ctr(Side *s, int from, uint64_t v) {
 
 /* Round k: `len` bytes of pattern k to every remote rank at offset off, then a signal; once the
  * sender flushed, each receiver waits for every signal and checks the data behind it. */
-static void exchange_round(Side *s, unsigned char *src, uint64_t len, uint64_t off, int k) {
+static __attribute__((unused)) void exchange_round(Side *s, unsigned char *src, uint64_t len, uint64_t off, int k) {
     for (uint64_t i = 0; i < len; i++) src[i] = pat(s->rank, i, k);
     for (int q = 0; q < s->n; q++) {
         if (!net_peer_remote(s->net, q)) continue;
