@@ -62,6 +62,19 @@ struct Ctx {
     __device__ char *pk_at(u32 p, u32 b, u32 flag) const {
         return (char *)peers[p] + c->off_pk + (((u64)b * n + rank) * 2 + (flag & 1)) * c->pk_slot_bytes;
     }
+    /* this rank's slot for a Simple piece from sender s on another node (half h): in pinned
+     * host memory where the context has it (MnContext.slot_in_host) */
+    __device__ char *slot_in_net(u32 b, u32 s, u32 h) const {
+        if (!c->slot_in_host) return slot_in(b, s, h);
+        return (char *)c->slot_in_host + (((u64)b * n + s) * 2 + h) * slot;
+    }
+    /* peer p's (on another node) slot for a Simple piece from this rank: a window of its pinned
+     * host slots where it has them, else of its scratch */
+    __device__ char *slot_at_net(u32 p, u32 b, u32 h) const {
+        const u64 w = ((const u64 *)c->peer_slot)[p];
+        if (!w) return slot_at(p, b, h);
+        return (char *)w + (((u64)b * n + rank) * 2 + h) * slot;
+    }
     /* this rank's slot for packet message `flag` from sender s, which may be on another node
      * (send/recv): there in pinned host memory where the context has it (MnContext.pk_in_host) */
     __device__ const char *pk_in_any(u32 b, u32 s, u32 flag) const {
@@ -124,7 +137,7 @@ __device__ __forceinline__ char *open_net(const Ctx &x, u32 b, u32 p) {
         while (m >= 2 && mk::ld_acquire_sys(acks) < m - 1 && !mk::give_up(sp)) { }
     }
     __syncthreads();
-    return x.slot_at(p, b, (u32)(m & 1));
+    return x.slot_at_net(p, b, (u32)(m & 1));
 }
 /* receiver: the half of the message from p on another node that wait_data just consumed */
 __device__ __forceinline__ u32 half_net(const Ctx &x, u32 b, u32 p) {

@@ -90,8 +90,14 @@ typedef struct MnContext {
                                      the scratch's packet area */
     mk_u64 peer_pk;               /* device address of u64[nranks]: for a peer on another node the
                                      window of its pk_in_host (0: its scratch's packet area) */
+    mk_u64 slot_in_host;          /* this rank's Simple slots for pieces from peers on other nodes,
+                                     laid out as the scratch's slots ([max_blocks][sender][half]
+                                     of slot_bytes), in pinned host memory the network receives
+                                     into (MSCCLRT_NATIVE_NET_SLOT_HOST); 0: in the scratch */
+    mk_u64 peer_slot;             /* device address of u64[nranks]: for a peer on another node the
+                                     window of its slot_in_host (0: its scratch's slots) */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 200, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 216, "MnContext layout (host and device agree)");
 
 /* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
  * of block 0 of each launch takes the next record of the ring (a launch count modulo

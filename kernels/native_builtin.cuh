@@ -55,7 +55,8 @@ __device__ __forceinline__ void red_group(char *dst, const char *const (&src)[8]
 /* rank q's contribution: staged in this rank's slot from q, or this rank's own data (`own`
  * when the caller did not stage it) */
 __device__ __forceinline__ const char *contrib(const Ctx &x, u32 b, u32 q, u32 h, const char *own) {
-    return q == x.rank && own ? own : x.slot_in(b, q, x.remote(q) ? half_net(x, b, q) : h);
+    if (q == x.rank && own) return own;
+    return x.remote(q) ? x.slot_in_net(b, q, half_net(x, b, q)) : x.slot_in(b, q, h);
 }
 __device__ void reduce_slots(char *dst, const Ctx &x, u32 b, u32 h, u64 n, const char *own) {
     if (n == 0) return;
@@ -112,7 +113,7 @@ struct Flow {
     }
     __device__ const char *recv(u32 p, u64 k) const {
         wait_data(x, b, p);
-        return x.slot_in(b, p, x.remote(p) ? half_net(x, b, p) : (u32)(k & 1));
+        return x.remote(p) ? x.slot_in_net(b, p, half_net(x, b, p)) : x.slot_in(b, p, (u32)(k & 1));
     }
     /* after the last of K messages to p: the acks not waited for yet (none to another node:
      * the next launch's open_net waits for what it needs) */

@@ -54,6 +54,8 @@ struct NativeCtx {
                                      nodes (MnContext.pk_out), or NULL */
     void *pk_in_host;              /* pinned host memory of the incoming packets from other
                                      nodes (MnContext.pk_in_host), or NULL */
+    void *slot_in_host;            /* pinned host memory of the incoming Simple pieces from other
+                                     nodes (MnContext.slot_in_host), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
     bool p2p_pk_batch;             /* MSCCLRT_NATIVE_P2P_PK_BATCH */
@@ -165,10 +167,11 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         m->pk_out = nc->pk_host ? (mk_u64)(uintptr_t)nc->pk_host : x->scratch + m->off_pk + pk_area;
     }
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
-    long long pk_max, net_pk_max, pk_in_host;
+    long long pk_max, net_pk_max, pk_in_host, slot_in_host;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     TRY(param_int(PARAM_NATIVE_NET_PACKET_BYTES, &net_pk_max));
     TRY(param_int(PARAM_NATIVE_NET_PK_HOST, &pk_in_host));
+    TRY(param_int(PARAM_NATIVE_NET_SLOT_HOST, &slot_in_host));
     m->pk_max_bytes = (uint64_t)pk_max;
     m->net_pk_max = (uint64_t)net_pk_max;
     bool probe = false;
@@ -179,8 +182,9 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: the native scratch of %zu bytes "
                        "(MSCCLRT_NATIVE_SCRATCH_BYTES) leaves no slot for %d ranks x %d blocks x 2",
                        c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
-    /* the peers' scratch bases, then the windows of their incoming packet slots (peer_pk) */
-    mk_u64 *peers = calloc(2 * (size_t)n, sizeof *peers);
+    /* the peers' scratch bases, then the windows of their incoming packet slots (peer_pk) and
+     * of their incoming Simple slots (peer_slot) */
+    mk_u64 *peers = calloc(3 * (size_t)n, sizeof *peers);
     if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
     /* the table holds the mapped scratch of this node's ranks, then the windows of the other
      * nodes' ranks (port remotes), each in rank order (exec_fill_table); a rank the plan does
@@ -222,22 +226,30 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);
         free(ctrs);
     }
-    /* incoming packets from other nodes: collective among the ranks that have such peers,
-     * which every rank of the communicator reaching this point has (nwin) */
+    /* incoming packets and pieces from other nodes: collective among the ranks that have such
+     * peers, which every rank of the communicator reaching this point has (nwin) */
     if (res == MSCCLRT_SUCCESS && nwin && m->pk_slot_bytes && m->pk_out) {
-        res = native_net_pk_in(c, nc->x, pk_area, pk_in_host != 0, &nc->pk_in_host, peers + n);
+        res = native_net_host_in(c, nc->x, NATIVE_NET_PACKETS, pk_area, pk_in_host != 0,
+                                 &nc->pk_in_host, peers + n);
         m->pk_in_host = (mk_u64)(uintptr_t)nc->pk_in_host;
     }
-    const size_t bytes = sizeof *m + 2 * (size_t)n * sizeof *peers;
+    if (res == MSCCLRT_SUCCESS && nwin) {
+        const uint64_t slot_area = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->slot_bytes;
+        res = native_net_host_in(c, nc->x, NATIVE_NET_SLOTS, slot_area, slot_in_host != 0,
+                                 &nc->slot_in_host, peers + 2 * n);
+        m->slot_in_host = (mk_u64)(uintptr_t)nc->slot_in_host;
+    }
+    const size_t bytes = sizeof *m + 3 * (size_t)n * sizeof *peers;
     if (res == MSCCLRT_SUCCESS)
         res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
     if (res == MSCCLRT_SUCCESS) {
         m->peer_scratch = nc->dctx + sizeof *m;
         m->peer_pk = m->peer_scratch + (size_t)n * sizeof *peers;
+        m->peer_slot = m->peer_pk + (size_t)n * sizeof *peers;
         res = cu_check(cu.cuMemcpyHtoD(nc->dctx, m, sizeof *m), "cuMemcpyHtoD(native context)");
     }
     if (res == MSCCLRT_SUCCESS)
-        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, 2 * (size_t)n * sizeof *peers),
+        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, 3 * (size_t)n * sizeof *peers),
                        "cuMemcpyHtoD(native peers)");
     free(peers);
     return res;
@@ -260,6 +272,7 @@ static void native_free(NativeCtx *nc) {
     /* the executor context is gone (its proxy drained, its host source released) */
     if (nc->pk_host) cu.cuMemFreeHost(nc->pk_host);
     if (nc->pk_in_host) cu.cuMemFreeHost(nc->pk_in_host);
+    if (nc->slot_in_host) cu.cuMemFreeHost(nc->slot_in_host);
     free(nc->reach);
     plan_free(nc->plan);
     free(nc);

@@ -1,12 +1,12 @@
 /*
- * algo_native_net.c - the native context's packet areas for peers on other nodes, in pinned
- * host memory the GPU maps, as NCCL keeps its network buffers where there is no GPUDirect RDMA:
- * a kernel writes its outgoing packets there for the proxy to send as they are, and the network
- * receives a peer's packets straight into this rank's incoming slots, which the kernel polls
- * through the mapping. Neither side then has a copy-engine round trip on a packet's way (the
- * flags in the packets say they arrived, so no signal follows them either): across two nodes a
- * send/recv of 1 KiB took 50 us and a gather composed of send/recv 36 us against NCCL's 24
- * (nvidia-h100-x2, loopback TCP, c16) while the receive went through device memory.
+ * algo_native_net.c - the native context's areas for peers on other nodes, in pinned host
+ * memory the GPU maps, as NCCL keeps its network buffers where there is no GPUDirect RDMA: a
+ * kernel writes its outgoing packets there for the proxy to send as they are, and the network
+ * receives a peer's packets (and, MSCCLRT_NATIVE_NET_SLOT_HOST, its Simple pieces) straight into
+ * this rank's incoming areas, which the kernel reads through the mapping. A packet then has no
+ * copy-engine round trip on its way (its flags say it arrived, so no signal follows it either):
+ * across two nodes a send/recv of 1 KiB took 59 us while it went through device memory and
+ * takes 44 (NCCL 44; nvidia-h100-x2, loopback TCP, c18).
  */
 #include "algo/algo_native_net.h"
 #include "bootstrap/bootstrap.h"
@@ -19,7 +19,9 @@
 /* pinned host memory for either area: at most this much per rank (the scratch area stays the
  * fallback beyond) */
 #define PK_HOST_MAX (64ull << 20)
-#define NATIVE_PK_TAG 0x4e50   /* "NP": bootstrap tag of incoming packet slots' descriptors */
+/* bootstrap tags of the incoming areas' descriptors: "NP" packets, "NS" Simple slots */
+static const int area_tag[] = {0x4e50, 0x4e53};
+static const char *const area_name[] = {"packet slots", "Simple slots"};
 
 /* `bytes` of zeroed pinned host memory the GPU maps at the same address, or 0 (logged: `what`
  * then stay in device memory) */
@@ -42,10 +44,11 @@ mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, vo
     return res;
 }
 
-/* This rank's incoming slots: registered host memory and its descriptor, or none (d zeroed) */
-static mscclrt_result pk_in_alloc(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host,
-                                  NetMemDesc *d) {
-    const CuDevPtr h = host_area(c, bytes, "packets from other nodes");
+/* This rank's incoming area: registered host memory and its descriptor, or none (d zeroed) */
+static mscclrt_result host_in_alloc(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
+                                    void **host, NetMemDesc *d) {
+    const CuDevPtr h = host_area(c, bytes, kind == NATIVE_NET_PACKETS ? "packets from other nodes"
+                                                                      : "pieces from other nodes");
     if (!h) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host(x->net, x, (uint64_t)h, (size_t)bytes, d);
     if (res == MSCCLRT_SUCCESS) {
@@ -57,8 +60,8 @@ static mscclrt_result pk_in_alloc(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, v
     return res;
 }
 
-mscclrt_result native_net_pk_in(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, bool want, void **host,
-                                uint64_t *win) {
+mscclrt_result native_net_host_in(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
+                                  bool want, void **host, uint64_t *win) {
     const int n = c->nranks, r = c->rank;
     *host = NULL;
     if (!x->net || !c->boot || !net_remote_count(x->net)) return MSCCLRT_SUCCESS;
@@ -68,24 +71,24 @@ mscclrt_result native_net_pk_in(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, boo
      * not wait for it; it is reported after */
     mscclrt_result res = MSCCLRT_SUCCESS;
     if (want && bytes && bytes <= PK_HOST_MAX && net_stages_device(x->net))
-        res = pk_in_alloc(c, x, bytes, host, &mine);
+        res = host_in_alloc(c, x, kind, bytes, host, &mine);
     /* in n - 1 steps, to rank r + s and from rank r - s, those on other nodes only */
     for (int s = 1; s < n; s++) {
         const int to = (r + s) % n, q = (r - s + n) % n;
         /* a bootstrap failure ends the exchange (each further step would wait its timeout) */
         if (net_peer_remote(x->net, to)) {
-            const mscclrt_result sr = boot_send(c->boot, to, NATIVE_PK_TAG, &mine, sizeof mine);
+            const mscclrt_result sr = boot_send(c->boot, to, area_tag[kind], &mine, sizeof mine);
             if (sr != MSCCLRT_SUCCESS) return sr;
         }
         if (!net_peer_remote(x->net, q)) continue;
         NetMemDesc theirs;
-        const mscclrt_result rr = boot_recv(c->boot, q, NATIVE_PK_TAG, &theirs, sizeof theirs);
+        const mscclrt_result rr = boot_recv(c->boot, q, area_tag[kind], &theirs, sizeof theirs);
         if (rr != MSCCLRT_SUCCESS) return rr;
         if (theirs.bytes) {   /* empty: q keeps its scratch's slots */
             if (theirs.bytes < bytes) {
                 if (res == MSCCLRT_SUCCESS)
-                    res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: rank %d's incoming packet slots "
-                                  "hold %llu bytes, the layout needs %llu", r, q,
+                    res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: rank %d's incoming %s hold "
+                                  "%llu bytes, the layout needs %llu", r, q, area_name[kind],
                                   (unsigned long long)theirs.bytes, (unsigned long long)bytes);
                 continue;
             }
@@ -96,7 +99,7 @@ mscclrt_result native_net_pk_in(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, boo
         }
     }
     if (res == MSCCLRT_SUCCESS && *host)
-        LOG_INFO(LOG_SUB_INIT, "rank %d: packets from other nodes land in pinned host memory "
-                 "(%llu bytes)", r, (unsigned long long)bytes);
+        LOG_INFO(LOG_SUB_INIT, "rank %d: incoming %s for other nodes in pinned host memory "
+                 "(%llu bytes)", r, area_name[kind], (unsigned long long)bytes);
     return res;
 }

@@ -1,8 +1,7 @@
 /*
- * algo_native_net.h - the native context's packet areas for peers on other nodes
- * (algo_native_net.c): the outgoing packets a kernel writes for the proxy to send, and the
- * incoming packet slots the network receives into, both in pinned host memory the GPU maps
- * where it can be had.
+ * algo_native_net.h - the native context's areas for peers on other nodes (algo_native_net.c):
+ * the outgoing packets a kernel writes for the proxy to send, and the incoming packet and Simple
+ * slots the network receives into, in pinned host memory the GPU maps where it can be had.
  */
 #ifndef MSCCLRT_ALGO_NATIVE_NET_H
 #define MSCCLRT_ALGO_NATIVE_NET_H
@@ -19,16 +18,20 @@
  * area. An error only where the registration failed. */
 mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host);
 
-/* The incoming packet slots for peers on other nodes (MnContext.pk_in_host and peer_pk).
- * Collective: every rank of c, a communicator that spans nodes, calls it once, after its
- * executor context x is set up. want: this rank keeps such slots in host memory (where the
- * network stages device memory, MSCCLRT_NATIVE_NET_PK_HOST); each rank then allocates `bytes`
- * of pinned host memory the GPU maps, registers it for receives (net_reg_host) and sends its
- * descriptor to every rank on another node (an empty one where it has none), and imports
- * theirs. *host: this rank's slots (NULL: the scratch's packet area); win[q] (n entries,
- * zeroed by the caller): for rank q on another node the window of its slots, 0 where it keeps
- * them in its scratch. */
-mscclrt_result native_net_pk_in(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, bool want, void **host,
-                                uint64_t *win);
+/* What a rank receives from peers on other nodes into an area of `bytes` laid out by sender:
+ * its packet slots (MnContext.pk_in_host and peer_pk) or its Simple slots (slot_in_host and
+ * peer_slot); `kind` is one of NATIVE_NET_PACKETS / NATIVE_NET_SLOTS (the bootstrap tag of the
+ * exchange and the log's words).
+ * Collective: every rank of c, a communicator that spans nodes, calls it once per kind, after its
+ * executor context x is set up. want: this rank keeps that area in host memory (where the
+ * network stages device memory); each rank then allocates `bytes` of pinned host memory the GPU
+ * maps, registers it for receives (net_reg_host) and sends its descriptor to every rank on
+ * another node (an empty one where it has none), and imports theirs. *host: this rank's area
+ * (NULL: the scratch's); win[q] (n entries, zeroed by the caller): for rank q on another node
+ * the window of its area, 0 where it keeps it in its scratch. A peer offering fewer bytes than
+ * this rank's layout is an error naming it. */
+typedef enum { NATIVE_NET_PACKETS, NATIVE_NET_SLOTS } NativeNetArea;
+mscclrt_result native_net_host_in(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
+                                  bool want, void **host, uint64_t *win);
 
 #endif

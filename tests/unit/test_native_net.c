@@ -1,13 +1,15 @@
 /*
- * test_native_net.c - the native context's incoming packet slots for peers on other nodes
- * (runtime/algo/algo_native_net.c), without a GPU: ranks split into "nodes" by MSCCLRT_HOSTID
- * (re-executed children, tests/unit/test_net_util.h) on the socket transport. In device mode on
- * the fake CUDA driver every rank gets pinned host slots, registered and exchanged with the ranks
- * on other nodes: a put into a peer's window at a sender's slot lands in that peer's host slots
- * (the staging copy into device memory fails on purpose, so nothing may take it), each before
- * the signal after it; a rank that keeps its slots in device memory sends an empty descriptor
- * and its peers get no window; a peer whose slots are smaller than the layout is an error naming
- * it; with host buffers (where the network stages nothing) there are no host slots at all.
+ * test_native_net.c - the native context's incoming areas for peers on other nodes (packet
+ * slots and Simple slots, runtime/algo/algo_native_net.c), without a GPU: ranks split into
+ * "nodes" by MSCCLRT_HOSTID (re-executed children, tests/unit/test_net_util.h) on the socket
+ * transport. In device mode on the fake CUDA driver every rank gets pinned host slots,
+ * registered and exchanged with the ranks on other nodes: a put into a peer's window at a
+ * sender's slot lands in that peer's host slots (the staging copy into device memory fails on
+ * purpose, so nothing may take it), each before the signal after it, and a second area
+ * (exchanged under its own tag) gets only its own puts; a rank that keeps its slots in device
+ * memory sends an empty descriptor and its peers get no window; a peer whose slots are smaller
+ * than the layout is an error naming it; with host buffers (where the network stages nothing)
+ * there are no host slots at all.
  */
 #define BIG 4096
 #include "test_net_util.h"
@@ -25,7 +27,26 @@ static int open_side(Side *s, int rank, int n, const BootId *id, bool dev) {
     return side_open(s, rank, n, id, &o, "socket", NULL);
 }
 
-/* mode "all": every rank wants host slots; "one-device": rank 1 keeps device slots; "short":
+/* Each rank puts a pattern (round k) into its slot at every peer with a window, then a signal
+ * k; a rank with an area (host) finds every other node's pattern in it once the signals are
+ * there. */
+static void put_round(Side *s, void *host, const uint64_t *win, int k) {
+    unsigned char src[SLOT];
+    for (int i = 0; i < SLOT; i++) src[i] = pat(s->rank, (uint64_t)i, k);
+    for (int q = 0; q < s->n; q++) {
+        if (!win[q]) continue;
+        CHECK_OK(net_put(s->net, win[q] + (uint64_t)s->rank * SLOT, (uint64_t)(uintptr_t)src, SLOT));
+        CHECK_OK(net_signal(s->net, s->win_ctr[q] + (uint64_t)s->rank * 8, (uint64_t)k));
+    }
+    CHECK_OK(net_flush(s->net));
+    for (int q = 0; host && q < s->n; q++) {
+        if (!net_peer_remote(s->net, q)) continue;   /* every sender had our window */
+        CHECK(wait_ctr(s, q, (uint64_t)k));
+        CHECK_EQ_INT(SLOT, (int)first_bad((unsigned char *)host + (size_t)q * SLOT, q, SLOT, k));
+    }
+}
+
+/* mode "all": every rank wants host slots; "both": the Simple slots after the packet slots; "one-device": rank 1 keeps device slots; "short":
  * rank 1's slots are smaller than rank 0 expects; "hostmem": host buffers, no staging. */
 static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
     const bool dev = strcmp(mode, "hostmem") != 0;
@@ -43,7 +64,7 @@ static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
     const uint64_t bytes = strcmp(mode, "short") == 0 && rank == 1 ? SLOTS / 2 : SLOTS;
     uint64_t win[8] = {0};
     void *host = (void *)1;
-    const mscclrt_result res = native_net_pk_in(&c, &x, bytes, want, &host, win);
+    const mscclrt_result res = native_net_host_in(&c, &x, NATIVE_NET_PACKETS, bytes, want, &host, win);
     if (strcmp(mode, "short") == 0 && rank == 0) {   /* rank 1 offered half the layout */
         CHECK_EQ_INT(MSCCLRT_ERR_INTERNAL, res);
         CHECK_CONTAINS(mscclrt_last_error(), "rank 1's incoming packet slots hold 524288 bytes");
@@ -60,26 +81,25 @@ static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
         CHECK_EQ_INT(has, net_is_window(win[q]));
         if (!has) CHECK_EQ_INT(0, (int)(win[q] != 0));
     }
-    /* each rank puts a pattern into its slot at every peer with a window, then a signal; the
-     * receiver finds it in its host slots once the signal is there */
-    unsigned char src[SLOT];
-    for (int i = 0; i < SLOT; i++) src[i] = pat(rank, (uint64_t)i, 3);
-    if (strcmp(mode, "short") != 0) {
-        for (int q = 0; q < n; q++) {
-            if (!win[q]) continue;
-            CHECK_OK(net_put(s.net, win[q] + (uint64_t)rank * SLOT, (uint64_t)(uintptr_t)src, SLOT));
-            CHECK_OK(net_signal(s.net, s.win_ctr[q] + (uint64_t)rank * 8, 1));
-        }
-        CHECK_OK(net_flush(s.net));
-        for (int q = 0; host && q < n; q++) {
-            if (!net_peer_remote(s.net, q)) continue;   /* every sender had our window */
-            CHECK(wait_ctr(&s, q, 1));
-            CHECK_EQ_INT(SLOT, (int)first_bad((unsigned char *)host + (size_t)q * SLOT, q, SLOT, 3));
-        }
+    if (strcmp(mode, "short") != 0) put_round(&s, host, win, 1);
+    /* "both": the Simple slots too, a second area exchanged under its own tag after the first:
+     * a put into its window lands there, not in the packet slots */
+    void *host2 = NULL;
+    if (strcmp(mode, "both") == 0) {
+        uint64_t win2[8] = {0};
+        CHECK_OK(native_net_host_in(&c, &x, NATIVE_NET_SLOTS, 2 * SLOTS, true, &host2, win2));
+        CHECK(host2 != NULL && host2 != host);
+        for (int q = 0; q < n; q++) CHECK(win2[q] == 0 || win2[q] != win[q]);
+        memset(host, 0, SLOTS);
+        put_round(&s, host2, win2, 2);
+        uint64_t stray = 0;   /* bytes of the second round in the packet slots */
+        for (uint64_t i = 0; i < SLOTS; i++) stray += ((const unsigned char *)host)[i] != 0;
+        CHECK_EQ_INT(0, (int)stray);
     }
     CHECK_OK(boot_barrier(s.boot));
     net_release(s.net, &x);   /* the host slots' registration and the windows */
     if (host) cu.cuMemFreeHost(host);
+    if (host2) cu.cuMemFreeHost(host2);
     side_close(&s);
     return h_failed ? 1 : 0;
 }
@@ -110,6 +130,8 @@ int main(int argc, char **argv) {
          CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("all", 2, two)));
     TEST("native net: host slots among 4 ranks on 2 nodes (windows only across nodes)",
          CHECK_EQ_INT(0, run("all", 4, four)));
+    TEST("native net: packet and Simple slots, two areas exchanged apart (2 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("both", 2, two)));
     TEST("native net: a rank that keeps device slots gives its peers no window",
          CHECK_EQ_INT(0, run("one-device", 4, four)));
     TEST("native net: a peer's slots smaller than the layout are an error naming it",
