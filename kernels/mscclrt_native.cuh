@@ -75,6 +75,11 @@ struct Ctx {
         if (!w) return slot_at(p, b, h);
         return (char *)w + (((u64)b * n + rank) * 2 + h) * slot;
     }
+    /* this rank's outgoing slot for a Simple piece to peer p on another node (half h;
+     * c->slot_out != 0) */
+    __device__ char *slot_out_at(u32 b, u32 p, u32 h) const {
+        return (char *)c->slot_out + (((u64)b * n + p) * 2 + h) * slot;
+    }
     /* this rank's slot for packet message `flag` from sender s, which may be on another node
      * (send/recv): there in pinned host memory where the context has it (MnContext.pk_in_host) */
     __device__ const char *pk_in_any(u32 b, u32 s, u32 flag) const {
@@ -126,9 +131,10 @@ __device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
  * (b, p), which nothing else uses for such a peer (acknowledgements from it are not consumed
  * one by one: open_net compares their total); the receiver's count is its data_seen counter
  * of (b, p). open_net: the slot of the next message to p, once its half is free. */
-__device__ __forceinline__ char *open_net(const Ctx &x, u32 b, u32 p) {
+__device__ __forceinline__ char *open_net(const Ctx &x, u32 b, u32 p, u32 *half = nullptr) {
     u64 *sent = x.ctr(x.c->off_ack_seen, b, p);
     const u64 m = *sent;
+    if (half) *half = (u32)(m & 1);
     __syncthreads();   /* every thread has read the count before it moves */
     if (threadIdx.x == 0) {
         *sent = m + 1;

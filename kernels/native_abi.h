@@ -96,8 +96,13 @@ typedef struct MnContext {
                                      into (MSCCLRT_NATIVE_NET_SLOT_HOST); 0: in the scratch */
     mk_u64 peer_slot;             /* device address of u64[nranks]: for a peer on another node the
                                      window of its slot_in_host (0: its scratch's slots) */
+    mk_u64 slot_out;              /* this rank's outgoing Simple pieces to peers on other nodes,
+                                     [max_blocks][peer][half] of slot_bytes in pinned host memory
+                                     the kernel copies each piece into and the proxy sends from as
+                                     it is (MSCCLRT_NATIVE_NET_SLOT_HOST); 0: the proxy sends from
+                                     the source itself, through its staging copy */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 216, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 224, "MnContext layout (host and device agree)");
 
 /* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
  * of block 0 of each launch takes the next record of the ring (a launch count modulo

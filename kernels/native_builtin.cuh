@@ -93,22 +93,30 @@ struct Flow {
         if (threadIdx.x == 0) *net_sent = false;
         __syncthreads();
     }
-    /* message k to p: reuse the half only once p acknowledged message k - 2 (to another node:
-     * the messages are counted across launches, open_net) */
-    __device__ char *open(u32 p, u64 k) const {
-        if (x.remote(p)) return open_net(x, b, p);
-        if (k >= 2) wait_ack(x, b, p);
-        return x.slot_at(p, b, (u32)(k & 1));
-    }
-    /* to a peer on another node the piece goes from src itself through the port proxy (the
-     * host never runs PreMulSum across nodes, so there is nothing to scale on the way) */
-    __device__ void send(u32 p, u64 k, const char *src, u64 n, bool scale, const T *s) const {
-        char *dst = open(p, k);
-        if (x.remote(p)) {
-            if (threadIdx.x == 0) *net_sent = true;
-            return put_net(x, b, p, dst, src, n);
+    /* to a peer on another node the piece goes through the port proxy (the host never runs
+     * PreMulSum across nodes, so there is nothing to scale on the way): copied first into this
+     * rank's outgoing slot in pinned host memory where the context has one (the proxy sends it
+     * as it is, and the slot's half is written again only after the peer acknowledged this
+     * message, i.e. after it arrived), else from src itself, which the block's end then waits
+     * for the proxy to have read (finish) */
+    __device__ __noinline__ void send_net(u32 p, const char *src, u64 n) const {
+        u32 h = 0;
+        char *dst = open_net(x, b, p, &h);
+        if (x.c->slot_out) {
+            char *out = x.slot_out_at(b, p, h);
+            mk::copy(out, src, n);
+            __threadfence_system();   /* every thread's stores reach host memory first */
+            return put_net(x, b, p, dst, out, n);
         }
-        stage(dst, src, n, scale, s);
+        if (threadIdx.x == 0) *net_sent = true;
+        put_net(x, b, p, dst, src, n);
+    }
+    /* message k to p: reuse the half only once p acknowledged message k - 2 (to another node:
+     * the messages are counted across launches, send_net) */
+    __device__ void send(u32 p, u64 k, const char *src, u64 n, bool scale, const T *s) const {
+        if (x.remote(p)) return send_net(p, src, n);
+        if (k >= 2) wait_ack(x, b, p);
+        stage(x.slot_at(p, b, (u32)(k & 1)), src, n, scale, s);
         put_done(x, b, p);
     }
     __device__ const char *recv(u32 p, u64 k) const {

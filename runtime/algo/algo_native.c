@@ -56,6 +56,7 @@ struct NativeCtx {
                                      nodes (MnContext.pk_in_host), or NULL */
     void *slot_in_host;            /* pinned host memory of the incoming Simple pieces from other
                                      nodes (MnContext.slot_in_host), or NULL */
+    void *slot_out_host;           /* ... of the outgoing ones (MnContext.slot_out), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
     bool p2p_pk_batch;             /* MSCCLRT_NATIVE_P2P_PK_BATCH */
@@ -163,7 +164,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     const uint64_t pk_area = pk_area_bytes(n, x->scratch_bytes);
     if (net && m->pk_slot_bytes) {
         /* outgoing packets: pinned host memory, else the scratch's second packet area */
-        TRY(native_net_pk_out(c, nc->x, pk_area, &nc->pk_host));
+        TRY(native_net_host_out(c, nc->x, NATIVE_NET_PACKETS, pk_area, &nc->pk_host));
         m->pk_out = nc->pk_host ? (mk_u64)(uintptr_t)nc->pk_host : x->scratch + m->off_pk + pk_area;
     }
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
@@ -238,6 +239,10 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         res = native_net_host_in(c, nc->x, NATIVE_NET_SLOTS, slot_area, slot_in_host != 0,
                                  &nc->slot_in_host, peers + 2 * n);
         m->slot_in_host = (mk_u64)(uintptr_t)nc->slot_in_host;
+        /* and the outgoing pieces, which only this rank's kernels and proxy see */
+        if (res == MSCCLRT_SUCCESS && slot_in_host)
+            res = native_net_host_out(c, nc->x, NATIVE_NET_SLOTS, slot_area, &nc->slot_out_host);
+        m->slot_out = (mk_u64)(uintptr_t)nc->slot_out_host;
     }
     const size_t bytes = sizeof *m + 3 * (size_t)n * sizeof *peers;
     if (res == MSCCLRT_SUCCESS)
@@ -273,6 +278,7 @@ static void native_free(NativeCtx *nc) {
     if (nc->pk_host) cu.cuMemFreeHost(nc->pk_host);
     if (nc->pk_in_host) cu.cuMemFreeHost(nc->pk_in_host);
     if (nc->slot_in_host) cu.cuMemFreeHost(nc->slot_in_host);
+    if (nc->slot_out_host) cu.cuMemFreeHost(nc->slot_out_host);
     free(nc->reach);
     plan_free(nc->plan);
     free(nc);

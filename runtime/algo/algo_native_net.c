@@ -1,9 +1,9 @@
 /*
  * algo_native_net.c - the native context's areas for peers on other nodes, in pinned host
  * memory the GPU maps, as NCCL keeps its network buffers where there is no GPUDirect RDMA: a
- * kernel writes its outgoing packets there for the proxy to send as they are, and the network
- * receives a peer's packets (and, MSCCLRT_NATIVE_NET_SLOT_HOST, its Simple pieces) straight into
- * this rank's incoming areas, which the kernel reads through the mapping. A packet then has no
+ * kernel writes its outgoing packets (and, MSCCLRT_NATIVE_NET_SLOT_HOST, its Simple pieces)
+ * there for the proxy to send as they are, and the network receives a peer's straight into this
+ * rank's incoming areas, which the kernel reads through the mapping. A packet then has no
  * copy-engine round trip on its way (its flags say it arrived, so no signal follows it either):
  * across two nodes a send/recv of 1 KiB took 59 us while it went through device memory and
  * takes 44 (NCCL 44; nvidia-h100-x2, loopback TCP, c18).
@@ -34,9 +34,11 @@ static CuDevPtr host_area(const mscclrt_comm *c, uint64_t bytes, const char *wha
     return d;
 }
 
-mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host) {
+mscclrt_result native_net_host_out(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
+                                   void **host) {
     if (*host || !x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
-    const CuDevPtr d = host_area(c, bytes, "outgoing packets to other nodes");
+    const CuDevPtr d = host_area(c, bytes, kind == NATIVE_NET_PACKETS ? "outgoing packets to other nodes"
+                                                                      : "outgoing pieces to other nodes");
     if (!d) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host_src(x->net, x, (uint64_t)d, (size_t)bytes);
     if (res == MSCCLRT_SUCCESS) *host = (void *)(uintptr_t)d;

@@ -11,17 +11,21 @@
 
 #include "exec/exec.h"
 
-/* The outgoing packets to peers on other nodes (MnContext.pk_out, `bytes` of them): *host (kept
- * if set already) gets pinned host memory the kernels write through its mapping and the
- * transport sends from as it is (net_reg_host_src: no staging copy), up to 64 MiB; it stays
- * NULL where that memory cannot be had or x has no network, and the caller keeps its scratch
- * area. An error only where the registration failed. */
-mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, void **host);
+/* The two kinds of area: packet slots and Simple slots */
+typedef enum { NATIVE_NET_PACKETS, NATIVE_NET_SLOTS } NativeNetArea;
+
+/* An outgoing area for peers on other nodes of `bytes` (the packets, MnContext.pk_out, or the
+ * Simple pieces, slot_out): *host (kept if set already) gets pinned host memory the kernels
+ * write through its mapping and the transport sends from as it is (net_reg_host_src: no
+ * staging copy), up to 64 MiB; it stays NULL where that memory cannot be had or x has no
+ * network, and the caller keeps its scratch (packets) or sends from the sources (pieces). An
+ * error only where the registration failed. Not collective: the receiver cannot tell. */
+mscclrt_result native_net_host_out(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
+                                   void **host);
 
 /* What a rank receives from peers on other nodes into an area of `bytes` laid out by sender:
  * its packet slots (MnContext.pk_in_host and peer_pk) or its Simple slots (slot_in_host and
- * peer_slot); `kind` is one of NATIVE_NET_PACKETS / NATIVE_NET_SLOTS (the bootstrap tag of the
- * exchange and the log's words).
+ * peer_slot); `kind` gives the bootstrap tag of the exchange and the log's words.
  * Collective: every rank of c, a communicator that spans nodes, calls it once per kind, after its
  * executor context x is set up. want: this rank keeps that area in host memory (where the
  * network stages device memory); each rank then allocates `bytes` of pinned host memory the GPU
@@ -30,7 +34,6 @@ mscclrt_result native_net_pk_out(mscclrt_comm *c, ExecCtx *x, uint64_t bytes, vo
  * (NULL: the scratch's); win[q] (n entries, zeroed by the caller): for rank q on another node
  * the window of its area, 0 where it keeps it in its scratch. A peer offering fewer bytes than
  * this rank's layout is an error naming it. */
-typedef enum { NATIVE_NET_PACKETS, NATIVE_NET_SLOTS } NativeNetArea;
 mscclrt_result native_net_host_in(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
                                   bool want, void **host, uint64_t *win);
 

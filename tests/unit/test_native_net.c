@@ -6,7 +6,7 @@
  * registered and exchanged with the ranks on other nodes: a put into a peer's window at a
  * sender's slot lands in that peer's host slots (the staging copy into device memory fails on
  * purpose, so nothing may take it), each before the signal after it, and a second area
- * (exchanged under its own tag) gets only its own puts; a rank that keeps its slots in device
+ * (exchanged under its own tag) gets only its own puts; puts from an outgoing area go unstaged; a rank that keeps its slots in device
  * memory sends an empty descriptor and its peers get no window; a peer whose slots are smaller
  * than the layout is an error naming it; with host buffers (where the network stages nothing)
  * there are no host slots at all.
@@ -30,8 +30,8 @@ static int open_side(Side *s, int rank, int n, const BootId *id, bool dev) {
 /* Each rank puts a pattern (round k) into its slot at every peer with a window, then a signal
  * k; a rank with an area (host) finds every other node's pattern in it once the signals are
  * there. */
-static void put_round(Side *s, void *host, const uint64_t *win, int k) {
-    unsigned char src[SLOT];
+static void put_round(Side *s, void *host, const uint64_t *win, int k, unsigned char *out) {
+    unsigned char stack[SLOT], *src = out ? out : stack;   /* out: a registered host source */
     for (int i = 0; i < SLOT; i++) src[i] = pat(s->rank, (uint64_t)i, k);
     for (int q = 0; q < s->n; q++) {
         if (!win[q]) continue;
@@ -81,7 +81,14 @@ static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
         CHECK_EQ_INT(has, net_is_window(win[q]));
         if (!has) CHECK_EQ_INT(0, (int)(win[q] != 0));
     }
-    if (strcmp(mode, "short") != 0) put_round(&s, host, win, 1);
+    /* "both": every put leaves from an outgoing area (native_net_host_out), which the network
+     * sends unstaged: the staging copy out of device memory fails there too */
+    void *out = NULL;
+    if (strcmp(mode, "both") == 0) {
+        CHECK_OK(native_net_host_out(&c, &x, NATIVE_NET_SLOTS, SLOT, &out));
+        CHECK(out != NULL);
+    }
+    if (strcmp(mode, "short") != 0) put_round(&s, host, win, 1, out);
     /* "both": the Simple slots too, a second area exchanged under its own tag after the first:
      * a put into its window lands there, not in the packet slots */
     void *host2 = NULL;
@@ -91,7 +98,7 @@ static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
         CHECK(host2 != NULL && host2 != host);
         for (int q = 0; q < n; q++) CHECK(win2[q] == 0 || win2[q] != win[q]);
         memset(host, 0, SLOTS);
-        put_round(&s, host2, win2, 2);
+        put_round(&s, host2, win2, 2, out);
         uint64_t stray = 0;   /* bytes of the second round in the packet slots */
         for (uint64_t i = 0; i < SLOTS; i++) stray += ((const unsigned char *)host)[i] != 0;
         CHECK_EQ_INT(0, (int)stray);
@@ -100,6 +107,7 @@ static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
     net_release(s.net, &x);   /* the host slots' registration and the windows */
     if (host) cu.cuMemFreeHost(host);
     if (host2) cu.cuMemFreeHost(host2);
+    if (out) cu.cuMemFreeHost(out);
     side_close(&s);
     return h_failed ? 1 : 0;
 }
@@ -114,7 +122,8 @@ static int run(const char *scen, int n, const char *const *hostids) {
     /* the socket backend's staging copy into device memory fails: a packet that took it would
      * not arrive */
     const char *const dev_env[] = {"LD_LIBRARY_PATH", fake_dir, "FAKE_CUDA_FAIL",
-                                   "cuMemcpyHtoDAsync:1", NULL};
+                                   strcmp(scen, "both") == 0 ? "cuMemcpyHtoDAsync:1,cuMemcpyDtoHAsync:1"
+                                                             : "cuMemcpyHtoDAsync:1", NULL};
     return run_ranks(scen, n, hostids, strcmp(scen, "hostmem") ? dev_env : NULL, -1, 0);
 }
 
@@ -130,7 +139,7 @@ int main(int argc, char **argv) {
          CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("all", 2, two)));
     TEST("native net: host slots among 4 ranks on 2 nodes (windows only across nodes)",
          CHECK_EQ_INT(0, run("all", 4, four)));
-    TEST("native net: packet and Simple slots, two areas exchanged apart (2 ranks, 2 nodes)",
+    TEST("native net: packet and Simple slots apart, puts from an outgoing area unstaged",
          CHECK_EQ_INT(0, run("both", 2, two)));
     TEST("native net: a rank that keeps device slots gives its peers no window",
          CHECK_EQ_INT(0, run("one-device", 4, four)));
