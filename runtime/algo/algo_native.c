@@ -578,8 +578,8 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     /* the direct kernel's grid (the same on every rank: a parameter and the collective cap),
      * unless the caller chose one */
     if (l->direct && blocks <= 0) {
-        const int cap = exec_native_block_cap(c, MN_DIRECT_BLOCKS);
-        blocks = nc->direct_blocks < cap ? nc->direct_blocks : cap;
+        blocks = native_direct_grid(req->collective, req->message_bytes, nc->direct_blocks,
+                                    exec_native_block_cap(c, MN_DIRECT_BLOCKS));
         if (threads <= 0) threads = 1024;
     }
     /* send/recv groups have a fixed grid (both sides of a pair must cut alike): given here */
@@ -666,6 +666,18 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
     l->comm = c;
     l->stream = req->stream;
     if (l->direct) native_direct_fill(c, req, l);
+}
+
+/* The direct kernel's grid: the variable's blocks, or by default 64, and the wide grid for
+ * alltoall from NATIVE_WIDE_ALLTOALL bytes (nccl-tests -G 1 on 2 x H200, c17: 1 GiB 1573 us on
+ * 64 blocks, 1508 on 128, NCCL 1479; 256 MiB even, 406 and 406; 64 MiB 109 against 114, so not
+ * below); never more than cap. The same on every rank: the size is the call's. */
+#define NATIVE_WIDE_ALLTOALL (512ull << 20)
+int native_direct_grid(mscclrt_coll coll, uint64_t bytes, int param, int cap) {
+    int want = param > 0 ? param
+             : coll == MSCCLRT_COLL_ALLTOALL && bytes >= NATIVE_WIDE_ALLTOALL ? MN_DIRECT_BLOCKS : 64;
+    if (want > cap) want = cap;
+    return want < 1 ? 1 : want;
 }
 
 /* ---- the direct form of send/recv ------------------------------------------------------------- */

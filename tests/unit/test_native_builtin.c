@@ -221,6 +221,22 @@ static void t_p2p_blocks(void) {
 }
 
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
+/* The direct kernel's grid (native_direct_grid): an explicit variable everywhere; by default
+ * 64, and the wide grid for alltoall from 512 MiB only; always within the cap */
+static void t_direct_grid(void) {
+    const uint64_t big = 512ull << 20;
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1ull << 30, 0, 128));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big - 1, 0, 128));
+    CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big, 0, 128));
+    CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 0, 128));
+    CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 0, 33));   /* shared GPU */
+    CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLGATHER, 1ull << 20, 0, 33));
+    CHECK_EQ_INT(32, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 32, 128));  /* explicit */
+    CHECK_EQ_INT(128, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1024, 128, 128));
+    CHECK_EQ_INT(16, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1024, 128, 16));
+    CHECK_EQ_INT(1, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1024, 0, 0));
+}
+
 static void t_block_cap(void) {
     static const struct { int share, sms, want; } v[] = {
         {1, 132, 32}, {2, 132, 32}, {4, 132, 32}, {8, 132, 16}, {8, 108, 13},
@@ -273,6 +289,7 @@ int main(void) {
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
     TEST("native builtin: send/recv entries take the blocks their size needs (direct ones their own grid)", t_p2p_blocks());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
+    TEST("native builtin: the direct grid (64; alltoall of 512 MiB and more on 128)", t_direct_grid());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
     TEST("native builtin: NVRTC compiles the modules with the timestamp probe", t_probe_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
