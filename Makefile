@@ -208,7 +208,7 @@ test-gpu: all $(UNIT_BIN) $(TOOL_BIN)
 SAN_ASAN_ONLY := test_plan test_cpu test_proxy test_check_rank test_passes test_launch_sim test_diag test_hash \
                  test_mscclc test_comm_init_fail \
                  test_numarg cmd_args cpu_compat cpu_run compat_coll test_algo fuzz_net test_net_hostile \
-                 test_peermem test_boot_fdpass test_p2pcoll
+                 test_peermem test_boot_fdpass test_p2pcoll test_native_net
 SAN_TSAN_ONLY := test_cpu test_proxy test_check_rank tsan test_algo_registry test_algo_tuning
 SAN_UBSAN_ONLY:= test_numarg cmd_args cpu_run
 CLANG     ?= $(shell command -v clang 2>/dev/null)
