@@ -328,7 +328,16 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
                   "(MSCCLRT_P2PCOLL_BYTES=%lld)", c->rank, fn, (unsigned long long)q->message_bytes, first);
         return algo_p2pcoll_run(c, q, fn);
     }
-    if (composed || algo_native_net_serves(c, q)) {
+    const bool net_native = algo_native_net_serves(c, q);
+    long long net_first = 0;
+    if (net_native) TRY(param_int(PARAM_NATIVE_NET_BYTES, &net_first));
+    if (net_native && algo_native_net_first(q, (uint64_t)net_first)) {
+        LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: the built-in collective over the "
+                  "port proxy (MSCCLRT_NATIVE_NET_BYTES=%lld)", c->rank, fn,
+                  (unsigned long long)q->message_bytes, net_first);
+        return across_nodes_fallback(c, q, false, fn);
+    }
+    if (composed || net_native) {
         bool none = false;
         const mscclrt_result sr = algo_select_quiet(c, q, &ch, &none);
         if (none) return across_nodes_fallback(c, q, composed, fn);

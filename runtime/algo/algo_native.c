@@ -779,6 +779,11 @@ bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q) {
     return !(q->collective == MSCCLRT_COLL_ALLTOALL && q->sendbuf == (const void *)q->recvbuf);
 }
 
+bool algo_native_net_first(const mscclrt_request *q, uint64_t limit) {
+    return q && q->collective != MSCCLRT_COLL_SENDRECV && q->message_bytes &&
+           q->message_bytes <= limit;
+}
+
 const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll) {
     NativeCtx *nc = c->algo ? c->algo->native : NULL;
     if (!nc || (unsigned)coll >= MSCCLRT_COLL_COUNT) return NULL;

@@ -68,6 +68,10 @@ bool algo_native_reaches_all(const mscclrt_comm *c);
  * every rank, and the operator is not PreMulSum. It is algo_coll.c's fallback for what no
  * algorithm serves there, never a candidate: it is slower than the multi-node programs. */
 bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q);
+/* Whether q, which algo_native_net_serves, goes to that built-in collective before any plan is
+ * considered: a collective of at most `limit` bytes (MSCCLRT_NATIVE_NET_BYTES; 0: never), to
+ * measure it against the multi-node programs. The same on every rank. */
+bool algo_native_net_first(const mscclrt_request *q, uint64_t limit);
 /* That built-in algorithm (owned by c's native context; NULL without one). */
 const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll);
 /* How many of this rank's direct launches went direct and how many took the slots (0 and 0

@@ -237,6 +237,26 @@ static void t_direct_grid(void) {
     CHECK_EQ_INT(1, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1024, 0, 0));
 }
 
+/* MSCCLRT_NATIVE_NET_BYTES's rule (algo_native_net_first): every collective but send/recv, of
+ * 1 byte up to the limit; never with a limit of 0 or for an empty call */
+static void t_net_first(void) {
+    mscclrt_request q;
+    memset(&q, 0, sizeof q);
+    for (int c = 0; c < MSCCLRT_COLL_COUNT; c++) {
+        q.collective = (mscclrt_coll)c;
+        const bool coll = c != MSCCLRT_COLL_SENDRECV;
+        q.message_bytes = 1;
+        CHECK_EQ_INT(coll, algo_native_net_first(&q, 1));
+        CHECK_EQ_INT(0, algo_native_net_first(&q, 0));
+        q.message_bytes = 16u << 20;
+        CHECK_EQ_INT(coll, algo_native_net_first(&q, 16u << 20));
+        CHECK_EQ_INT(0, algo_native_net_first(&q, (16u << 20) - 1));
+        q.message_bytes = 0;
+        CHECK_EQ_INT(0, algo_native_net_first(&q, 1u << 30));
+    }
+    CHECK_EQ_INT(0, algo_native_net_first(NULL, 1u << 30));
+}
+
 static void t_block_cap(void) {
     static const struct { int share, sms, want; } v[] = {
         {1, 132, 32}, {2, 132, 32}, {4, 132, 32}, {8, 132, 16}, {8, 108, 13},
@@ -290,6 +310,7 @@ int main(void) {
     TEST("native builtin: send/recv entries take the blocks their size needs (direct ones their own grid)", t_p2p_blocks());
     TEST("native builtin: block cap where ranks share a process and GPU", t_block_cap());
     TEST("native builtin: the direct grid (64; alltoall of 512 MiB and more on 128)", t_direct_grid());
+    TEST("native builtin: MSCCLRT_NATIVE_NET_BYTES sends collectives to the built-in one first", t_net_first());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
     TEST("native builtin: NVRTC compiles the modules with the timestamp probe", t_probe_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
