@@ -166,9 +166,12 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
 /* Whether messages of len bytes per peer travel as packets cut over nb blocks (the launch's
  * grid unless said). Every rank decides the same: len, the grid and the context's slot size
  * agree on all of them. */
+/* whether each of nb blocks' share of len bytes fits one packet message of the context */
+__device__ __forceinline__ bool pk_share_fits(const Ctx &x, u64 len, u32 nb) {
+    return x.pk_data() && round16((len + nb - 1) / nb) <= x.pk_data();
+}
 __device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len, u32 nb) {
-    return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && x.pk_data() &&
-           round16((len + nb - 1) / nb) <= x.pk_data();
+    return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && pk_share_fits(x, len, nb);
 }
 __device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len) { return pk_fits(x, len, x.nb); }
 /* a collective: packets are stores into every peer's memory, so none where a peer is on another
@@ -513,8 +516,7 @@ __device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 full) {
  * packet message: each is a proxy trigger and a network message of its own) */
 __device__ __forceinline__ bool p2p_pk(const Ctx &x, const MnP2p &o, u32 nb) {
     if (!x.remote((u32)o.peer)) return pk_fits(x, o.bytes, nb);
-    return x.c->pk_out && x.pk_data() && o.bytes <= x.c->net_pk_max &&
-           round16((o.bytes + nb - 1) / nb) <= x.pk_data();
+    return x.c->pk_out && o.bytes <= x.c->net_pk_max && pk_share_fits(x, o.bytes, nb);
 }
 
 /* L: MnP2pList or MnP2pListSmall (the same entries, fewer of them: a smaller kernel argument).

@@ -168,11 +168,11 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         m->pk_out = nc->pk_host ? (mk_u64)(uintptr_t)nc->pk_host : x->scratch + m->off_pk + pk_area;
     }
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
-    long long pk_max, net_pk_max, pk_in_host, slot_in_host;
+    long long pk_max, net_pk_max, pk_in_host, slot_host;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     TRY(param_int(PARAM_NATIVE_NET_PACKET_BYTES, &net_pk_max));
     TRY(param_int(PARAM_NATIVE_NET_PK_HOST, &pk_in_host));
-    TRY(param_int(PARAM_NATIVE_NET_SLOT_HOST, &slot_in_host));
+    TRY(param_int(PARAM_NATIVE_NET_SLOT_HOST, &slot_host));
     m->pk_max_bytes = (uint64_t)pk_max;
     m->net_pk_max = (uint64_t)net_pk_max;
     bool probe = false;
@@ -236,11 +236,11 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     }
     if (res == MSCCLRT_SUCCESS && nwin) {
         const uint64_t slot_area = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->slot_bytes;
-        res = native_net_host_in(c, nc->x, NATIVE_NET_SLOTS, slot_area, slot_in_host != 0,
+        res = native_net_host_in(c, nc->x, NATIVE_NET_SLOTS, slot_area, slot_host != 0,
                                  &nc->slot_in_host, peers + 2 * n);
         m->slot_in_host = (mk_u64)(uintptr_t)nc->slot_in_host;
         /* and the outgoing pieces, which only this rank's kernels and proxy see */
-        if (res == MSCCLRT_SUCCESS && slot_in_host)
+        if (res == MSCCLRT_SUCCESS && slot_host)
             res = native_net_host_out(c, nc->x, NATIVE_NET_SLOTS, slot_area, &nc->slot_out_host);
         m->slot_out = (mk_u64)(uintptr_t)nc->slot_out_host;
     }

@@ -22,6 +22,11 @@
 /* bootstrap tags of the incoming areas' descriptors: "NP" packets, "NS" Simple slots */
 static const int area_tag[] = {0x4e50, 0x4e53};
 static const char *const area_name[] = {"packet slots", "Simple slots"};
+/* what each area holds, for the log line when it stays in device memory: [kind][incoming] */
+static const char *const area_what[][2] = {
+    {"outgoing packets to other nodes", "packets from other nodes"},
+    {"outgoing pieces to other nodes", "pieces from other nodes"},
+};
 
 /* `bytes` of zeroed pinned host memory the GPU maps at the same address, or 0 (logged: `what`
  * then stay in device memory) */
@@ -37,8 +42,7 @@ static CuDevPtr host_area(const mscclrt_comm *c, uint64_t bytes, const char *wha
 mscclrt_result native_net_host_out(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
                                    void **host) {
     if (*host || !x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
-    const CuDevPtr d = host_area(c, bytes, kind == NATIVE_NET_PACKETS ? "outgoing packets to other nodes"
-                                                                      : "outgoing pieces to other nodes");
+    const CuDevPtr d = host_area(c, bytes, area_what[kind][0]);
     if (!d) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host_src(x->net, x, (uint64_t)d, (size_t)bytes);
     if (res == MSCCLRT_SUCCESS) *host = (void *)(uintptr_t)d;
@@ -49,8 +53,7 @@ mscclrt_result native_net_host_out(mscclrt_comm *c, ExecCtx *x, NativeNetArea ki
 /* This rank's incoming area: registered host memory and its descriptor, or none (d zeroed) */
 static mscclrt_result host_in_alloc(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
                                     void **host, NetMemDesc *d) {
-    const CuDevPtr h = host_area(c, bytes, kind == NATIVE_NET_PACKETS ? "packets from other nodes"
-                                                                      : "pieces from other nodes");
+    const CuDevPtr h = host_area(c, bytes, area_what[kind][1]);
     if (!h) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host(x->net, x, (uint64_t)h, (size_t)bytes, d);
     if (res == MSCCLRT_SUCCESS) {
