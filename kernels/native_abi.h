@@ -42,7 +42,10 @@ typedef int32_t mk_i32;
 typedef struct MnContext {
     mk_u32 rank, nranks;
     mk_u32 max_blocks;            /* MN_MAX_BLOCKS */
-    mk_u32 pad0;
+    mk_u32 net_block_kib;         /* send/recv entries to another node that travel through the
+                                     Simple slots: one block per this many KiB of the entry, up to
+                                     the group grid (MSCCLRT_NATIVE_NET_BLOCK_BYTES / 1024; each
+                                     block keeps two pieces in flight) */
     mk_u64 scratch;               /* this rank's scratch base */
     mk_u64 scratch_bytes;
     mk_u64 slot_bytes;            /* bytes of one slot (a multiple of 256) */
@@ -275,23 +278,25 @@ MN_HD mk_u32 mn_pk_blocks(mk_u64 bytes, mk_u64 pk_data, mk_u32 cap) {
 /* The blocks that carry one send/recv entry of `bytes` (blocks 0 .. k-1 of the launch), from
  * values both sides of a pair share: the entry's size, whether the peer is on another node, the
  * context's packet data per message and packet limit (for a peer on another node its own,
- * MnContext.net_pk_max), and the group grid `full`. Within a node a message that travels as
- * packets takes one block per packet message, as the collectives' default grid does (a 1 KiB
- * message cut over 32 blocks of 32 bytes each took 12.8 us under nccl-tests -G 1 on 2 x H100,
- * where all_reduce's one block took 4.8); larger ones the whole grid. To another node packets
- * fill each block's message (every message there is a proxy trigger and a network message of
- * its own, so fewer and fuller); larger entries one block per MiB: each piece there is a few
- * proxy triggers that one host thread performs in turn. A launch's grid is the largest of its
- * entries' (the host computes it with this same function). */
+ * MnContext.net_pk_max), the bytes per block of a Simple entry to another node (net_block,
+ * MnContext.net_block_kib; 0: 1 MiB) and the group grid `full`. Within a node a message that
+ * travels as packets takes one block per packet message, as the collectives' default grid does
+ * (a 1 KiB message cut over 32 blocks of 32 bytes each took 12.8 us under nccl-tests -G 1 on
+ * 2 x H100, where all_reduce's one block took 4.8); larger ones the whole grid. To another node
+ * packets fill each block's message (every message there is a proxy trigger and a network
+ * message of its own, so fewer and fuller); larger entries one block per net_block bytes: each
+ * block keeps two pieces in flight, and each piece is a few proxy triggers that one host thread
+ * performs in turn. A launch's grid is the largest of its entries' (the host computes it with
+ * this same function). */
 MN_HD mk_u32 mn_p2p_entry_blocks(mk_u64 bytes, int remote, mk_u64 pk_data, mk_u64 pk_max,
-                                 mk_u32 full) {
+                                 mk_u64 net_block, mk_u32 full) {
     if (full < 1) full = 1;
     if (remote) {
         if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data) {
             const mk_u64 k = (bytes + pk_data - 1) / pk_data;
             return k < 1 ? 1u : (mk_u32)k;
         }
-        const mk_u64 w = bytes >> 20;
+        const mk_u64 w = bytes / (net_block ? net_block : (mk_u64)1 << 20);
         return w < 1 ? 1u : w < full ? (mk_u32)w : full;
     }
     if (pk_data && bytes <= pk_max && bytes <= (mk_u64)full * pk_data)

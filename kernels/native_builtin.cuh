@@ -508,7 +508,7 @@ __device__ __forceinline__ bool p2p_alone(const MnP2p *v, u32 ne, u32 e) {
 __device__ __forceinline__ u32 p2p_nb(const Ctx &x, const MnP2p &o, u32 full) {
     const bool remote = x.remote((u32)o.peer);
     return mn_p2p_entry_blocks(o.bytes, remote, x.pk_data(), remote ? x.c->net_pk_max : x.c->pk_max_bytes,
-                               full);
+                               (u64)x.c->net_block_kib << 10, full);
 }
 /* Whether entry o, cut over nb blocks, travels as packets: within the node when each block's
  * share fits a packet message; to another node, with outgoing packet slots, up to the network's

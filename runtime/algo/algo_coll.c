@@ -267,15 +267,13 @@ static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, msc
 /* What no algorithm serves on a communicator that spans nodes (sizes the multi-node programs do
  * not fit, in-place alltoall): data movement as one group of send/recv (algo_p2pcoll.c), else
  * the built-in collective's slot path, its pieces to other nodes through the port proxy, on a
- * block per MiB (every piece costs proxy triggers that one host thread performs in turn; the
- * same count on every rank: the message size is the call's). */
+ * block per MSCCLRT_NATIVE_NET_BLOCK_BYTES (algo_native_net_blocks). */
 static mscclrt_result across_nodes_fallback(mscclrt_comm *c, const mscclrt_request *q,
                                             bool composed, const char *fn) {
     if (composed) return algo_p2pcoll_run(c, q, fn);
     const mscclrt_algo *nat = algo_native_net_builtin(c, q->collective);
     if (!nat) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
-    const uint64_t mib = q->message_bytes >> 20;
-    const int blocks = mib < 1 ? 1 : mib < MN_MAX_BLOCKS ? (int)mib : MN_MAX_BLOCKS;
+    const int blocks = algo_native_net_blocks(c, q->message_bytes);
     LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: no algorithm fits; '%s' over the port "
               "proxy on %d blocks", c->rank, fn, (unsigned long long)q->message_bytes,
               nat->desc.name, blocks);
@@ -331,7 +329,7 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     const bool net_native = algo_native_net_serves(c, q);
     long long net_first = 0;
     if (net_native) TRY(param_int(PARAM_NATIVE_NET_BYTES, &net_first));
-    if (net_native && algo_native_net_first(q, (uint64_t)net_first)) {
+    if (net_native && algo_native_net_first(q, net_first)) {
         LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: the built-in collective over the "
                   "port proxy (MSCCLRT_NATIVE_NET_BYTES=%lld)", c->rank, fn,
                   (unsigned long long)q->message_bytes, net_first);

@@ -69,9 +69,14 @@ bool algo_native_reaches_all(const mscclrt_comm *c);
  * algorithm serves there, never a candidate: it is slower than the multi-node programs. */
 bool algo_native_net_serves(const mscclrt_comm *c, const mscclrt_request *q);
 /* Whether q, which algo_native_net_serves, goes to that built-in collective before any plan is
- * considered: a collective of at most `limit` bytes (MSCCLRT_NATIVE_NET_BYTES; 0: never), to
- * measure it against the multi-node programs. The same on every rank. */
-bool algo_native_net_first(const mscclrt_request *q, uint64_t limit);
+ * considered: a collective of at most `limit` bytes (MSCCLRT_NATIVE_NET_BYTES; 0: never), or
+ * with limit -1 the measured rule (NATIVE_NET_REDUCE_BYTES). The same on every rank. */
+bool algo_native_net_first(const mscclrt_request *q, long long limit);
+/* The grid of the built-in collective across nodes for a message of `bytes`: a block per
+ * MSCCLRT_NATIVE_NET_BLOCK_BYTES (every piece costs proxy triggers that one host thread performs
+ * in turn, and each block keeps two pieces in flight), 1 to MN_MAX_BLOCKS; the same on every
+ * rank (the size is the call's, the parameter the same everywhere). */
+int algo_native_net_blocks(const mscclrt_comm *c, uint64_t bytes);
 /* That built-in algorithm (owned by c's native context; NULL without one). */
 const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll);
 /* How many of this rank's direct launches went direct and how many took the slots (0 and 0

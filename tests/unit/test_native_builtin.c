@@ -140,8 +140,8 @@ static void t_grid(void) {
     CHECK_EQ_INT(MN_MAX_BLOCKS, bp);
     CHECK(((1u << 20) + MN_MAX_BLOCKS - 1) / MN_MAX_BLOCKS <= pk_data);
     CHECK_EQ_INT(512, tp);
-    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(512u << 10, 0, pk_data, 1u << 20, 32));
-    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(1u << 20, 0, pk_data, 1u << 20, 8)); /* > 8 x 32 K: grid */
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(512u << 10, 0, pk_data, 1u << 20, 0, 32));
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(1u << 20, 0, pk_data, 1u << 20, 0, 8)); /* > 8 x 32 K: grid */
 }
 
 /* A send/recv entry's blocks (mn_p2p_entry_blocks, which the kernel and the host's launch grid
@@ -157,7 +157,7 @@ static void t_p2p_blocks(void) {
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
             const uint64_t n = sizes[i];
             const uint32_t full = fulls[f];
-            const uint32_t k = mn_p2p_entry_blocks(n, 0, pk_data, pk_max, full);
+            const uint32_t k = mn_p2p_entry_blocks(n, 0, pk_data, pk_max, 0, full);
             CHECK(k >= 1 && k <= full);
             const uint64_t share = ((n + k - 1) / k + 15) / 16 * 16;
             if (n <= pk_max && n <= full * pk_data) {
@@ -169,7 +169,7 @@ static void t_p2p_blocks(void) {
             }
             /* to another node: packets up to the limit (here pk_max) where the grid holds them,
              * one block per packet message, each block's share fitting one; else a block per MiB */
-            const uint32_t kr = mn_p2p_entry_blocks(n, 1, pk_data, pk_max, full);
+            const uint32_t kr = mn_p2p_entry_blocks(n, 1, pk_data, pk_max, 0, full);
             const uint64_t mib = n >> 20;
             if (n <= pk_max && n <= full * pk_data) {
                 CHECK_EQ_INT((int)((n + pk_data - 1) / pk_data), (int)kr);
@@ -179,20 +179,25 @@ static void t_p2p_blocks(void) {
                 CHECK_EQ_INT((int)(mib < 1 ? 1 : mib < full ? mib : full), (int)kr);
             }
             /* a limit of one message's data: one block up to it, the MiB rule beyond */
-            const uint32_t k1 = mn_p2p_entry_blocks(n, 1, pk_data, pk_data, full);
+            const uint32_t k1 = mn_p2p_entry_blocks(n, 1, pk_data, pk_data, 0, full);
             CHECK_EQ_INT((int)(n <= pk_data || mib < 1 ? 1 : mib < full ? mib : full), (int)k1);
             /* no packet slots: the whole grid */
-            CHECK_EQ_INT((int)full, (int)mn_p2p_entry_blocks(n, 0, 0, pk_max, full));
+            CHECK_EQ_INT((int)full, (int)mn_p2p_entry_blocks(n, 0, 0, pk_max, 0, full));
         }
-    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 0));   /* full 0 is 1 */
-    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(256u << 10, 1, pk_data, 1u << 20, 32));  /* 8 x 32 KiB */
-    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 1u << 20, 32));
-    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 1u << 20, 16)); /* grid too small */
-    CHECK_EQ_INT(2, (int)mn_p2p_entry_blocks((2u << 20) + 1, 1, pk_data, 1u << 20, 32)); /* MiB rule */
-    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 32));
-    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(65536, 0, pk_data, pk_max, 32));
-    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262144, 0, pk_data, pk_max, 32));
-    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262145, 0, pk_data, pk_max, 32));
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 0, 0));   /* full 0 is 1 */
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(256u << 10, 1, pk_data, 1u << 20, 0, 32));  /* 8 x 32 KiB */
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 1u << 20, 0, 32));
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 1u << 20, 0, 16)); /* grid too small */
+    CHECK_EQ_INT(2, (int)mn_p2p_entry_blocks((2u << 20) + 1, 1, pk_data, 1u << 20, 0, 32)); /* MiB rule */
+    /* MSCCLRT_NATIVE_NET_BLOCK_BYTES: a block per net_block bytes to another node */
+    CHECK_EQ_INT(4, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 32768, 256u << 10, 32));
+    CHECK_EQ_INT(3, (int)mn_p2p_entry_blocks((1u << 20) - 1, 1, pk_data, 32768, 256u << 10, 32));
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(100000, 1, pk_data, 32768, 256u << 10, 32));
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(1u << 20, 1, pk_data, 32768, 128u << 10, 8)); /* grid */
+    CHECK_EQ_INT(1, (int)mn_p2p_entry_blocks(1024, 0, pk_data, pk_max, 0, 32));
+    CHECK_EQ_INT(8, (int)mn_p2p_entry_blocks(65536, 0, pk_data, pk_max, 0, 32));
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262144, 0, pk_data, pk_max, 0, 32));
+    CHECK_EQ_INT(32, (int)mn_p2p_entry_blocks(262145, 0, pk_data, pk_max, 0, 32));
     /* an entry that may go direct: the grid in flags (MSCCLRT_NATIVE_P2P_DIRECT_BLOCKS) or,
      * with none there, the wide grid from MN_P2P_WIDE_BYTES on and its own below; the batch
      * bit does not leak into it */
@@ -238,7 +243,8 @@ static void t_direct_grid(void) {
 }
 
 /* MSCCLRT_NATIVE_NET_BYTES's rule (algo_native_net_first): every collective but send/recv, of
- * 1 byte up to the limit; never with a limit of 0 or for an empty call */
+ * 1 byte up to the limit; never with a limit of 0 or for an empty call; with -1 (the default)
+ * reduce of 1 byte to 64 KiB alone */
 static void t_net_first(void) {
     mscclrt_request q;
     memset(&q, 0, sizeof q);
@@ -251,8 +257,17 @@ static void t_net_first(void) {
         q.message_bytes = 16u << 20;
         CHECK_EQ_INT(coll, algo_native_net_first(&q, 16u << 20));
         CHECK_EQ_INT(0, algo_native_net_first(&q, (16u << 20) - 1));
+        const bool reduce = c == MSCCLRT_COLL_REDUCE;
+        CHECK_EQ_INT(0, algo_native_net_first(&q, -1));
+        q.message_bytes = 64u << 10;
+        CHECK_EQ_INT(reduce, algo_native_net_first(&q, -1));
+        q.message_bytes = (64u << 10) + 1;
+        CHECK_EQ_INT(0, algo_native_net_first(&q, -1));
+        q.message_bytes = 1;
+        CHECK_EQ_INT(reduce, algo_native_net_first(&q, -1));
         q.message_bytes = 0;
         CHECK_EQ_INT(0, algo_native_net_first(&q, 1u << 30));
+        CHECK_EQ_INT(0, algo_native_net_first(&q, -1));
     }
     CHECK_EQ_INT(0, algo_native_net_first(NULL, 1u << 30));
 }
