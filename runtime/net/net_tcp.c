@@ -11,7 +11,8 @@
  * the port can stall the setup past its timeout.
  *
  * Threads: each socket has a sender (tx) and a receiver (rx) thread. A put is cut into pieces of
- * at most TCP_PIECE bytes spread round-robin over the peer's sockets (a put of at most
+ * MSCCLRT_SOCKET_PIECE_BYTES (at most TCP_PIECE, what a receiver accepts) spread round-robin
+ * over the peer's sockets (a put of at most
  * TCP_INLINE bytes goes on socket 0, with the signals that follow it); in device mode each piece
  * is first copied device->pinned host with cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS
  * staging slots, unless its source is a registered host source (net_reg_host_src, or a region
@@ -144,6 +145,7 @@ typedef struct Tcp {
     TcpPeer **peers;         /* [nranks]; NULL for ranks on this node */
     int nsocks;
     int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
+    uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     _Atomic int stopping;
     CuContext ctx;
 } Tcp;
@@ -632,8 +634,10 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
     LOG_TRACE(LOG_SUB_XPORT, "net: put of %llu bytes to rank %d posted%s t=%.1f",
               (unsigned long long)bytes, p->rank, host && !n->opt.host_mem ? " (host source)" : "",
               trace_us());
-    for (uint64_t o = 0; o < bytes; o += TCP_PIECE) {
-        uint64_t len = bytes - o < TCP_PIECE ? bytes - o : TCP_PIECE;
+    /* the receiver takes any piece up to TCP_PIECE, so the cut is this rank's own choice */
+    const uint64_t piece = t->piece;
+    for (uint64_t o = 0; o < bytes; o += piece) {
+        uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
          * thread, which finds the data and its signal in order; large ones spread out */
         TcpSock *s = bytes <= TCP_INLINE ? &p->s[0] : &p->s[p->next++ % (unsigned)t->nsocks];
@@ -959,6 +963,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long spin;
     TRY_GOTO(param_int(PARAM_SOCKET_SPIN_US, &spin), res, fail);
     t->spin_us = (int)spin;
+    long long piece;
+    TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
+    t->piece = (uint64_t)piece;
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);
         t->ctx = (CuContext)n->opt.cu_ctx;

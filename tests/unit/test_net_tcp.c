@@ -328,6 +328,12 @@ static int run(const char *scen, int n, const char *const *hostids) {
 static int rank_main(const char *scen, int rank, int n, const BootId *id) {
     const bool dev = strncmp(scen, "dev-", 4) == 0;
     if (dev) scen += 4;
+    /* pieces smaller than a receiver's largest, and unlike on the two sides: each rank cuts
+     * its puts its own way (MSCCLRT_SOCKET_PIECE_BYTES) */
+    if (strcmp(scen, "exchange-piece") == 0) {
+        setenv("MSCCLRT_SOCKET_PIECE_BYTES", rank % 2 ? "65536" : "16384", 1);
+        return rank_exchange(rank, n, id, dev);
+    }
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
            : strcmp(scen, "sources") == 0 ? rank_sources(rank, n, id, dev)
@@ -362,6 +368,8 @@ int main(int argc, char **argv) {
     snprintf(lib, sizeof lib, "%s/libcuda.so.1", fake_dir);
     TEST("net/tcp device mode (fake driver): puts 1 B..64 MiB, signals after data (2 ranks)",
          CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("dev-exchange", 2, two)));
+    TEST("net/tcp device mode (fake driver): pieces of 16 and 64 KiB (MSCCLRT_SOCKET_PIECE_BYTES), "
+         "signals after data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-piece", 2, two)));
     TEST("net/tcp device mode (fake driver): all pairs across nodes (4 ranks, 2 nodes)",
          CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
     TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",
