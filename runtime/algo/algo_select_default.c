@@ -39,11 +39,14 @@ static const struct {
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/rs_ag_read", 0},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier", 0},
     /* across nodes (only the multi-node programs are candidates there): one cross-node packet
-     * hop while small, the two-level Simple plans above, the packet plan up to its 1 MB for
-     * buffers the Simple plans cannot use (not symmetric, out of place), and above it the
-     * Simple plan through scratch that any buffers can use */
-    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet", 0},
+     * hop up to 256 KB (the row above), the two-level Simple plan on windows, else the Simple
+     * plan through scratch that any buffers can use, and the packet plan (up to its 1 MB) only
+     * where that one does not fit. Packets carry twice the bytes over the network: across two
+     * nodes over loopback TCP (2 x H200, c21/c22) hier_packet took 786-1106 us at 1 MiB where
+     * the same two Simple hops through scratch (reducescatter + allgather hier_scratch) took
+     * 510-580, NCCL 500-520; from 4 MiB hier_scratch itself ran 1428-1930 at 4 MiB, NCCL 1544-1592 */
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch", 0},
+    {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet", 0},
     /* across nodes, small: one packet hop straight to every rank (no signals, no second hop;
      * allreduce's 42.9 us at 1 KB against hier plans' 78-101 us for the others on 2 nodes of
      * one H200, BENCHMARKS.md) */

@@ -660,10 +660,12 @@ static void t_multinode_heuristics(void) {
             {MSCCLRT_COLL_ALLREDUCE, 1 * KB, 0, 0, "stdlib/allreduce/hier_packet"},
             {MSCCLRT_COLL_ALLREDUCE, 64 * KB, 1, 1, "stdlib/allreduce/hier_packet"},
             {MSCCLRT_COLL_ALLREDUCE, 256 * KB, 0, 1, "stdlib/allreduce/hier_packet"},
-            /* ... then the two-level Simple plan in place on windows, packets up to 1 MB else */
+            /* ... then the two-level Simple plan in place on windows, through scratch else
+             * (packets carry twice the bytes over the network) */
             {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 1, 1, "stdlib/allreduce/hier"},
             {MSCCLRT_COLL_ALLREDUCE, 64 * MB, 1, 1, "stdlib/allreduce/hier"},
-            {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_packet"},
+            {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_scratch"},
+            {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 0, 1, "stdlib/allreduce/hier_scratch"},
             /* allgather, reducescatter, alltoall: one packet hop while small */
             {MSCCLRT_COLL_ALLGATHER, 1 * KB, 0, 0, "stdlib/allgather/hier_packet"},
             {MSCCLRT_COLL_ALLGATHER, 64 * KB, 0, 1, "stdlib/allgather/hier_packet"},
