@@ -26,6 +26,14 @@
  * all_gather 1 MiB took 22 us on 2 x H100 instead of 12). sm_70 and later, which the
  * system-scope loads of these kernels need anyway. */
 #define MN_PARAM const __grid_constant__
+/* MN_NET 0: no rank of the communicator is on another node (the runtime says so when it builds
+ * the module; native_kernel), so every path to one (Ctx::remote) is compiled out: the kernels
+ * of a single node then carry no proxy code, and its calls and saved registers do not weigh on
+ * the register budget of their local paths. Default 1: a user's module compiled elsewhere keeps
+ * both. */
+#ifndef MN_NET
+#define MN_NET 1
+#endif
 #include "mscclrt_device.cuh"
 #include "native_abi.h"
 
@@ -101,7 +109,7 @@ struct Ctx {
     /* data bytes one packet message carries (0: this context has no packet slots) */
     __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }
     /* peer p is on another node: reached through the port proxy only (native_abi.h) */
-    __device__ bool remote(u32 p) const { return (peers[p] >> 56) == MN_WINDOW_TOP; }
+    __device__ bool remote(u32 p) const { return MN_NET && (peers[p] >> 56) == MN_WINDOW_TOP; }
 };
 
 /* To a peer on another node, through the port proxy: put_net hands the proxy the piece itself

@@ -53,6 +53,16 @@ static void t_probe_compiles(void) {
     CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
 }
 
+/* a communicator on one node (MN_NET 0, native_kernel): the paths to other nodes compiled out */
+static void t_single_node_compiles(void) {
+    char body[512];
+    snprintf(body, sizeof body, "#define MN_NET 0\n%s", algo_native_builtin_source());
+    CHECK(compile_src(-1, 0, "mk::u8", body));
+    CHECK(compile_src(MSCCLRT_BFLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_BFLOAT16), body));
+    snprintf(body, sizeof body, "#define MN_NET 0\n%s", algo_native_direct_source());
+    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
+}
+
 static void t_compiles(bool all) {
     CHECK(compile(-1, 0, "mk::u8"));
     for (int dt = 0; dt < MSCCLRT_DTYPE_COUNT; dt++)
@@ -328,6 +338,7 @@ int main(void) {
     TEST("native builtin: MSCCLRT_NATIVE_NET_BYTES sends collectives to the built-in one first", t_net_first());
     TEST("native builtin: NVRTC compiles the direct kernel's module", t_direct_compiles());
     TEST("native builtin: NVRTC compiles the modules with the timestamp probe", t_probe_compiles());
+    TEST("native builtin: NVRTC compiles the modules of one node (MN_NET 0)", t_single_node_compiles());
     TEST("native builtin: NVRTC compiles every dtype x operator (PreMulSum too)",
          t_compiles(getenv("MSCCLRT_TEST_QUICK") == NULL));
     return harness_report();
