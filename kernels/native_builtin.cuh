@@ -163,13 +163,13 @@ __device__ void reduce_piece(const Ctx &x, const Flow &f, u64 k, char *dst, cons
 /* ---- packet paths: one message per (block, peer), no data signals, no final waits --------- */
 #define MN_PK_MAX_RANKS 1024
 
-/* Whether messages of len bytes per peer travel as packets cut over nb blocks (the launch's
- * grid unless said). Every rank decides the same: len, the grid and the context's slot size
- * agree on all of them. */
 /* whether each of nb blocks' share of len bytes fits one packet message of the context */
 __device__ __forceinline__ bool pk_share_fits(const Ctx &x, u64 len, u32 nb) {
     return x.pk_data() && round16((len + nb - 1) / nb) <= x.pk_data();
 }
+/* Whether messages of len bytes per peer travel as packets cut over nb blocks (the launch's
+ * grid unless said). Every rank decides the same: len, the grid and the context's slot size
+ * agree on all of them. */
 __device__ __forceinline__ bool pk_fits(const Ctx &x, u64 len, u32 nb) {
     return x.n <= MN_PK_MAX_RANKS && len <= x.c->pk_max_bytes && pk_share_fits(x, len, nb);
 }

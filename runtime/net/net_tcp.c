@@ -11,13 +11,12 @@
  * the port can stall the setup past its timeout.
  *
  * Threads: each socket has a sender (tx) and a receiver (rx) thread. A put is cut into pieces of
- * MSCCLRT_SOCKET_PIECE_BYTES (at most TCP_PIECE, what a receiver accepts) spread round-robin
- * over the peer's sockets (a put of at most
- * TCP_INLINE bytes goes on socket 0, with the signals that follow it); in device mode each piece
- * is first copied device->pinned host with cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS
- * staging slots, unless its source is a registered host source (net_reg_host_src, or a region
- * of net_reg_host: pinned host memory the GPU wrote through its mapping), which is sent as it
- * is. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a socket
+ * MSCCLRT_SOCKET_PIECE_BYTES (at most TCP_PIECE, what a receiver accepts) spread round-robin over
+ * the peer's sockets (a put of at most TCP_INLINE bytes goes on socket 0, with the signals that
+ * follow it); in device mode each piece is first copied device->pinned host with
+ * cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS staging slots, unless its source is a
+ * registered host source (net_reg_host_src, or a region of net_reg_host: pinned host memory the
+ * GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a socket
  * that is idle (nothing queued, nobody writing) is written by the calling (proxy) thread
  * itself, with one sendmsg that never blocks: waking the tx thread would cost more than the
  * message (what the socket does not take at once is left to the tx thread). Everything else is
