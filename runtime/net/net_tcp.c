@@ -16,19 +16,19 @@
  * follow it); in device mode each piece is first copied device->pinned host with
  * cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS staging slots, unless its source is a
  * registered host source (net_reg_host_src, or a region of net_reg_host: pinned host memory the
- * GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a piece of at most TCP_INLINE bytes) for a socket
- * that is idle (nothing queued, nobody writing) is written by the calling (proxy) thread
- * itself, with one sendmsg that never blocks: waking the tx thread would cost more than the
- * message (what the socket does not take at once is left to the tx thread). Everything else is
- * queued and the tx thread sends it once its staging copy's event completes (so copies and
- * sends overlap). The rx thread polls its socket for MSCCLRT_SOCKET_SPIN_US (200 us) after a
- * message before it sleeps in poll(): back-to-back calls then find it awake. It reads a piece
- * straight into host memory (host_mem mode, or a region of net_reg_host), or into one of its
- * TCP_RX_SLOTS pinned slots and then cuMemcpyHtoDAsync into the target on the peer's one
- * receive stream, without waiting: the piece counts as landed once its copy is queued, a
- * signal is a cuStreamWriteValue64 queued behind it on the same stream (so the GPU sees the
- * data before the flag, with no host round trip per message), and a flush's ACK waits for the
- * stream. A slot is reused only after its copy's event completed.
+ * GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a
+ * piece of at most TCP_INLINE bytes) for a socket that is idle (nothing queued, nobody writing)
+ * is written by the calling (proxy) thread itself, with one sendmsg that never blocks: waking the
+ * tx thread would cost more than the message (what the socket does not take at once is left to
+ * the tx thread). Everything else is queued and the tx thread sends it once its staging copy's
+ * event completes (so copies and sends overlap). The rx thread polls its socket for
+ * MSCCLRT_SOCKET_SPIN_US (200 us) after a message before it sleeps in poll(): back-to-back calls
+ * then find it awake. It reads a piece straight into host memory (host_mem mode, or a region of
+ * net_reg_host), or into one of its TCP_RX_SLOTS pinned slots and then cuMemcpyHtoDAsync into the
+ * target on the peer's one receive stream, without waiting: the piece counts as landed once its
+ * copy is queued, a signal is a cuStreamWriteValue64 queued behind it on the same stream (so the
+ * GPU sees the data before the flag, with no host round trip per message), and a flush's ACK
+ * waits for the stream. A slot is reused only after its copy's event completed.
  *
  * Ordering across sockets: the sender counts the pieces it queued per peer and per socket; a
  * SIGNAL or FLUSH carries the total ("need") and, after its header, each socket's count, and
