@@ -465,6 +465,19 @@ out:
 }
 
 /* ---- kernels ------------------------------------------------------------------------------ */
+/* MSCCLRT_NATIVE_PROBE: the timestamps compiled in (a module of its own in the cache); a
+ * communicator with no rank on another node (no proxy FIFO) compiles the paths to other nodes out
+ * (MN_NET 0, mscclrt_native.cuh): ptxas gives the send/recv kernels a 40-byte frame instead of
+ * 104 and the collectives' kernel 588 bytes of spills instead of 724 */
+char *native_module_source(const char *body, bool probe, bool net, int dt, int op, const char *T) {
+    const size_t len = strlen(body) + strlen(T) + 256;
+    char *src = malloc(len);
+    if (src)
+        snprintf(src, len, "%s%s#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
+                 probe ? "#define MN_PROBE 1\n" : "", net ? "" : "#define MN_NET 0\n", dt, op, T, body);
+    return src;
+}
+
 static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *source,
                                     const char *kernel, bool reduces, int dt, int op,
                                     CuFunction *fn) {
@@ -476,17 +489,9 @@ static mscclrt_result native_kernel(mscclrt_comm *c, NativeCtx *nc, const char *
         }
     const char *T = reduces ? cg_ctype((mscclrt_dtype)dt) : "mk::u8";
     if (!T) return rt_fail(MSCCLRT_ERR_INVALID_ARG, "native kernel %s: dtype %d", kernel, dt);
-    const char *body = source ? source : BUILTIN_SOURCE;
-    size_t len = strlen(body) + 256;
-    char *src = malloc(len);
+    char *src = native_module_source(source ? source : BUILTIN_SOURCE, nc->probe != 0,
+                                     nc->host.fifo != 0, reduces ? dt : -1, reduces ? op : 0, T);
     if (!src) return rt_fail(MSCCLRT_ERR_SYSTEM, "out of memory");
-    /* MSCCLRT_NATIVE_PROBE: the timestamps compiled in (a module of its own in the cache); a
-     * communicator with no rank on another node (no proxy FIFO) compiles the paths to other
-     * nodes out (MN_NET 0, mscclrt_native.cuh): ptxas gives the send/recv kernels a 40-byte
-     * frame instead of 104 and the collectives' kernel 588 bytes of spills instead of 724 */
-    snprintf(src, len, "%s%s#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
-             nc->probe ? "#define MN_PROBE 1\n" : "", nc->host.fifo ? "" : "#define MN_NET 0\n",
-             reduces ? dt : -1, reduces ? op : 0, T, body);
     char what[200];
     snprintf(what, sizeof what, "native kernel %s (%s, op %d)", kernel,
              reduces ? mscclrt_dtype_name((mscclrt_dtype)dt) : "bytes", kop);

@@ -95,5 +95,9 @@ void algo_native_p2p_end(mscclrt_comm *c, NativeLaunch *l);
 /* The source the built-in algorithms compile (for CI's NVRTC checks). */
 const char *algo_native_builtin_source(void);
 const char *algo_native_direct_source(void);   /* the direct kernel's module */
+/* A native module's whole source (malloc'd; NULL: out of memory): body after the definitions of
+ * the timestamp probe (probe), of MN_NET 0 where no rank of the communicator is on another node
+ * (!net), of the dtype dt and operator op (-1 and 0: the byte-moving module) and of its C type T */
+char *native_module_source(const char *body, bool probe, bool net, int dt, int op, const char *T);
 
 #endif

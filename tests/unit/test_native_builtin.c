@@ -17,15 +17,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool compile_src(int dt, int op, const char *T, const char *body) {
-    char src[512];
-    snprintf(src, sizeof src, "#define MSCCLRT_DTYPE %d\n#define MSCCLRT_OP %d\n#define MSCCLRT_T %s\n%s",
-             dt, op, T, body);
+/* body as native_kernel builds its module (native_module_source), checked by NVRTC for sm_90 */
+static bool compile_as(int dt, int op, const char *T, const char *body, bool probe, bool net) {
+    char *src = native_module_source(body, probe, net, dt, op, T);
+    if (!src) return false;
     char what[64];
-    snprintf(what, sizeof what, "builtin %s op %d", T, op);
+    snprintf(what, sizeof what, "builtin %s op %d%s%s", T, op, probe ? " probe" : "",
+             net ? "" : " one node");
     mscclrt_result r = cg_check_source(src, 90, what);
     if (r != MSCCLRT_SUCCESS) fprintf(stderr, "%s\n", mscclrt_last_error());
+    free(src);
     return r == MSCCLRT_SUCCESS;
+}
+static bool compile_src(int dt, int op, const char *T, const char *body) {
+    return compile_as(dt, op, T, body, false, true);
 }
 static bool compile(int dt, int op, const char *T) {
     return compile_src(dt, op, T, algo_native_builtin_source());
@@ -45,22 +50,28 @@ static void t_direct_compiles(void) {
 
 /* MSCCLRT_NATIVE_PROBE's modules: the same sources with the timestamps compiled in */
 static void t_probe_compiles(void) {
-    char body[512];
-    snprintf(body, sizeof body, "#define MN_PROBE 1\n%s", algo_native_builtin_source());
-    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
-    CHECK(compile_src(-1, 0, "mk::u8", body));
-    snprintf(body, sizeof body, "#define MN_PROBE 1\n%s", algo_native_direct_source());
-    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
+    const char *b = algo_native_builtin_source(), *d = algo_native_direct_source();
+    CHECK(compile_as(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), b, true, true));
+    CHECK(compile_as(-1, 0, "mk::u8", b, true, true));
+    CHECK(compile_as(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), d, true, true));
 }
 
-/* a communicator on one node (MN_NET 0, native_kernel): the paths to other nodes compiled out */
+/* a communicator on one node (no proxy FIFO): native_kernel's module defines MN_NET 0, which
+ * compiles the paths to other nodes out; one that spans nodes does not */
 static void t_single_node_compiles(void) {
-    char body[512];
-    snprintf(body, sizeof body, "#define MN_NET 0\n%s", algo_native_builtin_source());
-    CHECK(compile_src(-1, 0, "mk::u8", body));
-    CHECK(compile_src(MSCCLRT_BFLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_BFLOAT16), body));
-    snprintf(body, sizeof body, "#define MN_NET 0\n%s", algo_native_direct_source());
-    CHECK(compile_src(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), body));
+    const char *b = algo_native_builtin_source(), *d = algo_native_direct_source();
+    char *one = native_module_source(b, false, false, -1, 0, "mk::u8");
+    char *net = native_module_source(b, true, true, 3, 2, "float");
+    CHECK(one && strstr(one, "#define MN_NET 0\n") && !strstr(one, "MN_PROBE"));
+    CHECK(net && !strstr(net, "MN_NET") && strstr(net, "#define MN_PROBE 1\n") &&
+          strstr(net, "#define MSCCLRT_DTYPE 3\n#define MSCCLRT_OP 2\n#define MSCCLRT_T float\n"));
+    CHECK(net && strcmp(net + strlen(net) - strlen(b), b) == 0);   /* the body last, whole */
+    free(one);
+    free(net);
+    CHECK(compile_as(-1, 0, "mk::u8", b, false, false));
+    CHECK(compile_as(MSCCLRT_BFLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_BFLOAT16), b, false, false));
+    CHECK(compile_as(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), d, false, false));
+    CHECK(compile_as(MSCCLRT_FLOAT16, MSCCLRT_SUM, cg_ctype(MSCCLRT_FLOAT16), d, true, false));
 }
 
 static void t_compiles(bool all) {
