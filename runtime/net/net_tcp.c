@@ -53,6 +53,7 @@
  */
 #include "net/net_internal.h"
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -1019,6 +1020,8 @@ static mscclrt_result tcp_connect(Net *n) {
                               "threads for rank %d: %s", n->rank, q, strerror(rc));
                 goto fail;
             }
+            TRY_GOTO(cpus_place_progress(s->rx, "socket receive thread"), res, fail);
+            TRY_GOTO(cpus_place_progress(s->tx, "socket send thread"), res, fail);
         }
     }
     free(addrs);

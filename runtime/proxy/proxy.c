@@ -12,6 +12,7 @@
  */
 #include "proxy/proxy.h"
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/param.h"
@@ -244,6 +245,11 @@ mscclrt_result proxy_create(Proxy **out, void *ctx, int rank) {
         goto fail;
     }
     p->running = true;
+    res = cpus_place_progress(p->thread, "port proxy thread");
+    if (res != MSCCLRT_SUCCESS) {
+        proxy_destroy(p);
+        return res;
+    }
     LOG_INFO(LOG_SUB_PROXY, "rank %d: port proxy started (%u-slot FIFO)", rank, MK_FIFO_SLOTS);
     *out = p;
     return MSCCLRT_SUCCESS;
