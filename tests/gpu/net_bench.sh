@@ -14,7 +14,8 @@
 # on GPU n mod the GPU count): ours only, for correctness (NCCL refuses two ranks on one GPU).
 # NB_OURS_ONLY=1: ours only at any NB_G, which also runs on one GPU (both nodes on it).
 # NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces the size/iteration
-# flags. NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
+# flags. NB_REPEAT=N runs each collective N times, NCCL and ours alternately, and the table gives
+# each row's median (runs across loopback TCP differ by up to 1.5x). NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
 # binds each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace
 # (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs. nccl-tests comes from
 # tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME); the real NCCL from
@@ -104,6 +105,17 @@ run() {
 # best_times LOG: "bytes best_us wrong" per size line of nccl-tests (tests/gpu/nt_rows.awk)
 best_times() { awk -f tests/gpu/nt_rows.awk "$1" | awk '{ print $1, $2, $4 }'; }
 
+# median_times FILE...: the lines of best_times from several runs -> per size (in first-seen
+# order) the median time (the lower middle of an even count) and the largest #wrong
+median_times() {
+    awk '{ if (!($1 in n)) order[++k] = $1; n[$1]++; v[$1, n[$1]] = $2
+           if (!($1 in w) || ($3 + 0) > (w[$1] + 0) || $3 == "-") w[$1] = $3 }
+         END { for (i = 1; i <= k; i++) { s = order[i]; m = n[s]
+                   for (a = 1; a <= m; a++) x[a] = v[s, a] + 0
+                   for (a = 2; a <= m; a++) { t = x[a]; for (b = a - 1; b >= 1 && x[b] > t; b--) x[b + 1] = x[b]; x[b + 1] = t }
+                   print s, x[int((m + 1) / 2)], w[s] } }' "$@"
+}
+
 # forwarded LOG: the message sizes the drop-in handed to the real NCCL (its INFO line "...: no
 # algorithm serves COLL of N bytes (...); forwarding to the real NCCL")
 forwarded() {
@@ -114,15 +126,32 @@ forwarded() {
 status=0
 table=$log/table.txt
 : >"$table"
+reps=${NB_REPEAT:-1}
 for c in ${NB_COLLS:-all_reduce all_gather reduce_scatter}; do
     [ -x "$bin/${c}_perf" ] || { echo "net_bench.sh: $bin/${c}_perf not built"; status=1; continue; }
-    if [ "$withnccl" = 1 ]; then run nccl "$c" "${c}_perf" || status=1; fi
-    run ours "$c" "${c}_perf" || status=1
-    best_times "$log/$c.ours.log" >"$log/$c.ours.t"
-    if [ "$withnccl" = 1 ]; then best_times "$log/$c.nccl.log" >"$log/$c.nccl.t"; else : >"$log/$c.nccl.t"; fi
-    forwarded "$log/$c.ours.log" >"$log/$c.fwd"
+    # NB_REPEAT runs, NCCL and ours alternately (logs $c.N.nccl.log ...), each row the median
+    k=1 runs_ours='' runs_nccl=''
+    while [ "$k" -le "$reps" ]; do
+        name=$c$([ "$reps" -gt 1 ] && echo ".$k")
+        if [ "$withnccl" = 1 ]; then
+            run nccl "$name" "${c}_perf" || status=1
+            best_times "$log/$name.nccl.log" >"$log/$name.nccl.t1"
+            runs_nccl="$runs_nccl $log/$name.nccl.t1"
+        fi
+        run ours "$name" "${c}_perf" || status=1
+        best_times "$log/$name.ours.log" >"$log/$name.ours.t1"
+        runs_ours="$runs_ours $log/$name.ours.t1"
+        forwarded "$log/$name.ours.log" >>"$log/$c.fwd.all"
+        k=$((k + 1))
+    done
+    # shellcheck disable=SC2086 # the run files: split
+    median_times $runs_ours >"$log/$c.ours.t"
+    # shellcheck disable=SC2086
+    if [ -n "$runs_nccl" ]; then median_times $runs_nccl >"$log/$c.nccl.t"; else : >"$log/$c.nccl.t"; fi
+    sort -un "$log/$c.fwd.all" >"$log/$c.fwd"
+    rm -f "$log/$c.fwd.all"
     {
-        echo "## $c, $np ranks on 2 nodes (loopback TCP), us: best of out-of-place / in-place"
+        echo "## $c, $np ranks on 2 nodes (loopback TCP), us: best of out-of-place / in-place$([ "$reps" -gt 1 ] && echo ", median of $reps runs")"
         printf '%12s %10s %10s %7s %7s %s\n' bytes NCCL ours ours/NCCL '#wrong' note
         # nccl-tests' message size (column 1) is per rank for all_gather / reduce_scatter;
         # the forward lines name the whole message, so a size is marked when either matches
