@@ -15,13 +15,13 @@
 # NB_OURS_ONLY=1: ours only at any NB_G, which also runs on one GPU (both nodes on it).
 # NB_COLLS="all_reduce ..." the binaries (without _perf). NB_ARGS replaces the size/iteration
 # flags. NB_REPEAT=N runs each collective N times, NCCL and ours alternately, and the table gives
-# each row's median (runs across loopback TCP differ by up to 1.5x). NB_MPI_ARGS adds mpirun options (e.g. "--bind-to none": mpirun
-# binds each of 2 ranks to one core by default). NB_DEBUG=TRACE adds our per-stage trace
-# (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs. nccl-tests comes from
-# tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME); the real NCCL from
-# MSCCLRT_NCCL_LIB_PATH, else
-# $BUILD/third_party/nccl-2.28.9 (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl
-# wheel. Logs and tables: $GPU_LOG_DIR/net_bench.
+# each row's median (runs across loopback TCP differ by up to 1.5x). NB_MPI_ARGS adds mpirun
+# options (e.g. "--bind-to none": mpirun binds each of 2 ranks to one core by default).
+# NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs.
+# nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME);
+# the real NCCL from MSCCLRT_NCCL_LIB_PATH, else $BUILD/third_party/nccl-2.28.9
+# (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl wheel. Logs and tables:
+# $GPU_LOG_DIR/net_bench.
 # Exits 77 (skipped) without 2 GPUs (1 with NB_OURS_ONLY=1), mpirun, nccl-tests or the real NCCL.
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.." || exit 2
@@ -105,17 +105,6 @@ run() {
 # best_times LOG: "bytes best_us wrong" per size line of nccl-tests (tests/gpu/nt_rows.awk)
 best_times() { awk -f tests/gpu/nt_rows.awk "$1" | awk '{ print $1, $2, $4 }'; }
 
-# median_times FILE...: the lines of best_times from several runs -> per size (in first-seen
-# order) the median time (the lower middle of an even count) and the largest #wrong
-median_times() {
-    awk '{ if (!($1 in n)) order[++k] = $1; n[$1]++; v[$1, n[$1]] = $2
-           if (!($1 in w) || ($3 + 0) > (w[$1] + 0) || $3 == "-") w[$1] = $3 }
-         END { for (i = 1; i <= k; i++) { s = order[i]; m = n[s]
-                   for (a = 1; a <= m; a++) x[a] = v[s, a] + 0
-                   for (a = 2; a <= m; a++) { t = x[a]; for (b = a - 1; b >= 1 && x[b] > t; b--) x[b + 1] = x[b]; x[b + 1] = t }
-                   print s, x[int((m + 1) / 2)], w[s] } }' "$@"
-}
-
 # forwarded LOG: the message sizes the drop-in handed to the real NCCL (its INFO line "...: no
 # algorithm serves COLL of N bytes (...); forwarding to the real NCCL")
 forwarded() {
@@ -145,9 +134,9 @@ for c in ${NB_COLLS:-all_reduce all_gather reduce_scatter}; do
         k=$((k + 1))
     done
     # shellcheck disable=SC2086 # the run files: split
-    median_times $runs_ours >"$log/$c.ours.t"
+    awk -f tests/gpu/median.awk $runs_ours >"$log/$c.ours.t"
     # shellcheck disable=SC2086
-    if [ -n "$runs_nccl" ]; then median_times $runs_nccl >"$log/$c.nccl.t"; else : >"$log/$c.nccl.t"; fi
+    if [ -n "$runs_nccl" ]; then awk -f tests/gpu/median.awk $runs_nccl >"$log/$c.nccl.t"; else : >"$log/$c.nccl.t"; fi
     sort -un "$log/$c.fwd.all" >"$log/$c.fwd"
     rm -f "$log/$c.fwd.all"
     {

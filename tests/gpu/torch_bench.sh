@@ -44,12 +44,9 @@ done
 rep=$((rep + 1))
 done
 echo "what dtype bytes mode | ours(drop-in) | nccl | mscclrt(backend) us$([ "$reps" -gt 1 ] && echo ", median of $reps runs")"
-# one line per row: its key and the median of its runs (the lower middle of an even count)
+# one line per row: its key and the median of its runs (tests/gpu/median.awk)
 join_rows() {
-    awk '{k = $2"|"$3"|"$4"|"$5; v[k] = v[k] " " $6}
-         END {for (k in v) {n = split(v[k], a, " ");
-                  for (i = 2; i <= n; i++) {x = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > x + 0; j--) a[j + 1] = a[j]; a[j + 1] = x}
-                  print k, a[int((n + 1) / 2)]}}' "$log/torch_bench_$1.rows" | sort
+    awk '{print $2"|"$3"|"$4"|"$5, $6}' "$log/torch_bench_$1.rows" | awk -f tests/gpu/median.awk | sort
 }
 join_rows ours >"$log/a" ; join_rows nccl >"$log/b"; join_rows mscclrt >"$log/c"
 join -a1 -e- -o 0,1.2,2.2 "$log/a" "$log/b" | join -a1 -e- -o 0,1.2,1.3,2.2 - "$log/c" | tr '|' ' ' | sort -k3,3n
