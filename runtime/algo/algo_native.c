@@ -804,12 +804,12 @@ bool algo_native_net_first(const mscclrt_request *q, long long limit) {
     return q->message_bytes <= (uint64_t)limit;
 }
 
+/* the rule of a send/recv entry to another node that takes the slots (no packets), over a grid
+ * of MN_MAX_BLOCKS */
 int algo_native_net_blocks(const mscclrt_comm *c, uint64_t bytes) {
     const NativeCtx *nc = c->algo ? c->algo->native : NULL;
-    const uint64_t per = nc && nc->host.net_block_kib ? (uint64_t)nc->host.net_block_kib << 10
-                                                      : 1ull << 20;
-    const uint64_t k = bytes / per;
-    return k < 1 ? 1 : k < MN_MAX_BLOCKS ? (int)k : MN_MAX_BLOCKS;
+    return (int)mn_p2p_entry_blocks(bytes, 1, 0, 0, nc ? (uint64_t)nc->host.net_block_kib << 10 : 0,
+                                    MN_MAX_BLOCKS);
 }
 
 const mscclrt_algo *algo_native_net_builtin(mscclrt_comm *c, mscclrt_coll coll) {
