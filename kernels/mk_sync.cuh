@@ -11,6 +11,20 @@
 
 namespace mk {
 
+/* The first statement of every kernel libmscclrt launches (generated and built-in). On sm_90
+ * and later the runtime may launch its kernels with programmatic stream serialization
+ * (MSCCLRT_LAUNCH_PDL), which lets a kernel be scheduled while the previous kernel on its
+ * stream still runs: the wait holds this grid until that kernel has completed and its memory
+ * is visible, so nothing below it sees earlier work unfinished; the trigger then lets the next
+ * such kernel be scheduled early, so its launch overlaps this one's run. Launched plainly, the
+ * wait returns at once. */
+__device__ __forceinline__ void launch_prologue() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ u64 ld_acquire_sys(const u64 *p) {
     u64 v;
     asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");

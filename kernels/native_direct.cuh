@@ -284,6 +284,7 @@ __device__ __noinline__ void direct_fallback(const MnArgs &a, const Ctx &x, cons
 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARAM MnArgs a,
                                                                          MN_PARAM MnDirect d) {
+    mk::launch_prologue();
     /* the grid may exceed the slot path's MN_MAX_BLOCKS: its first blocks take the slots */
     const mn::Ctx x(a, gridDim.x < MN_MAX_BLOCKS ? gridDim.x : MN_MAX_BLOCKS);
     __shared__ bool net_sent;

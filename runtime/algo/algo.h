@@ -57,6 +57,7 @@ typedef struct AlgoSel {
     void *fn;                      /* native: the CuFunction */
     int blocks, threads;
     bool direct;                   /* native: fn is the direct kernel */
+    bool own;                      /* native: fn is a built-in kernel (NativeLaunch.own) */
 } AlgoSel;
 #define ALGO_SEL_CACHE 8
 

@@ -261,6 +261,7 @@ static void sel_store(AlgoComm *a, const mscclrt_request *q, uint64_t epoch, msc
         e->blocks = l->blocks;
         e->threads = l->threads;
         e->direct = l->direct;
+        e->own = l->own;
     }
 }
 
@@ -312,6 +313,7 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
         l.threads = e->threads;
         l.p2p = false;
         l.direct = e->direct;
+        l.own = e->own;
         algo_native_fill(c, q, NULL, 0, &l);
         return issue_native(c, &l, q);
     }

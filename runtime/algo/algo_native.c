@@ -620,6 +620,7 @@ mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
     l->blocks = blocks;
     l->threads = threads;
     l->p2p = p2p;
+    l->own = l->direct || !algo->source;   /* the built-in module, not a user's source */
     algo_native_fill(c, req, extra, extra_bytes, l);
     return MSCCLRT_SUCCESS;
 }
@@ -835,7 +836,7 @@ mscclrt_result algo_native_launch(NativeLaunch *l) {
     const NativeCtx *nc = l->comm->algo ? l->comm->algo->native : NULL;
     if (nc && nc->host.fifo) proxy_kick(nc->x->proxy);
     void *params[3] = {&l->args, l->direct ? (void *)&l->dargs : (void *)&l->list, &l->p2pd};
-    return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream,
+    return exec_launch_kernel(l->comm, l->fn, l->blocks, l->threads, params, l->stream, l->own,
                               "native kernel", l->p2p ? "mscclrt_native_p2p"
                                                : l->direct ? "mscclrt_native_direct" : "native");
 }

@@ -17,6 +17,8 @@ typedef struct NativeLaunch {
     void *stream;
     bool p2p;                      /* the send/recv kernel: list is its second argument */
     bool direct;                   /* the direct kernel: dargs is its second argument */
+    bool own;                      /* a built-in kernel (begins with mk::launch_prologue), not
+                                      a user's native source: exec_launch_kernel's own */
     MnArgs args;
     MnDirect dargs;                /* (before list: group calls copy up to list) */
     MnP2pList list;

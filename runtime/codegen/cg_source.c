@@ -626,6 +626,7 @@ mscclrt_result cg_generate(const Plan *p, int rank, mscclrt_dtype dt, mscclrt_re
               "struct MkTab { mk::u64 v[%d]; };\n"
               "extern \"C\" __global__ void __launch_bounds__(%d, 1)\n"
               CG_KERNEL_NAME "(const MkArgs a, const MkTab t) {\n"
+              "  mk::launch_prologue();\n"
               "  const mk::u64 C = a.chunk, A = %uull;\n"
               "  char *const st = (char *)a.state;\n"
               "  mk::u32 *const tbflag = (mk::u32 *)(st + %zu);\n"

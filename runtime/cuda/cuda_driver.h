@@ -38,6 +38,17 @@ typedef struct {                                             /* CUmemAllocationP
              unsigned char reserved[4]; } allocFlags;
 } CuMemAllocationProp;
 typedef struct { CuMemLocation location; int flags; } CuMemAccessDesc;   /* flags: RW = 3 */
+typedef struct {                                             /* CUlaunchAttribute */
+    int id;                         /* CUlaunchAttributeID */
+    char pad[4];
+    union { char bytes[64]; int programmatic_serialization; } value;   /* CUlaunchAttributeValue */
+} CuLaunchAttr;
+typedef struct {                                             /* CUlaunchConfig */
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, smem;
+    CuStream stream;
+    CuLaunchAttr *attrs;
+    unsigned nattrs;
+} CuLaunchConfig;
 typedef struct {                                             /* CUmulticastObjectProp */
     unsigned int numDevices;
     size_t size;
@@ -48,6 +59,7 @@ typedef struct {                                             /* CUmulticastObjec
 enum {
     CU_OK = 0, CU_ERR_NOT_READY = 600, CU_ERR_PEER_ACCESS_ALREADY_ENABLED = 704,
     CU_ATTR_SM_COUNT = 16, CU_ATTR_PCI_BUS_ID = 33, CU_ATTR_PCI_DEVICE_ID = 34,
+    CU_ATTR_PCI_DOMAIN_ID = 50,
     CU_ATTR_CC_MAJOR = 75, CU_ATTR_CC_MINOR = 76, CU_ATTR_VMM_SUPPORTED = 102,
     CU_ATTR_POSIX_FD_SUPPORTED = 103, CU_ATTR_MULTICAST_SUPPORTED = 132,
     CU_PTR_ATTR_DEVICE_ORDINAL = 9,
@@ -150,11 +162,15 @@ enum {
     X(cuMulticastBindAddr, "cuMulticastBindAddr", CuResult, (CuMemHandle mc, size_t mcoff, CuDevPtr mem, size_t n, unsigned long long flags))
 
 /* Optional entries: NULL when the driver is older; callers fall back. cuMemGetHandleForAddressRange
- * (CUDA 11.7) exports device memory as a dmabuf fd, which RDMA registration (net_ib.c) prefers. */
+ * (CUDA 11.7) exports device memory as a dmabuf fd, which RDMA registration (net_ib.c) prefers;
+ * cuLaunchKernelEx (CUDA 11.8) takes launch attributes (programmatic dependent launch,
+ * exec_pdl.c). */
 #define CU_OPTIONAL_FUNCTIONS(X) \
     X(cuMemGetHandleForAddressRange, "cuMemGetHandleForAddressRange", CuResult, (void *handle, CuDevPtr p, size_t n, int type, unsigned long long flags)) \
-    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", CuResult, (int *mode))
+    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", CuResult, (int *mode)) \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", CuResult, (const CuLaunchConfig *config, CuFunction f, void **params, void **extra))
 enum { CU_MEM_RANGE_HANDLE_DMA_BUF_FD = 1, CU_PTR_ATTR_BUFFER_ID = 18 };
+enum { CU_LAUNCH_ATTR_PROGRAMMATIC_SERIALIZATION = 6 };   /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
 enum { CU_STREAM_CAPTURE_MODE_GLOBAL = 0, CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
 
 #define CU_TABLE_FIELD(field, sym, ret, params) ret (*field) params;

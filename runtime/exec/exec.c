@@ -23,8 +23,8 @@ mscclrt_result exec_launch(mscclrt_comm *c, CuFunction fn, const ExecCtx *x,
         proxy_kick(x->proxy);
     }
     void *params[2] = {(void *)args, (void *)x->tab};
-    return exec_launch_kernel(c, fn, x->layout.ntb, x->layout.threads, params, stream, "plan",
-                              x->plan->name);
+    return exec_launch_kernel(c, fn, x->layout.ntb, x->layout.threads, params, stream, true,
+                              "plan", x->plan->name);
 }
 
 /* Everything of one call but the launch: context (setup if needed), kernel, arguments. Module

@@ -105,6 +105,10 @@ struct mscclrt_comm {
                                       every rank; 0 until known (exec_context_share_max) */
     int sm_min;                    /* the fewest multiprocessors of any rank's GPU (0: unknown),
                                       the same on every rank */
+    bool gpu_shared;               /* joined through the bootstrap: another rank of the group
+                                      runs on this GPU (any process; exec_mp.c) */
+    int pdl;                       /* programmatic dependent launch of own kernels: 1 on, -1
+                                      off, 0 not decided yet (exec_pdl.c) */
     uint64_t setup_seq;            /* collective setups requested so far */
     ExecKernel *kernels;           /* owned list */
     ExecCtx *ctxs;                 /* owned list */
@@ -245,14 +249,27 @@ mscclrt_result exec_module_load(mscclrt_comm *c, const char *src, const char *ke
  * hot path ends here. */
 mscclrt_result exec_launch_failed(const mscclrt_comm *c, CuResult r, int blocks, int threads,
                                   const char *kind, const char *name);
+/* Programmatic dependent launch (exec_pdl.c): whether to use it, from MSCCLRT_LAUNCH_PDL, the
+ * GPU's compute capability major, the driver's cuLaunchKernelEx and whether another rank of the
+ * group uses the same GPU (pure; tested); the comm's decision, made on its first own launch;
+ * and such a launch (falling back to a plain one, for good, where the driver refuses it). */
+bool exec_pdl_wanted(long long param, int cc_major, bool have_launch_ex, bool gpu_shared);
+void exec_pdl_decide(mscclrt_comm *c);
+CuResult exec_pdl_launch(mscclrt_comm *c, CuFunction fn, int blocks, int threads, void **params,
+                         void *stream);
+/* own: fn's source begins with mk::launch_prologue (generated plan kernels, the built-in native
+ * ones), so it may be launched with programmatic serialization */
 static inline mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, int blocks,
                                                 int threads, void **params, void *stream,
-                                                const char *kind, const char *name) {
+                                                bool own, const char *kind, const char *name) {
     CuContext prev;
     mscclrt_result res = exec_cuda_current(c, &prev);
     if (res != MSCCLRT_SUCCESS) return res;
-    CuResult r = cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
-                                   (CuStream)stream, params, NULL);
+    if (own && c->pdl == 0) exec_pdl_decide(c);
+    CuResult r = own && c->pdl > 0
+        ? exec_pdl_launch(c, fn, blocks, threads, params, stream)
+        : cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,
+                            (CuStream)stream, params, NULL);
     exec_cuda_restore(c, prev);
     return r == CU_OK ? MSCCLRT_SUCCESS : exec_launch_failed(c, r, blocks, threads, kind, name);
 }

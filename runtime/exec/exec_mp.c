@@ -50,31 +50,48 @@ static int group_shares(const Boot *b, const int *devs, int n) {
     return most;
 }
 
+/* The GPU's PCI location as one number (domain, bus, device), -1 where the driver says none. */
+static int pci_location(CuDevice d) {
+    int dom = 0, bus = 0, dev = 0;
+    if (cu.cuDeviceGetAttribute(&dom, CU_ATTR_PCI_DOMAIN_ID, d) != CU_OK ||
+        cu.cuDeviceGetAttribute(&bus, CU_ATTR_PCI_BUS_ID, d) != CU_OK ||
+        cu.cuDeviceGetAttribute(&dev, CU_ATTR_PCI_DEVICE_ID, d) != CU_OK)
+        return -1;
+    return (dom & 0x7fff) << 16 | (bus & 0xff) << 8 | (dev & 0xff);
+}
+
 /* Which ranks of the group share this rank's GPU (one CUDA context when also its process:
  * exec_share.c), learnt from every rank's device, and the fewest multiprocessors of any rank's
  * GPU (exec_native_block_cap). Collective. */
 static mscclrt_result mp_sharing(mscclrt_comm *c, const char *fn) {
-    int *devs = calloc(2 * (size_t)c->nranks, sizeof *devs);   /* device, then SMs, per rank */
+    /* device, SMs and PCI location per rank */
+    int *devs = calloc(3 * (size_t)c->nranks, sizeof *devs);
     if (!devs) return rt_fail(MSCCLRT_ERR_SYSTEM, "%s: out of memory", fn);
     int sms = 0;
     if (cu.cuDeviceGetAttribute(&sms, CU_ATTR_SM_COUNT, c->dev) != CU_OK) sms = 0;
-    devs[2 * c->rank] = c->device;
-    devs[2 * c->rank + 1] = sms;
-    mscclrt_result res = boot_allgather(c->boot, devs, 2 * sizeof *devs);
-    int sm_min = 0;
+    devs[3 * c->rank] = c->device;
+    devs[3 * c->rank + 1] = sms;
+    devs[3 * c->rank + 2] = pci_location(c->dev);
+    mscclrt_result res = boot_allgather(c->boot, devs, 3 * sizeof *devs);
+    int sm_min = 0, same = 0;
+    const int pci = devs[3 * c->rank + 2];
     for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
-        const int k = devs[2 * q + 1];
+        const int k = devs[3 * q + 1];
         if (k > 0 && (sm_min == 0 || k < sm_min)) sm_min = k;
-        devs[q] = devs[2 * q];   /* compact to one device per rank (q <= 2q: read before written) */
+        if (q == c->rank || boot_node_of(c->boot, q) != boot_node(c->boot)) continue;
+        /* the same GPU: by PCI location where both know it (device ordinals differ between
+         * processes that see different CUDA_VISIBLE_DEVICES), else by ordinal */
+        const int qpci = devs[3 * q + 2];
+        if (pci >= 0 && qpci >= 0 ? qpci == pci : devs[3 * q] == c->device) {
+            same++;
+            c->gpu_shared = true;
+        }
+        if (devs[3 * q] == c->device && boot_pid_of(c->boot, q) == (int)getpid())
+            c->shares_context = true;
     }
     c->sm_min = sm_min;
-    int same = 0;
-    for (int q = 0; q < c->nranks && res == MSCCLRT_SUCCESS; q++) {
-        if (q == c->rank || devs[q] != c->device || boot_node_of(c->boot, q) != boot_node(c->boot))
-            continue;
-        same++;
-        if (boot_pid_of(c->boot, q) == (int)getpid()) c->shares_context = true;
-    }
+    /* compact to one device per rank (q <= 3q: read before written) */
+    for (int q = 0; q < c->nranks; q++) devs[q] = devs[3 * q];
     if (res == MSCCLRT_SUCCESS) {
         c->context_share_max = group_shares(c->boot, devs, c->nranks);
         c->group_shares_context = c->context_share_max > 1;
