@@ -85,6 +85,7 @@ bool net_ib_usable(void);
 #define TCP_MAGIC   0x4d53544eu          /* "MSTN" */
 #define TCP_VERSION 2                    /* 2: SIGNAL and FLUSH carry per-socket counts */
 #define TCP_PIECE   (512u << 10)         /* bytes per PUT message, at most */
+#define TCP_INLINE  (64u << 10)          /* puts up to this size travel on socket 0 */
 #define TCP_SOCKS_MAX 16                 /* sockets per pair of ranks, at most */
 #define TCP_SECRET  32                   /* bytes of the group's secret after a HELLO */
 
@@ -127,6 +128,12 @@ typedef struct TcpRx {
     uint64_t value;          /* SIGNAL: the 8 bytes to write */
     uint64_t count;          /* SIGNAL/FLUSH: pieces sent before it; ACK: pieces landed */
 } TcpRx;
+
+/* The socket of a put's piece (the sender's choice): a put of at most TCP_INLINE bytes on socket
+ * 0 with the signals; larger ones round-robin by seq (the peer's running piece count) over the
+ * nsocks sockets, or over sockets 1..nsocks-1 where control keeps socket 0 for signals and
+ * small puts (MSCCLRT_SOCKET_CONTROL; with one socket there is only socket 0). */
+uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control);
 
 /* Checks the per-socket counts that follow a SIGNAL or FLUSH header: nsocks of them, summing to
  * total (the header's arg), none below prev (the counts of the peer's previous SIGNAL/FLUSH:

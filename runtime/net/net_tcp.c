@@ -13,7 +13,8 @@
  * Threads: each socket has a sender (tx) and a receiver (rx) thread. A put is cut into pieces of
  * MSCCLRT_SOCKET_PIECE_BYTES (at most TCP_PIECE, what a receiver accepts) spread round-robin over
  * the peer's sockets (a put of at most TCP_INLINE bytes goes on socket 0, with the signals that
- * follow it); in device mode each piece is first copied device->pinned host with
+ * follow it; with MSCCLRT_SOCKET_CONTROL=1 and 2 sockets or more larger puts avoid socket 0, so
+ * signals never wait behind their pieces at the sender); in device mode each piece is first copied device->pinned host with
  * cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS staging slots, unless its source is a
  * registered host source (net_reg_host_src, or a region of net_reg_host: pinned host memory the
  * GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a
@@ -73,7 +74,6 @@
 
 #define TCP_SLOTS   4                    /* device mode: pinned staging pieces per socket */
 #define TCP_RX_SLOTS 2                   /* device mode: pinned receive pieces per socket */
-#define TCP_INLINE  (64u << 10)          /* pieces up to this size may be sent by the caller */
 #define TCP_QMAX    64                   /* queued items per socket */
 #define TCP_PEND_MAX (1u << 16)          /* a peer's SIGNAL/FLUSH waiting for its data, at most */
 
@@ -146,6 +146,7 @@ typedef struct Tcp {
     int nsocks;
     int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
+    bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     _Atomic int stopping;
     CuContext ctx;
 } Tcp;
@@ -639,8 +640,12 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
     for (uint64_t o = 0; o < bytes; o += piece) {
         uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
-         * thread, which finds the data and its signal in order; large ones spread out */
-        TcpSock *s = bytes <= TCP_INLINE ? &p->s[0] : &p->s[p->next++ % (unsigned)t->nsocks];
+         * thread, which finds the data and its signal in order; large ones spread out, over
+         * the sockets after 0 where socket 0 is kept for control (MSCCLRT_SOCKET_CONTROL: a
+         * signal, e.g. an acknowledgement going against the data, then never queues behind a
+         * large piece; the receiver's per-socket counts keep signals after their data) */
+        TcpSock *s = &p->s[tcp_piece_socket(bytes, bytes <= TCP_INLINE ? 0 : p->next++,
+                                             (uint32_t)t->nsocks, t->control)];
         TcpItem it = {.h = hdr(n, TCP_PUT), .data = (const void *)(uintptr_t)(src + o),
                       .slot = -1};
         it.h.region = w->id;
@@ -966,6 +971,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long piece;
     TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
     t->piece = (uint64_t)piece;
+    long long control;
+    TRY_GOTO(param_int(PARAM_SOCKET_CONTROL, &control), res, fail);
+    t->control = control != 0;
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);
         t->ctx = (CuContext)n->opt.cu_ctx;

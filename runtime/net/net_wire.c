@@ -106,6 +106,12 @@ bool tcp_rx_check(const void *bytes, const TcpRxState *st, const NetRegion *regs
     }
 }
 
+uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control) {
+    if (put_bytes <= TCP_INLINE || nsocks <= 1) return 0;
+    const uint32_t first = control ? 1 : 0;
+    return first + seq % (nsocks - first);
+}
+
 bool tcp_counts_check(const uint64_t *counts, uint32_t nsocks, uint64_t total,
                       const uint64_t *prev, char *why, size_t whylen) {
     uint64_t sum = 0;

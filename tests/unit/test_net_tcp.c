@@ -325,6 +325,27 @@ static int run(const char *scen, int n, const char *const *hostids) {
                      strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
 }
 
+/* the sender's choice of socket for a piece (tcp_piece_socket) */
+static void t_piece_socket(void) {
+    /* small puts and one socket: socket 0, control or not */
+    CHECK_EQ_INT(0, tcp_piece_socket(1, 5, 4, false));
+    CHECK_EQ_INT(0, tcp_piece_socket(TCP_INLINE, 5, 4, true));
+    CHECK_EQ_INT(0, tcp_piece_socket(TCP_INLINE + 1, 5, 1, true));
+    /* large: round-robin over every socket, or over 1..n-1 with socket 0 kept for control */
+    int seen[4] = {0, 0, 0, 0}, seen_c[4] = {0, 0, 0, 0};
+    for (uint32_t k = 0; k < 12; k++) {
+        seen[tcp_piece_socket(1u << 20, k, 4, false)]++;
+        seen_c[tcp_piece_socket(1u << 20, k, 4, true)]++;
+    }
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(3, seen[i]);
+    CHECK_EQ_INT(0, seen_c[0]);
+    for (int i = 1; i < 4; i++) CHECK_EQ_INT(4, seen_c[i]);
+    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 0, 2, true));
+    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 7, 2, true));
+    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 7, 2, false));
+    CHECK_EQ_INT(0, tcp_piece_socket(1u << 20, 8, 2, false));
+}
+
 static int rank_main(const char *scen, int rank, int n, const BootId *id) {
     const bool dev = strncmp(scen, "dev-", 4) == 0;
     if (dev) scen += 4;
@@ -333,6 +354,12 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
     if (strcmp(scen, "exchange-piece") == 0) {
         setenv("MSCCLRT_SOCKET_PIECE_BYTES", rank % 2 ? "65536" : "16384", 1);
         return rank_exchange(rank, n, id, dev);
+    }
+    /* socket 0 kept for control: large puts on the other sockets only, signals still after
+     * the pieces sent before them on every socket (MSCCLRT_SOCKET_CONTROL) */
+    if (strcmp(scen, "reorder-control") == 0 || strcmp(scen, "exchange-control") == 0) {
+        setenv("MSCCLRT_SOCKET_CONTROL", "1", 1);
+        return scen[0] == 'r' ? rank_reorder(rank, n, id, dev) : rank_exchange(rank, n, id, dev);
     }
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
@@ -361,6 +388,11 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("burst", 2, two)));
     TEST("net/tcp a signal waits for the pieces before it on every socket (2 ranks, 4 sockets)",
          CHECK_EQ_INT(0, run("reorder", 2, two)));
+    TEST("net/tcp the socket of each piece, socket 0 kept for control or not", t_piece_socket());
+    TEST("net/tcp socket 0 kept for control (MSCCLRT_SOCKET_CONTROL=1): a signal waits for the "
+         "pieces on the other sockets (2 ranks, 4 sockets)", CHECK_EQ_INT(0, run("reorder-control", 2, two)));
+    TEST("net/tcp socket 0 kept for control: puts 1 B..64 MiB (4 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("exchange-control", 4, four)));
     TEST("net/tcp a plan's flush returns once the sources are read (2 ranks)",
          CHECK_EQ_INT(0, run("sources", 2, two)));
     char lib[sizeof fake_dir + 16];
@@ -376,6 +408,8 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("dev-burst", 2, two)));
     TEST("net/tcp device mode (fake driver): a signal waits for every socket's pieces",
          CHECK_EQ_INT(0, run("dev-reorder", 2, two)));
+    TEST("net/tcp device mode (fake driver): socket 0 kept for control, signals after data",
+         CHECK_EQ_INT(0, run("dev-reorder-control", 2, two)));
     TEST("net/tcp device mode (fake driver): a plan's flush waits for the staging copies",
          CHECK_EQ_INT(0, run("dev-sources", 2, two)));
     TEST("net/tcp device mode (fake driver): puts from a host source go unstaged; its flush",
