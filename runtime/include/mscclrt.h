@@ -525,7 +525,8 @@ MSCCLRT_API mscclrt_result mscclrt_window_deregister(mscclrt_comm *comm, mscclrt
  * the PreMulSum scalar, extra arguments) and a pointer to the context the runtime set up once per
  * communicator: this rank's scratch and every peer's (mapped), per-(block, peer) signal counters
  * and slots (mscclrt_native.cuh has the helpers of its message/ack protocol). The kernel is
- * launched with the chosen blocks (at most 32) x threads. Point-to-point calls
+ * launched with the chosen blocks (at most 32) x threads, plainly (never with programmatic
+ * stream serialization, which the library's own kernels use: MSCCLRT_LAUNCH_PDL). Point-to-point calls
  * (mscclrt_send/recv) do not consult the selector: a group's calls on one comm always become
  * one launch of the built-in send/recv kernel. */
 /* [serialised per comm] Runs one algorithm directly, bypassing the selector (tuning, tests); a
