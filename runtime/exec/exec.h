@@ -251,10 +251,10 @@ mscclrt_result exec_launch_failed(const mscclrt_comm *c, CuResult r, int blocks,
                                   const char *kind, const char *name);
 /* Programmatic dependent launch (exec_pdl.c): whether to use it, from MSCCLRT_LAUNCH_PDL, the
  * GPU's compute capability major, the driver's cuLaunchKernelEx and whether another rank of the
- * group uses the same GPU (pure; tested); the comm's decision, made on its first own launch;
- * and such a launch (falling back to a plain one, for good, where the driver refuses it). */
+ * group uses the same GPU (pure; tested); the comm's decision, made on its first own launch
+ * (a bad MSCCLRT_LAUNCH_PDL fails that launch, naming it); and such a launch (falling back to a plain one, for good, where the driver refuses it). */
 bool exec_pdl_wanted(long long param, int cc_major, bool have_launch_ex, bool gpu_shared);
-void exec_pdl_decide(mscclrt_comm *c);
+mscclrt_result exec_pdl_decide(mscclrt_comm *c);
 CuResult exec_pdl_launch(mscclrt_comm *c, CuFunction fn, int blocks, int threads, void **params,
                          void *stream);
 /* own: fn's source begins with mk::launch_prologue (generated plan kernels, the built-in native
@@ -265,7 +265,10 @@ static inline mscclrt_result exec_launch_kernel(mscclrt_comm *c, CuFunction fn, 
     CuContext prev;
     mscclrt_result res = exec_cuda_current(c, &prev);
     if (res != MSCCLRT_SUCCESS) return res;
-    if (own && c->pdl == 0) exec_pdl_decide(c);
+    if (own && c->pdl == 0 && (res = exec_pdl_decide(c)) != MSCCLRT_SUCCESS) {
+        exec_cuda_restore(c, prev);
+        return res;
+    }
     CuResult r = own && c->pdl > 0
         ? exec_pdl_launch(c, fn, blocks, threads, params, stream)
         : cu.cuLaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)threads, 1, 1, 0,

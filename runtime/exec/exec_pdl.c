@@ -34,9 +34,9 @@ static bool gpu_shared(mscclrt_comm *c) {
     return c->gpu_shared;
 }
 
-void exec_pdl_decide(mscclrt_comm *c) {
+mscclrt_result exec_pdl_decide(mscclrt_comm *c) {
     long long want = 1;
-    if (param_int(PARAM_LAUNCH_PDL, &want) != MSCCLRT_SUCCESS) want = 0;
+    TRY(param_int(PARAM_LAUNCH_PDL, &want));   /* a bad value fails the call, naming it */
     int major = 0;
     if (cu.cuDeviceGetAttribute(&major, CU_ATTR_CC_MAJOR, c->dev) != CU_OK) major = 0;
     const bool shared = gpu_shared(c);
@@ -45,6 +45,7 @@ void exec_pdl_decide(mscclrt_comm *c) {
              "sm_%d%s%s)", c->rank, c->pdl > 0 ? "on" : "off", want, major * 10,
              cu.cuLaunchKernelEx ? "" : ", no cuLaunchKernelEx",
              shared ? ", another rank uses this GPU" : "");
+    return MSCCLRT_SUCCESS;
 }
 
 CuResult exec_pdl_launch(mscclrt_comm *c, CuFunction fn, int blocks, int threads, void **params,
