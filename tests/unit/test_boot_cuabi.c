@@ -7,12 +7,7 @@
 
 #include "transport/ipc_abi.h"
 
-#if defined(__has_include)
-#if __has_include(<cuda.h>)
-#include <cuda.h>
-#define HAVE_CUDA_H 1
-#endif
-#endif
+#include "real_cuda_h.h"
 
 #ifdef HAVE_CUDA_H
 _Static_assert((int)IPC_PTR_ATTR_CONTEXT == (int)CU_POINTER_ATTRIBUTE_CONTEXT, "CONTEXT");

@@ -8,12 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#if defined(__has_include)
-#if __has_include(<cuda.h>)
-#include <cuda.h>
-#define HAVE_CUDA_H 1
-#endif
-#endif
+#include "real_cuda_h.h"
 
 #ifdef HAVE_CUDA_H
 _Static_assert(sizeof(CUlaunchAttribute) == 72 && offsetof(CUlaunchAttribute, value) == 8,
