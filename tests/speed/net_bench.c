@@ -5,13 +5,17 @@
  * both ranks on it) and also times the parts of the staging path (DtoH into pinned memory,
  * HtoD from pinned memory). Sizes 4 KiB to --max (default 1 GiB).
  *   usage: net_bench [--gpu] [--max BYTES] [--nsocks N] [--lat-bytes N] [--lat-only]
- *                    [--spinner busy|yield]
+ *                    [--spinner busy|yield] [--window BYTES [--window-piece BYTES]
+ *                    [--window-depth N]]
  * --spinner starts one more thread in each rank that spins throughout, busy or yielding the core
  * at every turn: under `taskset -c 0` (every thread on one core, as mpirun binds a rank by
  * default) it shows what a thread that never yields does to the transport's woken threads.
  * Output: one line per size: size, transport GB/s, plain stream GB/s, ratio; then the
  * round-trip latencies of a --lat-bytes (default 8) put+signal and of a message of that size
  * on the plain stream (median and mean of 2000 round trips). --lat-only skips the sizes.
+ * --window BYTES (host buffers) also times the built-in send/recv's protocol across nodes both
+ * ways at once: pieces of --window-piece (256 KiB) into --window-depth (2, the kernel's two
+ * halves) slots of the peer's area, each reused once the peer acknowledged what it held.
  */
 #include "net/net_internal.h"
 #include "core/err.h"
@@ -68,6 +72,10 @@ static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
+
+/* --window BYTES (0: none), --window-piece BYTES, --window-depth N: the two-way windowed
+ * exchange */
+static uint64_t window, wpiece = 256u << 10, wdepth = 2;
 
 /* --spinner: 0 none, 1 busy, 2 yielding; the thread stops when spin_stop is set */
 static int spinner;
@@ -177,6 +185,44 @@ static int rank_run(int rank, const BootId *id, bool gpu, uint64_t max, int nsoc
             if (net_sock_send_all(fd, &c, 1, -1)) return die("plain ack");
         }
     }
+    /* --window: the built-in send/recv's protocol across nodes, both ways at once. Each rank
+     * sends `window` bytes to the other in pieces of wpiece bytes into wdepth slots of the
+     * peer's area (2: the kernel's two halves): piece k (from 0) goes into slot k % wdepth once
+     * the peer has acknowledged piece k - wdepth, then the signal k + 1 at the peer's counter 0; each rank acknowledges every piece it
+     * sees with the signal (count) at the peer's counter 1. An acknowledgement travels against
+     * the other direction's data (MSCCLRT_SOCKET_CONTROL keeps socket 0 free of large pieces). */
+    if (window) {
+        const uint64_t K = window / wpiece;
+        volatile uint64_t *in = (volatile uint64_t *)(uintptr_t)ctr;   /* [0] data, [1] acks */
+        OK(boot_barrier(b), "barrier");
+        double t0 = now_s();
+        uint64_t sent = 0, got = 0;
+        while (sent < K || got < K) {
+            bool moved = false;
+            if (sent < K && (sent < wdepth ||
+                              __atomic_load_n(&in[1], __ATOMIC_ACQUIRE) >= sent - wdepth + 1)) {
+                OK(net_put(n, wbuf + (sent % wdepth) * wpiece, buf, wpiece), "put");
+                OK(net_signal(n, wctr, sent + 1), "signal");
+                sent++;
+                moved = true;
+            }
+            if (got < K && __atomic_load_n(&in[0], __ATOMIC_ACQUIRE) > got) {
+                got++;
+                OK(net_signal(n, wctr + 8, got), "ack");
+                moved = true;
+            }
+            if (!moved) sched_yield();
+        }
+        while (__atomic_load_n(&in[1], __ATOMIC_ACQUIRE) < K) sched_yield();
+        const double t = now_s() - t0;
+        if (rank == 0)
+            printf("window: %llu bytes each way in pieces of %llu, %llu in flight: %.1f us, "
+                   "%.2f GB/s each way\n", (unsigned long long)window, (unsigned long long)wpiece,
+                   (unsigned long long)wdepth, t * 1e6, window / t / 1e9);
+        fflush(stdout);
+        memset((void *)(uintptr_t)ctr, 0, 16);   /* the counters again from 0 below */
+        OK(boot_barrier(b), "barrier");
+    }
     /* latency: ping-pong of a lat_bytes put + signal, then of lat_bytes on the plain stream;
      * each round trip timed alone (the median resists the shared machine's hiccups) */
     OK(boot_barrier(b), "barrier");
@@ -257,6 +303,11 @@ int main(int argc, char **argv) {
             lat_bytes = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--max") == 0 && i + 1 < argc) max = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--nsocks") == 0 && i + 1 < argc) nsocks = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--window") == 0 && i + 1 < argc) window = strtoull(argv[++i], 0, 10);
+        else if (strcmp(argv[i], "--window-piece") == 0 && i + 1 < argc)
+            wpiece = strtoull(argv[++i], 0, 10);
+        else if (strcmp(argv[i], "--window-depth") == 0 && i + 1 < argc)
+            wdepth = strtoull(argv[++i], 0, 10);
         else if (strcmp(argv[i], "--spinner") == 0 && i + 1 < argc &&
                  (strcmp(argv[i + 1], "busy") == 0 || strcmp(argv[i + 1], "yield") == 0))
             spinner = strcmp(argv[++i], "busy") == 0 ? 1 : 2;
@@ -270,11 +321,18 @@ int main(int argc, char **argv) {
             return rank_main(atoi(argv[i + 1]), &id, gpu, max, nsocks, lat_bytes, lat_only);
         } else {
             fprintf(stderr, "usage: net_bench [--gpu] [--max BYTES] [--nsocks N] [--lat-bytes N] "
-                    "[--lat-only] [--spinner busy|yield]\n");
+                    "[--lat-only] [--spinner busy|yield] [--window BYTES [--window-piece BYTES] "
+                    "[--window-depth N]]\n");
             return 2;
         }
     }
     if (max < 4096) max = 4096;
+    if (window && (gpu || wpiece == 0 || wdepth < 1 || wdepth > 64 || wdepth * wpiece > max ||
+                   window < wpiece)) {
+        fprintf(stderr, "net_bench: --window needs host buffers, 1 to 64 slots (--window-depth) "
+                "of --window-piece bytes within --max, and a piece at most the window\n");
+        return 2;
+    }
     BootId id;
     OK(boot_get_unique_id(&id), "boot_get_unique_id");
     char hex[2 * BOOT_ID_BYTES + 1], ms[32], ns[16], ls[32];
@@ -282,12 +340,16 @@ int main(int argc, char **argv) {
     snprintf(ms, sizeof ms, "%llu", (unsigned long long)max);
     snprintf(ns, sizeof ns, "%d", nsocks);
     snprintf(ls, sizeof ls, "%llu", (unsigned long long)lat_bytes);
+    char wins[32], wps[32], wds[32];
+    snprintf(wins, sizeof wins, "%llu", (unsigned long long)window);
+    snprintf(wds, sizeof wds, "%llu", (unsigned long long)wdepth);
+    snprintf(wps, sizeof wps, "%llu", (unsigned long long)wpiece);
     pid_t pid[2];
     for (int r = 0; r < 2; r++) {
         fflush(stdout);
         if ((pid[r] = fork()) == 0) {
             setenv("MSCCLRT_HOSTID", r ? "bench-node1" : "bench-node0", 1);
-            const char *args[20];
+            const char *args[28];
             int k = 0;
             args[k++] = argv[0];
             args[k++] = "--max", args[k++] = ms;
@@ -295,6 +357,8 @@ int main(int argc, char **argv) {
             args[k++] = "--lat-bytes", args[k++] = ls;
             if (gpu) args[k++] = "--gpu";
             if (lat_only) args[k++] = "--lat-only";
+            if (window) args[k++] = "--window", args[k++] = wins, args[k++] = "--window-piece",
+                        args[k++] = wps, args[k++] = "--window-depth", args[k++] = wds;
             if (spinner) args[k++] = "--spinner", args[k++] = spinner == 1 ? "busy" : "yield";
             args[k++] = "--child", args[k++] = r ? "1" : "0", args[k++] = hex;
             args[k] = NULL;
