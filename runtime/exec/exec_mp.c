@@ -82,14 +82,12 @@ static mscclrt_result mp_sharing(mscclrt_comm *c, const char *fn) {
         /* the same GPU: by PCI location where both know it (device ordinals differ between
          * processes that see different CUDA_VISIBLE_DEVICES), else by ordinal */
         const int qpci = devs[3 * q + 2];
-        if (pci >= 0 && qpci >= 0 ? qpci == pci : devs[3 * q] == c->device) {
-            same++;
-            c->gpu_shared = true;
-        }
+        if (pci >= 0 && qpci >= 0 ? qpci == pci : devs[3 * q] == c->device) same++;
         if (devs[3 * q] == c->device && boot_pid_of(c->boot, q) == (int)getpid())
             c->shares_context = true;
     }
     c->sm_min = sm_min;
+    c->gpu_shared = same > 0;
     /* compact to one device per rank (q <= 3q: read before written) */
     for (int q = 0; q < c->nranks; q++) devs[q] = devs[3 * q];
     if (res == MSCCLRT_SUCCESS) {

@@ -37,12 +37,11 @@ static bool gpu_shared(mscclrt_comm *c) {
 mscclrt_result exec_pdl_decide(mscclrt_comm *c) {
     long long want = 1;
     TRY(param_int(PARAM_LAUNCH_PDL, &want));   /* a bad value fails the call, naming it */
-    int major = 0;
-    if (cu.cuDeviceGetAttribute(&major, CU_ATTR_CC_MAJOR, c->dev) != CU_OK) major = 0;
     const bool shared = gpu_shared(c);
-    c->pdl = exec_pdl_wanted(want, major, cu.cuLaunchKernelEx != NULL, shared) ? 1 : -1;
+    /* c->arch: the compute capability read when the comm attached its device (e.g. 90) */
+    c->pdl = exec_pdl_wanted(want, c->arch / 10, cu.cuLaunchKernelEx != NULL, shared) ? 1 : -1;
     LOG_INFO(LOG_SUB_EXEC, "rank %d: programmatic dependent launch %s (MSCCLRT_LAUNCH_PDL=%lld, "
-             "sm_%d%s%s)", c->rank, c->pdl > 0 ? "on" : "off", want, major * 10,
+             "sm_%d%s%s)", c->rank, c->pdl > 0 ? "on" : "off", want, c->arch,
              cu.cuLaunchKernelEx ? "" : ", no cuLaunchKernelEx",
              shared ? ", another rank uses this GPU" : "");
     return MSCCLRT_SUCCESS;

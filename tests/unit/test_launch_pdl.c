@@ -48,28 +48,9 @@ static bool body_starts_with_prologue(const char *open) {
     return strncmp(p, "mk::launch_prologue();", 22) == 0;
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *s = NULL;
-    size_t n = 0, cap = 0;
-    for (int ch; (ch = fgetc(f)) != EOF;) {
-        if (n + 1 >= cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *t = realloc(s, cap);
-            if (!t) break;
-            s = t;
-        }
-        s[n++] = (char)ch;
-    }
-    fclose(f);
-    if (s) s[n] = '\0';
-    return s;
-}
-
 /* every __global__ function of a kernel file begins with the prologue; returns how many */
 static int check_kernel_file(const char *path) {
-    char *s = slurp(path);
+    char *s = tp_read_file(path, NULL);
     CHECK(s != NULL);
     if (!s) return 0;
     int n = 0;
@@ -99,7 +80,7 @@ static void t_kernel_files(void) {
     CHECK_EQ_INT(3, n);   /* mscclrt_native_coll, _p2p, _p2p_small */
     CHECK_EQ_INT(1, check_kernel_file("kernels/native_direct.cuh"));
     /* the prologue itself: the wait comes before the trigger, both only on sm_90 and later */
-    char *s = slurp("kernels/mk_sync.cuh");
+    char *s = tp_read_file("kernels/mk_sync.cuh", NULL);
     CHECK(s != NULL);
     const char *f = s ? strstr(s, "void launch_prologue()") : NULL;
     CHECK(f != NULL);
