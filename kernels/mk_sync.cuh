@@ -11,13 +11,18 @@
 
 namespace mk {
 
-/* The first statement of every kernel libmscclrt launches (generated and built-in). On sm_90
- * and later the runtime may launch its kernels with programmatic stream serialization
- * (MSCCLRT_LAUNCH_PDL), which lets a kernel be scheduled while the previous kernel on its
- * stream still runs: the wait holds this grid until that kernel has completed and its memory
- * is visible, so nothing below it sees earlier work unfinished; the trigger then lets the next
- * such kernel be scheduled early, so its launch overlaps this one's run. Launched plainly, the
- * wait returns at once. */
+/* Programmatic dependent launch. On sm_90 and later the runtime may launch its kernels with
+ * programmatic stream serialization (MSCCLRT_LAUNCH_PDL), which lets a kernel be scheduled while
+ * the previous kernel on its stream still runs: launch_prologue's wait holds this grid until
+ * that kernel has completed and its memory is visible, so nothing after it sees earlier work
+ * unfinished; its trigger then lets the next such kernel be scheduled, so its launch overlaps
+ * this one's run. The trigger comes after the wait so that at most two grids of a stream are
+ * resident at once (a trigger before it let every small kernel of a graph be scheduled in a
+ * chain: alltoall of 1-64 KiB lost 0.3-0.7 us on 2 x H200, fifteenth session). Launched plainly,
+ * both return at once. It is the first statement of every kernel libmscclrt launches, except
+ * that a built-in kernel may load before it what no earlier kernel writes (its arguments, the
+ * context written once at setup), which then overlaps the previous kernel's end
+ * (tests/unit/test_launch_pdl.c checks which loads). */
 __device__ __forceinline__ void launch_prologue() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

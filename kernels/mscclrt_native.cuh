@@ -376,20 +376,31 @@ __device__ void lane_exchange(const Ctx &x, u32 b, const bool *with, const MnDir
     for (u32 p = threadIdx.x; p < n; p += blockDim.x)
         if (with[p]) mk::signal_relaxed(lane_ctr_at(x, p, MN_LANE_REC_ACK, b));
 }
-/* Rank q's buffer as this rank maps it: the entry of q's announcement pub in slot `slot` of
- * this rank's peer-memory table (runtime/peermem) plus off. Every rank's record said this rank
- * mapped it, and the host keeps an entry until its owner retires it, which happens only after
- * this launch: a mismatch is a broken promise and traps, except after an abort, when records
- * may be half read (0: the caller does not go direct). */
-__device__ u64 pm_peer_ptr(u64 table, u32 q, u32 slot, u32 pub, u64 off) {
-    const volatile MnPeerMem *m = (const volatile MnPeerMem *)table + (u64)q * MN_PM_SLOTS + slot;
-    if (m->pub != pub) {
+/* Rank q's buffer as this rank maps it, from the entry of q's announcement pub in slot `slot`
+ * of this rank's peer-memory table (runtime/peermem), read as have (its pub) and base, plus
+ * off. Every rank's record said this rank mapped it, and the host keeps an entry until its
+ * owner retires it, which happens only after this launch: a mismatch is a broken promise and
+ * traps, except after an abort, when records may be half read (0: the caller does not go
+ * direct). */
+__device__ u64 pm_entry_ptr(u64 have, u64 base, u32 q, u32 slot, u32 pub, u64 off) {
+    if (have != pub) {
         if (mk::aborted()) return 0;
         printf("mscclrt: direct transfer: rank %u's announcement %u is not in slot %u of this "
-               "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)m->pub);
+               "rank's table (holds %llu)\n", q, pub, slot, (unsigned long long)have);
         __trap();
     }
-    return m->base + off;
+    return base + off;
+}
+/* one table entry, both words in one load (the host rewrites entries between launches) */
+__device__ __forceinline__ MnPeerMem pm_load(const MnPeerMem *m) {
+    MnPeerMem e;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(e.pub), "=l"(e.base) : "l"(m) : "memory");
+    return e;
+}
+/* the same read from the table in device memory */
+__device__ u64 pm_peer_ptr(u64 table, u32 q, u32 slot, u32 pub, u64 off) {
+    const MnPeerMem e = pm_load((const MnPeerMem *)table + (u64)q * MN_PM_SLOTS + slot);
+    return pm_entry_ptr(e.pub, e.base, q, slot, pub, off);
 }
 /* one thread: block b's writes into peer p's memory are done (after the block's barrier) */
 __device__ __forceinline__ void lane_done(const Ctx &x, u32 b, u32 p) {

@@ -772,8 +772,8 @@ __device__ void coll_slots(const MnArgs &a, const Ctx &x, const Flow &f) {
 /* the kernels (native_direct.cuh's module has its own and defines MSCCLRT_NATIVE_LIB_ONLY) */
 #ifndef MSCCLRT_NATIVE_LIB_ONLY
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MN_PARAM MnArgs a) {
+    const mn::Ctx x(a);   /* the context: written once at setup, so loaded before the wait */
     mk::launch_prologue();
-    const mn::Ctx x(a);
     mn::probe_begin(x.c, MN_PROBE_KIND_COLL, a.coll);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
@@ -785,7 +785,8 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_coll(MN_PARAM 
 /* the body of both send/recv kernels (L: their list argument's type) */
 template <class L>
 __device__ __forceinline__ void p2p_kernel(const MnArgs &a, const L &l, const MnP2pDirect &d) {
-    const mn::Ctx x(a);
+    const mn::Ctx x(a);   /* the context: written once at setup, so loaded before the wait */
+    mk::launch_prologue();
     mn::probe_begin(x.c, MN_PROBE_KIND_P2P, MN_SENDRECV);
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
@@ -796,14 +797,12 @@ __device__ __forceinline__ void p2p_kernel(const MnArgs &a, const L &l, const Mn
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p(MN_PARAM MnArgs a,
                                                                        MN_PARAM MnP2pList l,
                                                                        MN_PARAM MnP2pDirect d) {
-    mk::launch_prologue();
     p2p_kernel(a, l, d);
 }
 /* groups of at most MN_P2P_SMALL entries (most): 3 KiB less of kernel argument per launch */
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_p2p_small(MN_PARAM MnArgs a,
                                                                              MN_PARAM MnP2pListSmall l,
                                                                              MN_PARAM MnP2pDirect d) {
-    mk::launch_prologue();
     p2p_kernel(a, l, d);
 }
 #endif

@@ -73,17 +73,43 @@ __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) 
     return true;
 }
 
+/* This rank's peer-memory table, [n][MN_PM_SLOTS] entries, read before the kernel's prologue,
+ * one entry per thread, and kept in registers until the records arrive: the entries a launch
+ * may use were written before it was launched (records use only announcements every rank had
+ * mapped then, and none is retired before this launch ends), so reading them early reads the
+ * same words, and their round trip overlaps the previous kernel's end instead of following the
+ * record exchange (thread 0 read two words per peer there, one after the other). With it and
+ * the context loaded before the prologue, launches of 4-16 MiB took about 1 us less on 2 x H200
+ * (BENCHMARKS.md, fifteenth session); the probe's step from records to addresses (points 11
+ * to 12) stayed about 1.4 us, so most of that step is elsewhere. */
+struct PmAhead {
+    const MnPeerMem *src;
+    u32 n;
+    MnPeerMem e;
+    __device__ PmAhead(const MnDirect &d, u32 n_) : src((const MnPeerMem *)d.table), n(n_), e{0, 0} {
+        if (threadIdx.x < n * MN_PM_SLOTS) e = pm_load(src + threadIdx.x);
+    }
+    /* block-wide: the entries into t (shared, n * MN_PM_SLOTS); a block of fewer threads
+     * than entries reads the rest now */
+    __device__ void land(MnPeerMem *t) const {
+        if (threadIdx.x < n * MN_PM_SLOTS) t[threadIdx.x] = e;
+        for (u32 i = threadIdx.x + blockDim.x; i < n * MN_PM_SLOTS; i += blockDim.x) t[i] = pm_load(src + i);
+        __syncthreads();
+    }
+};
 /* rank q's buffer as this rank maps it (mscclrt_native.cuh) */
-__device__ __forceinline__ u64 direct_peer_ptr(const MnDirect &d, u32 q, u32 slot, u32 pub, u64 off) {
-    return pm_peer_ptr(d.table, q, slot, pub, off);
+__device__ __forceinline__ u64 direct_peer_ptr(const MnPeerMem *t, u32 q, u32 slot, u32 pub, u64 off) {
+    const MnPeerMem &m = t[(u64)q * MN_PM_SLOTS + slot];
+    return pm_entry_ptr(m.pub, m.base, q, slot, pub, off);
 }
 
 /* Round one (block-wide): records exchanged with the same block of every peer; returns the
  * path, and for the direct one every rank's send and recv addresses in sp / rp. */
-__device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b,
+__device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b, const PmAhead &pm,
                              MnDirectRec *recs, u64 *sp, u64 *rp) {
     __shared__ bool go;
     __shared__ bool all[MN_DIRECT_MAX_RANKS];
+    __shared__ MnPeerMem table[MN_DIRECT_MAX_RANKS * MN_PM_SLOTS];
     const u32 n = x.n, r = x.rank;
     const long long t0 = clock64();
     if (threadIdx.x == 0) {
@@ -92,6 +118,8 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     }
     __syncthreads();
     lane_exchange(x, b, all, &recs[r], 0, recs);
+    probe_at(11);
+    pm.land(table);
     if (threadIdx.x == 0) {
         /* after an abort the records may be half read: the slot path, which touches no user
          * buffer of a peer, runs to its end instead */
@@ -99,10 +127,11 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
         if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
         for (u32 q = 0; go && q < n; q++) {
             const MnDirectRec &e = recs[q];
-            sp[q] = q == r ? a.in : direct_uses(a, q, 1) ? direct_peer_ptr(d, q, e.sslot, e.spub, e.soff) : 0;
-            rp[q] = q == r ? a.out : direct_uses(a, q, 2) ? direct_peer_ptr(d, q, e.rslot, e.rpub, e.roff) : 0;
+            sp[q] = q == r ? a.in : direct_uses(a, q, 1) ? direct_peer_ptr(table, q, e.sslot, e.spub, e.soff) : 0;
+            rp[q] = q == r ? a.out : direct_uses(a, q, 2) ? direct_peer_ptr(table, q, e.rslot, e.rpub, e.roff) : 0;
             if ((direct_uses(a, q, 1) && !sp[q]) || (direct_uses(a, q, 2) && !rp[q])) go = false;
         }
+        probe_at(12);
     }
     __syncthreads();
     return go;
@@ -136,6 +165,7 @@ __device__ void direct_sync(const Ctx &x, u32 b) {
     if (threadIdx.x == 0) {
         for (u32 p = 0; p < x.n; p++)
             if (p != x.rank) lane_done(x, b, p);
+        probe_at(13);
         for (u32 p = 0; p < x.n; p++)
             if (p != x.rank) lane_wait_done(x, b, p);
     }
@@ -284,19 +314,24 @@ __device__ __noinline__ void direct_fallback(const MnArgs &a, const Ctx &x, cons
 
 extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARAM MnArgs a,
                                                                          MN_PARAM MnDirect d) {
-    mk::launch_prologue();
-    /* the grid may exceed the slot path's MN_MAX_BLOCKS: its first blocks take the slots */
+    /* before the prologue only loads of what no earlier kernel writes: the context (written
+     * once at setup) and the peer-memory table's entries (PmAhead). The grid may exceed the
+     * slot path's MN_MAX_BLOCKS: its first blocks take the slots */
     const mn::Ctx x(a, gridDim.x < MN_MAX_BLOCKS ? gridDim.x : MN_MAX_BLOCKS);
+    const bool direct = x.n <= MN_DIRECT_MAX_RANKS && x.c->off_lane && gridDim.x <= MN_DIRECT_BLOCKS;
+    const mn::PmAhead pm(d, direct ? x.n : 0);
+    mk::launch_prologue();
     __shared__ bool net_sent;
     const mn::Flow f(x, blockIdx.x, &net_sent);
     __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
     __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
-    if (x.n > MN_DIRECT_MAX_RANKS || !x.c->off_lane || gridDim.x > MN_DIRECT_BLOCKS) {
+    if (!direct) {
         mn::direct_fallback(a, x, f);   /* the runtime does not launch this kernel then */
         return;
     }
     mn::probe_begin(x.c, MN_PROBE_KIND_DIRECT, a.coll);
-    if (mn::direct_agree(a, d, x, blockIdx.x, recs, sp, rp)) {
+    mn::probe_grid_at(x.c, 10);   /* the grid's last block to begin */
+    if (mn::direct_agree(a, d, x, blockIdx.x, pm, recs, sp, rp)) {
         mn::probe_at(2);
         mn::direct_run(a, x, blockIdx.x, sp, rp, mn::allreduce_push_ok(a, recs, x.n));
         mn::probe_at(3);
@@ -305,5 +340,6 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARA
         mn::direct_fallback(a, x, f);
     }
     mn::probe_at(15);
+    mn::probe_grid_at(x.c, 14);
 }
 #endif

@@ -53,5 +53,20 @@ __device__ __forceinline__ void probe_at(mk::u32 k) {
 #endif
 }
 
+/* point k of the launch as the grid's last block gets there: every block's thread 0 raises it
+ * (call where every block passes). The record is the latest begun; a block that ends before
+ * block 0 began raises the previous launch's, which the medians shrug off. */
+__device__ __forceinline__ void probe_grid_at(const MnContext *c, mk::u32 k) {
+#if MN_PROBE
+    if (threadIdx.x == 0 && c->probe && k < MN_PROBE_POINTS) {
+        MnProbe *p = (MnProbe *)c->probe;
+        const mk::u64 n = *(volatile mk::u64 *)&p->launches;
+        if (n) atomicMax((unsigned long long *)&p->rec[(n - 1) % MN_PROBE_RECS].t[k], probe_now());
+    }
+#else
+    (void)c, (void)k;
+#endif
+}
+
 }  // namespace mn
 #endif

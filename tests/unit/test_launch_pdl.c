@@ -4,8 +4,9 @@
  * cuLaunchKernelEx, no other rank on the GPU); the launch structures cuda_driver.h restates,
  * pinned to the numbers test_launch_cuabi.c checks in <cuda.h>; and the promise that makes such launches
  * safe: every kernel libmscclrt launches begins with mk::launch_prologue (the generated plan
- * kernels and every __global__ function of kernels/), so nothing a kernel does comes before
- * its wait for the previous kernel on the stream.
+ * kernels and every __global__ function of kernels/, which may only load the context and the
+ * peer-memory table before it), so nothing a kernel does with what an earlier kernel writes
+ * comes before its wait for the previous kernel on the stream.
  */
 #include "codegen/codegen.h"
 #include "core/err.h"
@@ -42,10 +43,54 @@ static void t_rule(void) {
 }
 
 /* the first statement of the function body that starts at text[open] ('{') */
-static bool body_starts_with_prologue(const char *open) {
+static const char *first_statement(const char *open) {
     const char *p = open + 1;
     while (*p && isspace((unsigned char)*p)) p++;
-    return strncmp(p, "mk::launch_prologue();", 22) == 0;
+    return p;
+}
+
+/* p past blanks and comments */
+static const char *skip_comments(const char *p) {
+    for (;;) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        if (strncmp(p, "/*", 2) != 0) return p;
+        const char *e = strstr(p, "*/");
+        if (!e) return p + strlen(p);
+        p = e + 2;
+    }
+}
+
+/* Whether the function body at open begins with mk::launch_prologue(), before which it may only
+ * declare what loads what no earlier kernel writes: `const mn::Ctx`, `const mn::PmAhead` and
+ * `const bool` of them (statements that use nothing else of mn:: or mk::). A body whose first
+ * statement calls a helper of file (p2p_kernel) is checked by the helper's body. */
+static bool body_starts_with_prologue(const char *open, const char *file) {
+    const char *p = first_statement(open);
+    const char *pro = strstr(p, "mk::launch_prologue();");
+    const char *close = strstr(p, "\n}");
+    if (pro && (!close || pro < close)) {
+        for (const char *st = skip_comments(p); st < pro; st = skip_comments(st)) {
+            const char *semi = strchr(st, ';');
+            if (!semi || semi > pro) return false;
+            size_t skip;
+            if (strncmp(st, "const mn::Ctx ", 14) == 0) skip = 14;
+            else if (strncmp(st, "const mn::PmAhead ", 18) == 0) skip = 18;
+            else if (strncmp(st, "const bool ", 11) == 0) skip = 11;
+            else return false;
+            const char *m = strstr(st + skip, "mn::"), *k = strstr(st, "mk::");
+            if ((m && m < semi) || (k && k < semi)) return false;
+            st = semi + 1;
+        }
+        return true;
+    }
+    /* the body hands on to one helper (p2p_kernel) first */
+    const char *paren = strchr(p, '(');
+    if (!paren || (close && paren > close) || paren - p > 40) return false;
+    char name[64];
+    snprintf(name, sizeof name, "void %.*s(", (int)(paren - p), p);
+    const char *def = strstr(file, name);
+    const char *hb = def ? strchr(def, '{') : NULL;
+    return hb && hb != open && body_starts_with_prologue(hb, file);
 }
 
 /* every __global__ function of a kernel file begins with the prologue; returns how many */
@@ -64,11 +109,11 @@ static int check_kernel_file(const char *path) {
         CHECK(open != NULL);
         if (!open) break;
         n++;
-        if (!body_starts_with_prologue(open)) {
+        if (!body_starts_with_prologue(open, s)) {
             char name[96];
             snprintf(name, sizeof name, "%.*s", (int)(open - g < 95 ? open - g : 95), g);
             fprintf(stderr, "%s: a kernel without mk::launch_prologue first: %s\n", path, name);
-            CHECK(body_starts_with_prologue(open));
+            CHECK(body_starts_with_prologue(open, s));
         }
     }
     free(s);
@@ -106,7 +151,7 @@ static void t_generated(void) {
         const char *g = src ? strstr(src, "__global__") : NULL;
         CHECK(g != NULL);
         const char *open = g ? strchr(g, '{') : NULL;
-        CHECK(open && body_starts_with_prologue(open));
+        CHECK(open && strncmp(first_statement(open), "mk::launch_prologue();", 22) == 0);
         CHECK(!g || !strstr(g + 1, "__global__"));   /* one kernel per source */
         free(src);
         plan_free(p);
