@@ -191,6 +191,7 @@ MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
 #define MN_PM_SLOTS 64            /* allocations one rank may share at once */
 #define MN_DIRECT_INPLACE 1u      /* MnDirectRec.flags: sendbuf and recvbuf of this rank are one
                                      buffer or overlap */
+#define MN_DIRECT_SAME 2u         /* MnDirectRec.flags: sendbuf == recvbuf (with INPLACE) */
 #define MN_DIRECT_BLOCKS 128      /* blocks (lanes) of a direct launch at most */
 #define MN_LANE_REC_BYTES 256     /* a record as LL16 packets, in one half of a lane's slot */
 /* the lanes' counter arrays, u64[MN_DIRECT_BLOCKS][nranks] each, in this order */

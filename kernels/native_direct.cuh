@@ -18,6 +18,9 @@
  * kernel ends while a peer still touches its buffers. The slot path runs on the first
  * MN_MAX_BLOCKS blocks (Ctx::nb); the others then end at once.
  *
+ * Alltoall in place swaps blocks between the ranks of each pair (alltoall_in_place); in place
+ * on some ranks only, or with overlapping buffers, it takes the slots.
+ *
  * Reductions read all n sources of a vector before storing it (mk::reduce), in rank order,
  * with one rank computing each element and storing it everywhere: in-place calls are safe and
  * every rank gets the same bits as on the slot path. Ranks: up to MN_DIRECT_MAX_RANKS; the
@@ -48,6 +51,15 @@ __device__ __forceinline__ bool direct_reduces(u32 coll) {
     return coll == MN_ALLREDUCE || coll == MN_REDUCESCATTER || coll == MN_REDUCE;
 }
 
+/* Whether an alltoall swaps in place: every rank's sendbuf is its recvbuf (the records say so,
+ * so every block of every rank answers alike). A push would overwrite the block its owner has
+ * yet to send; a mix of in-place and separate buffers takes the slots. */
+__device__ __forceinline__ bool alltoall_swap(const MnDirectRec *recs, u32 n) {
+    for (u32 q = 0; q < n; q++)
+        if (!(recs[q].flags & MN_DIRECT_SAME)) return false;
+    return true;
+}
+
 /* Whether the records allow the direct path: a function of the records and the call only, so
  * every block of every rank answers alike. */
 __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) {
@@ -58,9 +70,11 @@ __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) 
         (!(n == 2 || n == 4 || n == 8) || a.op == MN_OP_PREMULSUM || MSCCLRT_OP == mk::OP_AVG ||
          mk::SlowElems<T>::value))
         return false;
+    if (a.coll == MN_ALLTOALL && !alltoall_swap(recs, n))   /* in place on every rank, or none */
+        for (u32 q = 0; q < n; q++)
+            if (recs[q].flags & MN_DIRECT_INPLACE) return false;
     for (u32 q = 0; q < n; q++) {
         const MnDirectRec &e = recs[q];
-        if (a.coll == MN_ALLTOALL && (e.flags & MN_DIRECT_INPLACE)) return false;
         const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
         if (s && (e.spub == 0 || e.sslot >= MN_PM_SLOTS)) return false;
         if (t && (e.rpub == 0 || e.rslot >= MN_PM_SLOTS)) return false;
@@ -120,11 +134,13 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     lane_exchange(x, b, all, &recs[r], 0, recs);
     probe_at(11);
     pm.land(table);
+    probe_at(6);
     if (threadIdx.x == 0) {
         /* after an abort the records may be half read: the slot path, which touches no user
          * buffer of a peer, runs to its end instead */
         go = direct_allowed(a, recs, n) && !mk::aborted_since(t0);
         if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
+        probe_at(7);
         for (u32 q = 0; go && q < n; q++) {
             const MnDirectRec &e = recs[q];
             sp[q] = q == r ? a.in : direct_uses(a, q, 1) ? direct_peer_ptr(table, q, e.sslot, e.spub, e.soff) : 0;
@@ -210,9 +226,63 @@ __device__ void allreduce_push(const MnArgs &a, const Ctx &x, u32 b, const u64 *
     }
 }
 
+/* Block-wide: the n bytes at p and at q trade places; each thread reads both of its vectors
+ * before it writes either, so no other thread (or rank) may touch them meanwhile. Two vectors
+ * of each side in flight per thread (one side is a peer's, read over NVLink). */
+__device__ __noinline__ void swap_bytes(char *p, char *q, u64 n) {
+    const u32 tid = threadIdx.x, nt = blockDim.x;
+    u64 done = 0;
+    if (mk::al16(p) && mk::al16(q)) {
+        const u64 nv = n >> 4;
+        uint4 *vp = (uint4 *)p, *vq = (uint4 *)q;
+        u64 i = tid;
+        for (; i + nt < nv; i += 2 * (u64)nt) {
+            const uint4 a0 = vp[i], a1 = vp[i + nt], b0 = vq[i], b1 = vq[i + nt];
+            vp[i] = b0; vp[i + nt] = b1; vq[i] = a0; vq[i + nt] = a1;
+        }
+        for (; i < nv; i += nt) {
+            const uint4 a0 = vp[i], b0 = vq[i];
+            vp[i] = b0; vq[i] = a0;
+        }
+        done = nv << 4;
+    }
+    if ((((u64)p | (u64)q | done | n) & 3) == 0) {
+        for (u64 i = (done >> 2) + tid; i < (n >> 2); i += nt) {
+            const u32 a0 = ((u32 *)p)[i], b0 = ((u32 *)q)[i];
+            ((u32 *)p)[i] = b0; ((u32 *)q)[i] = a0;
+        }
+    } else {
+        for (u64 i = done + tid; i < n; i += nt) {
+            const char a0 = p[i], b0 = q[i];
+            p[i] = b0; q[i] = a0;
+        }
+    }
+}
+
+/* In-place alltoall (every rank's sendbuf is its recvbuf): block q of rank r and block r of
+ * rank q trade places, for every pair. The lower rank of a pair swaps the first half of the
+ * pair's blocks, the higher one the rest, so each rank moves as much as it receives and no
+ * two threads anywhere touch the same bytes; the records' arrival said every peer's buffer
+ * holds its input, and the final barrier keeps every buffer in use until all swaps are done.
+ * Block r stays where it is. Each swap reads the peer's half over NVLink as it writes ours
+ * into it (a push alone would overwrite what the peer has yet to send). */
+__device__ void alltoall_in_place(const MnArgs &a, const Ctx &x, u32 b, const u64 *rp) {
+    const u32 n = x.n, r = x.rank;
+    const u64 blk = a.out_bytes / n;
+    const u64 half = minu(round16((blk + 1) / 2), blk);
+    for (u32 k = 1; k < n; k++) {   /* staggered: block b starts b peers on */
+        const u32 q = (r + 1 + (k - 1 + b) % (n - 1)) % n;
+        const u64 lo = r < q ? 0 : half, len = r < q ? half : blk - half;
+        const Span sh = share(len, b, gridDim.x);
+        if (sh.hi > sh.lo)
+            swap_bytes((char *)a.out + (u64)q * blk + lo + sh.lo, (char *)rp[q] + (u64)r * blk + lo + sh.lo,
+                       sh.hi - sh.lo);
+    }
+}
+
 /* Step two (block b of the grid): this rank's part of the collective, directly. */
 __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, const u64 *rp,
-                           bool push) {
+                           bool push, bool swap) {
     const u32 n = x.n, r = x.rank, nb = gridDim.x, root = a.root >= 0 ? (u32)a.root : 0;
     switch (a.coll) {
     case MN_ALLREDUCE: {
@@ -262,6 +332,10 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         break;
     }
     case MN_ALLTOALL: {
+        if (swap) {
+            alltoall_in_place(a, x, b, rp);
+            break;
+        }
         /* the local block on an eighth of the grid, the n - 1 remote ones on the rest: a local
          * copy runs several times faster than a link, so its few blocks finish it while the
          * others keep every link busy all along (mixing both on every block, staggered, left
@@ -333,7 +407,8 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARA
     mn::probe_grid_at(x.c, 10);   /* the grid's last block to begin */
     if (mn::direct_agree(a, d, x, blockIdx.x, pm, recs, sp, rp)) {
         mn::probe_at(2);
-        mn::direct_run(a, x, blockIdx.x, sp, rp, mn::allreduce_push_ok(a, recs, x.n));
+        mn::direct_run(a, x, blockIdx.x, sp, rp, mn::allreduce_push_ok(a, recs, x.n),
+                       a.coll == MN_ALLTOALL && mn::alltoall_swap(recs, x.n));
         mn::probe_at(3);
         mn::direct_finish(x, blockIdx.x);
     } else {

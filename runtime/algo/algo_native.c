@@ -639,7 +639,7 @@ static void native_direct_fill(mscclrt_comm *c, const mscclrt_request *req, Nati
     pm_locate(pm, req->sendbuf, req->in_bytes, &r->spub, &r->sslot, &r->soff);
     if (req->recvbuf == req->sendbuf) {
         r->rpub = r->spub, r->rslot = r->sslot, r->roff = r->soff;
-        r->flags |= MN_DIRECT_INPLACE;
+        r->flags |= MN_DIRECT_INPLACE | MN_DIRECT_SAME;
     } else {
         pm_locate(pm, req->recvbuf, req->out_bytes, &r->rpub, &r->rslot, &r->roff);
         /* buffers that overlap count as in place too: no direct form may then use the output

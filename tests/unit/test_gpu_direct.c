@@ -2,7 +2,7 @@
  * test_gpu_direct.c - the direct path of the built-in collectives on users' own buffers, one
  * process per rank (argv[1] ranks, default 2, rank r on GPU r % ndev): allreduce,
  * reducescatter, reduce, allgather, alltoall and broadcast above MSCCLRT_NATIVE_DIRECT_BYTES,
- * in place and out of place, with sendbuf and recvbuf inside one allocation at offsets that
+ * in place (alltoall's swap of blocks between pairs) and out of place, with sendbuf and recvbuf inside one allocation at offsets that
  * differ between ranks (one of them only 4-byte aligned), each call made three times on the
  * same buffers (the first may take the slots while peers map the allocation; the later ones
  * must go direct: the kernel's counts say so), then the allocation freed and a new one made,
@@ -163,7 +163,7 @@ static int child(mscclrt_unique_id id, int r, int ndev) {
         }
         for (int coll = 0; coll < NCOLL && !bad; coll++)
             for (int ip = 0; ip < 2 && !bad; ip++) {
-                if ((coll == A2A || coll == SR) && ip) continue;   /* no in-place alltoall, sendrecv */
+                if (coll == SR && ip) continue;   /* no in-place send/recv */
                 if (coll == SR && NR % 2) continue;                 /* pairs need an even count */
                 bad = run_case(comm, r, coll, c, ip, k, mem, cap, st, host, &direct_calls);
                 calls += 3;
@@ -288,7 +288,6 @@ static int one_process(int ndev) {
         }
         for (int coll = 0; coll < NCOLL && !bad; coll++)
             for (int ip = 0; ip < 2 && !bad; ip++) {
-                if (coll == A2A && ip) continue;
                 if (coll == SR) continue;   /* send/recv inside the group call: not this case */
                 bad = group_case(rk, coll, c, ip, k, host);
                 calls += 3;
