@@ -17,7 +17,9 @@
 # flags. NB_REPEAT=N runs each collective N times, NCCL and ours alternately, and the table gives
 # each row's median (runs across loopback TCP differ by up to 1.5x). NB_MPI_ARGS adds mpirun
 # options (e.g. "--bind-to none": mpirun binds each of 2 ranks to one core by default).
-# NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs.
+# NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs,
+# and tests/gpu/net_trace.awk's account of it (every piece and signal, the stages' medians) to
+# $name.trace.txt, its medians to trace.txt and the output.
 # nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME);
 # the real NCCL from MSCCLRT_NCCL_LIB_PATH, else $BUILD/third_party/nccl-2.28.9
 # (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl wheel. Logs and tables:
@@ -128,6 +130,10 @@ for c in ${NB_COLLS:-all_reduce all_gather reduce_scatter}; do
             runs_nccl="$runs_nccl $log/$name.nccl.t1"
         fi
         run ours "$name" "${c}_perf" || status=1
+        # with NB_DEBUG=TRACE: the transport's stages, piece by piece (tests/gpu/net_trace.awk)
+        [ "${NB_DEBUG:-}" = TRACE ] &&
+            awk -f tests/gpu/net_trace.awk "$log/$name.ours.log" >"$log/$name.trace.txt" &&
+            tail -1 "$log/$name.trace.txt" | sed "s/^/$name: /" >>"$log/trace.txt"
         best_times "$log/$name.ours.log" >"$log/$name.ours.t1"
         runs_ours="$runs_ours $log/$name.ours.t1"
         forwarded "$log/$name.ours.log" >>"$log/$c.fwd.all"
@@ -156,5 +162,6 @@ for c in ${NB_COLLS:-all_reduce all_gather reduce_scatter}; do
     awk '$3 != "0" && $3 != "-" { bad = 1 } END { exit bad }' "$log/$c.ours.t" || status=1
 done
 cat "$table"
+[ -f "$log/trace.txt" ] && cat "$log/trace.txt"
 grep -h 'NCCL version' "$log"/*.nccl.log 2>/dev/null | head -1
 exit $status
