@@ -239,9 +239,10 @@ __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0) pk_ack_one(x, b, p, false);
 }
-/* pk_take with the counter c of (b, p) and direction, its value c0, and for a send a reading
- * k0 of p's acknowledgements already in hand (read early, so that their round trips overlapped
- * other work; 0: none read) */
+/* One thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
+ * free once sending (relaxed, as pk_ack_all), with the counter c of (b, p) and direction, its
+ * value c0, and for a send a reading k0 of p's acknowledgements already in hand (read early, so
+ * that their round trips overlapped other work; 0: none read) */
 __device__ __forceinline__ u32 pk_take_read(const Ctx &x, u32 b, u32 p, bool recv, u64 *c, u64 c0,
                                             u64 k0) {
     const u64 m = c0 + 1;
@@ -253,12 +254,6 @@ __device__ __forceinline__ u32 pk_take_read(const Ctx &x, u32 b, u32 p, bool rec
     }
     return (u32)m;
 }
-/* one thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
- * free once sending (as pk_open_all, relaxed) */
-__device__ __forceinline__ u32 pk_take(const Ctx &x, u32 b, u32 p, bool recv) {
-    u64 *c = x.ctr(recv ? x.c->off_pk_recv : x.c->off_pk_sent, b, p);
-    return pk_take_read(x, b, p, recv, c, *c, 0);
-}
 
 /* Which peers a packet step sends to and receives from: every peer, the root only, or none. */
 struct PkPeers {
@@ -267,14 +262,20 @@ struct PkPeers {
     __device__ bool sends(u32 p) const { return send_all || (send_root && p == root); }
     __device__ bool recvs(u32 p) const { return recv_all || (recv_root && p == root); }
 };
-/* pk_open and pk_accept for every peer at once, thread p counting peer p's (the counters are
- * independent, so their round trips to memory overlap instead of adding up): sf[p] gets the
- * flag of the message to p, rf[p] the flag of the one from p (left alone where none). Block-wide. */
+/* pk_open and pk_accept for every peer at once, thread p counting peer p's: sf[p] gets the
+ * flag of the message to p, rf[p] the flag of the one from p (left alone where none).
+ * Block-wide. The counters are independent, so thread p reads its three (sent, received, p's
+ * acknowledgements) at once, one round trip to memory at the kernel's start instead of up to
+ * three in a row (the acknowledgement is then waited for only if it was not there yet). */
 __device__ __forceinline__ void pk_open_all(const Ctx &x, u32 b, const PkPeers &w, u32 *sf, u32 *rf) {
     for (u32 p = threadIdx.x; p < x.n; p += blockDim.x) {
         if (p == x.rank) continue;
-        if (w.sends(p)) sf[p] = pk_take(x, b, p, false);
-        if (w.recvs(p)) rf[p] = pk_take(x, b, p, true);
+        const bool s = w.sends(p), r = w.recvs(p);
+        u64 *cs = x.ctr(x.c->off_pk_sent, b, p), *cr = x.ctr(x.c->off_pk_recv, b, p);
+        const u64 s0 = s ? *cs : 0, r0 = r ? *cr : 0;
+        const u64 k0 = s ? mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, b, p)) : 0;
+        if (s) sf[p] = pk_take_read(x, b, p, false, cs, s0, k0);
+        if (r) rf[p] = pk_take_read(x, b, p, true, cr, r0, 0);
     }
     __syncthreads();
 }
