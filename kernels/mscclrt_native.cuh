@@ -314,9 +314,33 @@ __device__ __forceinline__ void pk_write(char *slot, const char *src, u64 n, u32
         mk::Pkt<16>::write(slot + j * 16, d, flag);
     }
 }
-/* the n bytes of the packets of `flag` at slot, once they arrived, to dst (block-wide) */
+/* the n bytes of the packets of `flag` at slot, once they arrived, to dst (block-wide; one
+ * packet per thread at a time: short messages, send/recv and the records of the direct path,
+ * whose kernels' frames grew with pk_read_many inlined) */
 __device__ __forceinline__ void pk_read(char *dst, const char *slot, u64 n, u32 flag) {
     for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
+        u32 d[2];
+        mk::Pkt<16>::read(slot + j * 16, d, flag);
+        st8(dst + j * 8, n - j * 8, d);
+    }
+}
+/* packets per thread in flight where the packet form of the collectives waits for a message
+ * (mk::take_packets): 2, where the generated kernels take mk::PKT_U = 4, because the built-in
+ * kernels run 1024 threads on 64 registers and their packet path spilled 140 bytes with 4 and
+ * none with 2 */
+enum { PK_U = 2 };
+/* pk_read with PK_U packets per thread at a time, the rest one by one (the collectives' packet
+ * form, pk_collective) */
+__device__ __forceinline__ void pk_read_many(char *dst, const char *slot, u64 n, u32 flag) {
+    const u64 np = (n + 7) / 8, nt = blockDim.x;
+    u64 j = threadIdx.x;
+    for (; j + (PK_U - 1) * nt < np; j += PK_U * nt) {
+        u32 d[PK_U][2];
+        mk::take_packets<16, PK_U>(slot, j, nt, flag, d);
+#pragma unroll
+        for (int u = 0; u < PK_U; u++) st8(dst + (j + u * nt) * 8, n - (j + u * nt) * 8, d[u]);
+    }
+    for (; j < np; j += nt) {
         u32 d[2];
         mk::Pkt<16>::read(slot + j * 16, d, flag);
         st8(dst + j * 8, n - j * 8, d);
