@@ -230,20 +230,29 @@ __device__ __forceinline__ void to_packets(char *const (&dst)[ND], const char *s
     }
 }
 /* Packets j, j + nt, ..., j + (U - 1) nt at src, once they arrived, as data: every load is
- * issued before any is checked, so their round trips to memory overlap (one packet at a time
- * cost a round trip per packet and thread: 3.5 us of a 1 MiB reduce_scatter's 8.2 in the
- * built-in packet path on 2 x H200). Consecutive threads take consecutive packets. */
+ * issued before any is checked, and each round loads again all that had not arrived, so their
+ * round trips to memory overlap instead of adding up (a packet that arrived late is not then
+ * followed by one more round trip for each of the rest). Consecutive threads take consecutive
+ * packets. Used where it measured faster: from_packets (all_gather's packet plan of 1 MiB,
+ * 9.07-9.19 us against 9.44-9.56 one at a time, 2 x H200); the reductions over packets and the
+ * built-in packet form measured no faster with it (BENCHMARKS.md, sixteenth session). */
 template <int P, int U>
 __device__ __forceinline__ void take_packets(const char *src, u64 j, u64 nt, u32 flag,
                                              u32 (&d)[U][Pkt<P>::DATA / 4]) {
     u32 raw[U][Pkt<P>::RAW];
 #pragma unroll
     for (int u = 0; u < U; u++) Pkt<P>::load(src + (j + u * nt) * P, raw[u]);
+    for (u32 sp = 0;;) {
+        bool all = true;
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        for (u32 sp = 0; !Pkt<P>::ready(raw[u], flag) && !give_up(sp);) Pkt<P>::load(src + (j + u * nt) * P, raw[u]);
-        Pkt<P>::data(raw[u], d[u]);
+        for (int u = 0; u < U; u++) all = all && Pkt<P>::ready(raw[u], flag);
+        if (all || give_up(sp)) break;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (!Pkt<P>::ready(raw[u], flag)) Pkt<P>::load(src + (j + u * nt) * P, raw[u]);
     }
+#pragma unroll
+    for (int u = 0; u < U; u++) Pkt<P>::data(raw[u], d[u]);
 }
 enum { PKT_U = 4 };   /* packets per thread in flight where the registers allow */
 
@@ -288,29 +297,7 @@ __device__ __forceinline__ void reduce_packets_body(char *const (&dplain)[NDP ? 
                                                     const char *const (&pk)[NPK ? NPK : 1],
                                                     u64 n, u32 flag) {
     enum { W = Pkt<P>::DATA / 4 };
-    u64 j0 = threadIdx.x;
-    if constexpr (NPK == 1 && NDK == 0 && NDP <= 1) {
-        /* one peer (2 ranks) and one plain destination: PKT_U packets per thread at a time
-         * (take_packets); the loop below takes the rest */
-        const u64 np = n / Pkt<P>::DATA, nt = blockDim.x;
-        for (; j0 + (PKT_U - 1) * nt < np; j0 += PKT_U * nt) {
-            u32 x[PKT_U][W];
-            take_packets<P, PKT_U>(pk[0], j0, nt, flag, x);
-#pragma unroll
-            for (int u = 0; u < PKT_U; u++) {
-                const u64 j = j0 + u * nt;
-                u32 v[W];
-#pragma unroll
-                for (int w = 0; w < W; w++) v[w] = ((const u32 *)local)[j * W + w];
-                vred<T, OP, Pkt<P>::DATA>(x[u], v);
-#pragma unroll
-                for (int k = 0; k < NDP; k++)
-#pragma unroll
-                    for (int w = 0; w < W; w++) ((u32 *)dplain[k])[j * W + w] = x[u][w];
-            }
-        }
-    }
-    for (u64 j = j0; j < n / Pkt<P>::DATA; j += blockDim.x) {
+    for (u64 j = threadIdx.x; j < n / Pkt<P>::DATA; j += blockDim.x) {
         u32 acc[W], v[W];
 #pragma unroll
         for (int w = 0; w < W; w++) v[w] = ((const u32 *)local)[j * W + w];

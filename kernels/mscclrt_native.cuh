@@ -239,10 +239,9 @@ __device__ __forceinline__ void pk_ack(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0) pk_ack_one(x, b, p, false);
 }
-/* One thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
- * free once sending (relaxed, as pk_ack_all), with the counter c of (b, p) and direction, its
- * value c0, and for a send a reading k0 of p's acknowledgements already in hand (read early, so
- * that their round trips overlapped other work; 0: none read) */
+/* pk_take with the counter c of (b, p) and direction, its value c0, and for a send a reading
+ * k0 of p's acknowledgements already in hand (read early, so that their round trips overlapped
+ * other work; 0: none read) */
 __device__ __forceinline__ u32 pk_take_read(const Ctx &x, u32 b, u32 p, bool recv, u64 *c, u64 c0,
                                             u64 k0) {
     const u64 m = c0 + 1;
@@ -254,6 +253,12 @@ __device__ __forceinline__ u32 pk_take_read(const Ctx &x, u32 b, u32 p, bool rec
     }
     return (u32)m;
 }
+/* one thread: the flag of the next message of (b, p) in one direction (recv: from p), its half
+ * free once sending (as pk_open_all, relaxed) */
+__device__ __forceinline__ u32 pk_take(const Ctx &x, u32 b, u32 p, bool recv) {
+    u64 *c = x.ctr(recv ? x.c->off_pk_recv : x.c->off_pk_sent, b, p);
+    return pk_take_read(x, b, p, recv, c, *c, 0);
+}
 
 /* Which peers a packet step sends to and receives from: every peer, the root only, or none. */
 struct PkPeers {
@@ -262,20 +267,14 @@ struct PkPeers {
     __device__ bool sends(u32 p) const { return send_all || (send_root && p == root); }
     __device__ bool recvs(u32 p) const { return recv_all || (recv_root && p == root); }
 };
-/* pk_open and pk_accept for every peer at once, thread p counting peer p's: sf[p] gets the
- * flag of the message to p, rf[p] the flag of the one from p (left alone where none).
- * Block-wide. The counters are independent, so thread p reads its three (sent, received, p's
- * acknowledgements) at once, one round trip to memory at the kernel's start instead of up to
- * three in a row (the acknowledgement is then waited for only if it was not there yet). */
+/* pk_open and pk_accept for every peer at once, thread p counting peer p's (the counters are
+ * independent, so their round trips to memory overlap instead of adding up): sf[p] gets the
+ * flag of the message to p, rf[p] the flag of the one from p (left alone where none). Block-wide. */
 __device__ __forceinline__ void pk_open_all(const Ctx &x, u32 b, const PkPeers &w, u32 *sf, u32 *rf) {
     for (u32 p = threadIdx.x; p < x.n; p += blockDim.x) {
         if (p == x.rank) continue;
-        const bool s = w.sends(p), r = w.recvs(p);
-        u64 *cs = x.ctr(x.c->off_pk_sent, b, p), *cr = x.ctr(x.c->off_pk_recv, b, p);
-        const u64 s0 = s ? *cs : 0, r0 = r ? *cr : 0;
-        const u64 k0 = s ? mk::ld_relaxed_sys(x.ctr(x.c->off_pk_ack, b, p)) : 0;
-        if (s) sf[p] = pk_take_read(x, b, p, false, cs, s0, k0);
-        if (r) rf[p] = pk_take_read(x, b, p, true, cr, r0, 0);
+        if (w.sends(p)) sf[p] = pk_take(x, b, p, false);
+        if (w.recvs(p)) rf[p] = pk_take(x, b, p, true);
     }
     __syncthreads();
 }
@@ -314,33 +313,9 @@ __device__ __forceinline__ void pk_write(char *slot, const char *src, u64 n, u32
         mk::Pkt<16>::write(slot + j * 16, d, flag);
     }
 }
-/* the n bytes of the packets of `flag` at slot, once they arrived, to dst (block-wide; one
- * packet per thread at a time: short messages, send/recv and the records of the direct path,
- * whose kernels' frames grew with pk_read_many inlined) */
+/* the n bytes of the packets of `flag` at slot, once they arrived, to dst (block-wide) */
 __device__ __forceinline__ void pk_read(char *dst, const char *slot, u64 n, u32 flag) {
     for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
-        u32 d[2];
-        mk::Pkt<16>::read(slot + j * 16, d, flag);
-        st8(dst + j * 8, n - j * 8, d);
-    }
-}
-/* packets per thread in flight where the packet form of the collectives waits for a message
- * (mk::take_packets): 2, where the generated kernels take mk::PKT_U = 4, because the built-in
- * kernels run 1024 threads on 64 registers and their packet path spilled 140 bytes with 4 and
- * none with 2 */
-enum { PK_U = 2 };
-/* pk_read with PK_U packets per thread at a time, the rest one by one (the collectives' packet
- * form, pk_collective) */
-__device__ __forceinline__ void pk_read_many(char *dst, const char *slot, u64 n, u32 flag) {
-    const u64 np = (n + 7) / 8, nt = blockDim.x;
-    u64 j = threadIdx.x;
-    for (; j + (PK_U - 1) * nt < np; j += PK_U * nt) {
-        u32 d[PK_U][2];
-        mk::take_packets<16, PK_U>(slot, j, nt, flag, d);
-#pragma unroll
-        for (int u = 0; u < PK_U; u++) st8(dst + (j + u * nt) * 8, n - (j + u * nt) * 8, d[u]);
-    }
-    for (; j < np; j += nt) {
         u32 d[2];
         mk::Pkt<16>::read(slot + j * 16, d, flag);
         st8(dst + j * 8, n - j * 8, d);

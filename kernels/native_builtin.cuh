@@ -219,40 +219,7 @@ __device__ void pk_put(const Ctx &x, u32 b, u32 p, u32 flag, const char *src, u6
  * from its packet message rf[q] of block b */
 __device__ void pk_reduce(const Ctx &x, u32 b, const u32 *rf, char *dst, const char *own, u64 n,
                           bool scale, const T *s) {
-    const u64 np = (n + 7) / 8, nt = blockDim.x;
-    u64 j = threadIdx.x;
-    /* PK_U packets of each peer per thread at a time (mk::take_packets), the rest one by one */
-    enum { U = PK_U };
-    for (; j + (U - 1) * nt < np; j += U * nt) {
-        u32 acc[U][2];
-        for (u32 q = 0; q < x.n; q++) {
-            u32 d[U][2];
-            if (q == x.rank) {
-#pragma unroll
-                for (int u = 0; u < U; u++) {
-                    ld8(own + (j + u * nt) * 8, n - (j + u * nt) * 8, d[u]);
-                    if (scale) scale8(d[u], s);
-                }
-            } else {
-                mk::take_packets<16, U>(x.pk_in(b, q, rf[q]), j, nt, rf[q], d);
-            }
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                if (q == 0) {
-                    acc[u][0] = d[u][0];
-                    acc[u][1] = d[u][1];
-                } else {
-                    mk::vred<T, OP, 8>(acc[u], d[u]);
-                }
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            avg8(acc[u], x.n);
-            st8(dst + (j + u * nt) * 8, n - (j + u * nt) * 8, acc[u]);
-        }
-    }
-    for (; j < np; j += nt) {
+    for (u64 j = threadIdx.x; j * 8 < n; j += blockDim.x) {
         u32 acc[2] = {0, 0};
         for (u32 q = 0; q < x.n; q++) {
             u32 d[2];
@@ -276,10 +243,8 @@ __device__ void pk_reduce(const Ctx &x, u32 b, const u32 *rf, char *dst, const c
 
 /* The packet form of every collective: block b's share of each peer's message, one message per
  * (block, peer) and direction, all counters opened at once (pk_open_all), all sends before any
- * receive, acknowledgements at the end without waiting. A call of its own, so that its
- * registers are allocated apart from the slot path's (inlined into mscclrt_native_coll, the
- * packets in flight of pk_reduce made the kernel spill more; on its own it spills nothing). */
-__device__ __noinline__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
+ * receive, acknowledgements at the end without waiting. */
+__device__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b) {
     __shared__ u32 sf[MN_PK_MAX_RANKS], rf[MN_PK_MAX_RANKS];
     const u32 n = x.n, r = x.rank, root = a.root >= 0 ? (u32)a.root : 0;
     const bool scale = a.op == MN_OP_PREMULSUM;
@@ -326,7 +291,7 @@ __device__ __noinline__ void pk_collective(const MnArgs &a, const Ctx &x, u32 b)
             if (src != dst) mk::copy(dst, src, m);
         }
         for (u32 p = 0; p < n; p++)
-            if (p != r && w.recvs(p)) pk_read_many(out + p * rblk + sh.lo, x.pk_in(b, p, rf[p]), m, rf[p]);
+            if (p != r && w.recvs(p)) pk_read(out + p * rblk + sh.lo, x.pk_in(b, p, rf[p]), m, rf[p]);
     }
     probe_at(4);
     if (any_recv) pk_ack_all(x, b, w);
