@@ -60,11 +60,12 @@ __device__ __forceinline__ bool alltoall_swap(const MnDirectRec *recs, u32 n) {
     return true;
 }
 
-/* Whether the records allow the direct path: a function of the records and the call only, so
- * every block of every rank answers alike. */
-__device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) {
-    const u32 need = direct_needs(a.coll);
-    if (need == 0 || n > MN_DIRECT_MAX_RANKS) return false;
+/* Whether the records allow the direct path, in two parts that threads check at once: the call
+ * and all records together (direct_call_ok), and each rank's record (direct_rec_ok: its buffers
+ * shared, and mapped by every other rank). Functions of the records and the call only, so every
+ * block of every rank answers alike. */
+__device__ bool direct_call_ok(const MnArgs &a, const MnDirectRec *recs, u32 n) {
+    if (direct_needs(a.coll) == 0 || n > MN_DIRECT_MAX_RANKS) return false;
     /* fp8 reductions are not instantiated here (their NVRTC time doubled the module's) */
     if (direct_reduces(a.coll) &&
         (!(n == 2 || n == 4 || n == 8) || a.op == MN_OP_PREMULSUM || MSCCLRT_OP == mk::OP_AVG ||
@@ -73,16 +74,17 @@ __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) 
     if (a.coll == MN_ALLTOALL && !alltoall_swap(recs, n))   /* in place on every rank, or none */
         for (u32 q = 0; q < n; q++)
             if (recs[q].flags & MN_DIRECT_INPLACE) return false;
-    for (u32 q = 0; q < n; q++) {
-        const MnDirectRec &e = recs[q];
-        const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
-        if (s && (e.spub == 0 || e.sslot >= MN_PM_SLOTS)) return false;
-        if (t && (e.rpub == 0 || e.rslot >= MN_PM_SLOTS)) return false;
-        for (u32 o = 0; o < n; o++) {   /* has rank o mapped q's buffers? */
-            if (o == q) continue;
-            const u32 u = recs[o].upto[q];
-            if ((s && u < e.spub) || (t && u < e.rpub)) return false;
-        }
+    return true;
+}
+__device__ bool direct_rec_ok(const MnArgs &a, const MnDirectRec *recs, u32 n, u32 q) {
+    const MnDirectRec &e = recs[q];
+    const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
+    if (s && (e.spub == 0 || e.sslot >= MN_PM_SLOTS)) return false;
+    if (t && (e.rpub == 0 || e.rslot >= MN_PM_SLOTS)) return false;
+    for (u32 o = 0; o < n; o++) {   /* has rank o mapped q's buffers? */
+        if (o == q) continue;
+        const u32 u = recs[o].upto[q];
+        if ((s && u < e.spub) || (t && u < e.rpub)) return false;
     }
     return true;
 }
@@ -95,7 +97,8 @@ __device__ bool direct_allowed(const MnArgs &a, const MnDirectRec *recs, u32 n) 
  * record exchange (thread 0 read two words per peer there, one after the other). With it and
  * the context loaded before the prologue, launches of 4-16 MiB took about 1 us less on 2 x H200
  * (BENCHMARKS.md, fifteenth session); the probe's step from records to addresses (points 11
- * to 12) stayed about 1.4 us, so most of that step is elsewhere. */
+ * to 12) stayed about 1.4 us: thread 0 checking every record and finding every address in turn
+ * (direct_agree now spreads that over the threads). */
 struct PmAhead {
     const MnPeerMem *src;
     u32 n;
@@ -121,7 +124,6 @@ __device__ __forceinline__ u64 direct_peer_ptr(const MnPeerMem *t, u32 q, u32 sl
  * path, and for the direct one every rank's send and recv addresses in sp / rp. */
 __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b, const PmAhead &pm,
                              MnDirectRec *recs, u64 *sp, u64 *rp) {
-    __shared__ bool go;
     __shared__ bool all[MN_DIRECT_MAX_RANKS];
     __shared__ MnPeerMem table[MN_DIRECT_MAX_RANKS * MN_PM_SLOTS];
     const u32 n = x.n, r = x.rank;
@@ -135,28 +137,33 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     probe_at(11);
     pm.land(table);
     probe_at(6);
-    if (threadIdx.x == 0) {
-        /* after an abort the records may be half read: the slot path, which touches no user
-         * buffer of a peer, runs to its end instead */
-        go = direct_allowed(a, recs, n) && !mk::aborted_since(t0);
-        if (b == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
-        probe_at(7);
-        for (u32 q = 0; go && q < n; q++) {
-            const MnDirectRec &e = recs[q];
-            sp[q] = q == r ? a.in : direct_uses(a, q, 1) ? direct_peer_ptr(table, q, e.sslot, e.spub, e.soff) : 0;
-            rp[q] = q == r ? a.out : direct_uses(a, q, 2) ? direct_peer_ptr(table, q, e.rslot, e.rpub, e.roff) : 0;
-            if ((direct_uses(a, q, 1) && !sp[q]) || (direct_uses(a, q, 2) && !rp[q])) go = false;
-        }
-        probe_at(12);
+    /* thread q checks rank q's record (thread 0 the call too), then finds its addresses: one
+     * thread doing it all, rank after rank, took 1.4 us (the probe's points 6 to 12, all_gather
+     * of 4 MiB on 2 x H200); after an abort the records may be half read, and the slot path,
+     * which touches no user buffer of a peer, runs to its end instead */
+    const u32 q = threadIdx.x;
+    bool ok = true;
+    if (q == 0) ok = direct_call_ok(a, recs, n) && !mk::aborted_since(t0);
+    if (q < n && q < MN_DIRECT_MAX_RANKS) ok = ok && direct_rec_ok(a, recs, n, q);
+    bool go = __syncthreads_and(ok);
+    if (b == 0 && q == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
+    probe_at(7);
+    if (go && q < n && q < MN_DIRECT_MAX_RANKS) {
+        const MnDirectRec &e = recs[q];
+        const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
+        sp[q] = q == r ? a.in : s ? direct_peer_ptr(table, q, e.sslot, e.spub, e.soff) : 0;
+        rp[q] = q == r ? a.out : t ? direct_peer_ptr(table, q, e.rslot, e.rpub, e.roff) : 0;
+        ok = !(s && !sp[q]) && !(t && !rp[q]);
     }
-    __syncthreads();
+    go = __syncthreads_and(ok);
+    probe_at(12);
     return go;
 }
 
 /* n = N sources (rank order) into D destinations, read before written */
 template <int N, int D>
 __device__ __forceinline__ void direct_reduce(char *const *dst, const u64 *src, u64 off, u64 m) {
-    if constexpr (mk::SlowElems<T>::value) return;   /* never direct (direct_allowed) */
+    if constexpr (mk::SlowElems<T>::value) return;   /* never direct (direct_call_ok) */
     const char *s[N];
     char *t[D];
 #pragma unroll

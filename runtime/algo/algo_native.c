@@ -680,14 +680,21 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
     if (l->direct) native_direct_fill(c, req, l);
 }
 
-/* The direct kernel's grid: the variable's blocks, or by default 64, and the wide grid for
- * alltoall from NATIVE_WIDE_ALLTOALL bytes (nccl-tests -G 1 on 2 x H200, c17: 1 GiB 1573 us on
- * 64 blocks, 1508 on 128, NCCL 1479; 256 MiB even, 406 and 406; 64 MiB 109 against 114, so not
- * below); never more than cap. The same on every rank: the size is the call's. */
+/* The direct kernel's grid: the variable's blocks, or by default 64; for alltoall 80 from
+ * NATIVE_MID_ALLTOALL bytes and the wide grid from NATIVE_WIDE_ALLTOALL (nccl-tests -G 1 on
+ * 2 x H200: c17, 1 GiB 1573 us on 64 blocks, 1508 on 128, NCCL 1479; c37/c38, twice each, 80
+ * blocks (70 for the peers' blocks, 10 for the local one) 104.1-104.5 us at 64 MiB and
+ * 388.2-388.7 at 256 MiB against 108.7-108.9 and 408.1-408.7 on 64, 111.6-111.8 and 404-406
+ * on 96, NCCL 107.4 and 387.1; at 1 GiB 80, 96 and 128 within 0.4 %); never more than cap.
+ * The same on every rank: the size is the call's. */
+#define NATIVE_MID_ALLTOALL (64ull << 20)
+#define NATIVE_MID_BLOCKS 80
 #define NATIVE_WIDE_ALLTOALL (512ull << 20)
 int native_direct_grid(mscclrt_coll coll, uint64_t bytes, int param, int cap) {
+    const bool a2a = coll == MSCCLRT_COLL_ALLTOALL;
     int want = param > 0 ? param
-             : coll == MSCCLRT_COLL_ALLTOALL && bytes >= NATIVE_WIDE_ALLTOALL ? MN_DIRECT_BLOCKS : 64;
+             : a2a && bytes >= NATIVE_WIDE_ALLTOALL ? MN_DIRECT_BLOCKS
+             : a2a && bytes >= NATIVE_MID_ALLTOALL ? NATIVE_MID_BLOCKS : 64;
     if (want > cap) want = cap;
     return want < 1 ? 1 : want;
 }

@@ -248,11 +248,15 @@ static void t_p2p_blocks(void) {
 
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
 /* The direct kernel's grid (native_direct_grid): an explicit variable everywhere; by default
- * 64, and the wide grid for alltoall from 512 MiB only; always within the cap */
+ * 64, for alltoall 80 from 64 MiB and the wide grid from 512 MiB; always within the cap */
 static void t_direct_grid(void) {
-    const uint64_t big = 512ull << 20;
+    const uint64_t big = 512ull << 20, mid = 64ull << 20;
     CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1ull << 30, 0, 128));
-    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big - 1, 0, 128));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLGATHER, mid, 0, 128));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid - 1, 0, 128));
+    CHECK_EQ_INT(80, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid, 0, 128));
+    CHECK_EQ_INT(80, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big - 1, 0, 128));
+    CHECK_EQ_INT(72, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid, 0, 72));   /* the cap */
     CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big, 0, 128));
     CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 0, 128));
     CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 0, 33));   /* shared GPU */
