@@ -104,8 +104,12 @@ typedef struct MnContext {
                                      the kernel copies each piece into and the proxy sends from as
                                      it is (MSCCLRT_NATIVE_NET_SLOT_HOST); 0: the proxy sends from
                                      the source itself, through its staging copy */
+    mk_u64 push_rs_min;           /* out-of-place reduce_scatter of 2 ranks of at least this many
+                                     input bytes goes by stores on the direct path
+                                     (MSCCLRT_NATIVE_PUSH_RS_BYTES, the same on every rank;
+                                     0: never) */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 224, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 232, "MnContext layout (host and device agree)");
 
 /* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
  * of block 0 of each launch takes the next record of the ring (a launch count modulo
@@ -194,9 +198,11 @@ MK_STATIC_ASSERT(sizeof(MnArgs) == 88 + MN_EXTRA_BYTES, "MnArgs layout");
 #define MN_DIRECT_SAME 2u         /* MnDirectRec.flags: sendbuf == recvbuf (with INPLACE) */
 #define MN_DIRECT_BLOCKS 128      /* blocks (lanes) of a direct launch at most */
 #define MN_LANE_REC_BYTES 256     /* a record as LL16 packets, in one half of a lane's slot */
-/* the lanes' counter arrays, u64[MN_DIRECT_BLOCKS][nranks] each, in this order */
+/* the lanes' counter arrays, u64[MN_DIRECT_BLOCKS][nranks] each, in this order (PUSH_IN: chunks
+ * a peer's block stored into this rank's output, PUSH_SEEN: of those, how many this rank's
+ * reducing block consumed; native_push.cuh) */
 enum { MN_LANE_REC_SENT = 0, MN_LANE_REC_RECV, MN_LANE_REC_ACK, MN_LANE_DONE_IN, MN_LANE_DONE_SEEN,
-       MN_LANE_CTRS };
+       MN_LANE_PUSH_IN, MN_LANE_PUSH_SEEN, MN_LANE_CTRS };
 
 /* One mapped peer allocation (the importer's table, [nranks][MN_PM_SLOTS]). */
 typedef struct MnPeerMem {

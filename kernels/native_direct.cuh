@@ -19,7 +19,8 @@
  * MN_MAX_BLOCKS blocks (Ctx::nb); the others then end at once.
  *
  * Alltoall in place swaps blocks between the ranks of each pair (alltoall_in_place); in place
- * on some ranks only, or with overlapping buffers, it takes the slots.
+ * on some ranks only, or with overlapping buffers, it takes the slots. Large out-of-place
+ * all_reduce (and, where enabled, reduce_scatter of 2 ranks) go by stores (native_push.cuh).
  *
  * Reductions read all n sources of a vector before storing it (mk::reduce), in rank order,
  * with one rank computing each element and storing it everywhere: in-place calls are safe and
@@ -42,9 +43,11 @@ __device__ __forceinline__ u32 direct_needs(u32 coll) {
     default: return 0;
     }
 }
-/* whether peers touch rank q's buffer `need` bit (broadcast reads the root's input only) */
-__device__ __forceinline__ bool direct_uses(const MnArgs &a, u32 q, u32 bit) {
+/* whether peers touch rank q's buffer `need` bit (broadcast reads the root's input only; a
+ * reduce_scatter by stores writes the peers' outputs instead of reading their inputs) */
+__device__ __forceinline__ bool direct_uses(const MnArgs &a, u32 q, u32 bit, bool push) {
     if (a.coll == MN_BROADCAST) return bit == 1 && q == (u32)(a.root >= 0 ? a.root : 0);
+    if (push && a.coll == MN_REDUCESCATTER) return bit == 2;
     return (direct_needs(a.coll) & bit) != 0;
 }
 __device__ __forceinline__ bool direct_reduces(u32 coll) {
@@ -76,9 +79,9 @@ __device__ bool direct_call_ok(const MnArgs &a, const MnDirectRec *recs, u32 n) 
             if (recs[q].flags & MN_DIRECT_INPLACE) return false;
     return true;
 }
-__device__ bool direct_rec_ok(const MnArgs &a, const MnDirectRec *recs, u32 n, u32 q) {
+__device__ bool direct_rec_ok(const MnArgs &a, const MnDirectRec *recs, u32 n, u32 q, bool push) {
     const MnDirectRec &e = recs[q];
-    const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
+    const bool s = direct_uses(a, q, 1, push), t = direct_uses(a, q, 2, push);
     if (s && (e.spub == 0 || e.sslot >= MN_PM_SLOTS)) return false;
     if (t && (e.rpub == 0 || e.rslot >= MN_PM_SLOTS)) return false;
     for (u32 o = 0; o < n; o++) {   /* has rank o mapped q's buffers? */
@@ -121,9 +124,11 @@ __device__ __forceinline__ u64 direct_peer_ptr(const MnPeerMem *t, u32 q, u32 sl
 }
 
 /* Round one (block-wide): records exchanged with the same block of every peer; returns the
- * path, and for the direct one every rank's send and recv addresses in sp / rp. */
+ * path, and for the direct one every rank's send and recv addresses in sp / rp and in *push
+ * whether the collective goes by stores (push_ok, native_push.cuh). */
+__device__ bool push_ok(const MnContext *c, const MnArgs &a, const MnDirectRec *recs, u32 n);
 __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u32 b, const PmAhead &pm,
-                             MnDirectRec *recs, u64 *sp, u64 *rp) {
+                             MnDirectRec *recs, u64 *sp, u64 *rp, bool *push) {
     __shared__ bool all[MN_DIRECT_MAX_RANKS];
     __shared__ MnPeerMem table[MN_DIRECT_MAX_RANKS * MN_PM_SLOTS];
     const u32 n = x.n, r = x.rank;
@@ -142,15 +147,17 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
      * of 4 MiB on 2 x H200); after an abort the records may be half read, and the slot path,
      * which touches no user buffer of a peer, runs to its end instead */
     const u32 q = threadIdx.x;
+    const bool pu = push_ok(x.c, a, recs, n);   /* every thread alike: the records and the call */
+    if (q == 0) *push = pu;
     bool ok = true;
     if (q == 0) ok = direct_call_ok(a, recs, n) && !mk::aborted_since(t0);
-    if (q < n && q < MN_DIRECT_MAX_RANKS) ok = ok && direct_rec_ok(a, recs, n, q);
+    if (q < n && q < MN_DIRECT_MAX_RANKS) ok = ok && direct_rec_ok(a, recs, n, q, pu);
     bool go = __syncthreads_and(ok);
     if (b == 0 && q == 0) atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (go ? 0 : 1), 1ull);
     probe_at(7);
     if (go && q < n && q < MN_DIRECT_MAX_RANKS) {
         const MnDirectRec &e = recs[q];
-        const bool s = direct_uses(a, q, 1), t = direct_uses(a, q, 2);
+        const bool s = direct_uses(a, q, 1, pu), t = direct_uses(a, q, 2, pu);
         sp[q] = q == r ? a.in : s ? direct_peer_ptr(table, q, e.sslot, e.spub, e.soff) : 0;
         rp[q] = q == r ? a.out : t ? direct_peer_ptr(table, q, e.rslot, e.rpub, e.roff) : 0;
         ok = !(s && !sp[q]) && !(t && !rp[q]);
@@ -195,43 +202,9 @@ __device__ void direct_sync(const Ctx &x, u32 b) {
     __syncthreads();
 }
 
-/* allreduce by stores only, for large out-of-place calls (MN_AR_PUSH_MIN): reading a peer's
- * input while it reads ours runs both NVLink directions at reduce_scatter's rate (about 334
- * GB/s on 2 x H100), where stores in both directions reach all_gather's (356). Every rank's
- * record must say out of place (the outputs serve as staging), and every part must be whole
- * (part * n == bytes: a staging area holds another rank's part). From the records alone, so
- * every block of every rank agrees. */
-#define MN_AR_PUSH_MIN (32ull << 20)
-__device__ bool allreduce_push_ok(const MnArgs &a, const MnDirectRec *recs, u32 n) {
-    if (a.coll != MN_ALLREDUCE || a.in_bytes < MN_AR_PUSH_MIN || a.in_bytes % (16ull * n)) return false;
-    for (u32 q = 0; q < n; q++)
-        if (recs[q].flags & MN_DIRECT_INPLACE) return false;
-    return true;
-}
-/* (1) this rank's contribution to part q goes into rank q's output at part r (q != r), which
- * holds nothing yet; (2) once every peer's has landed, part r reduced in rank order (this
- * rank's own from its input, rank s's from its output at part s) into this rank's output;
- * (3) once every peer has read its staging, the result into every peer's output at part r,
- * which was that peer's staging for this rank's contribution. */
-__device__ void allreduce_push(const MnArgs &a, const Ctx &x, u32 b, const u64 *rp) {
-    const u32 n = x.n, r = x.rank;
-    const u64 part = a.in_bytes / n;
-    const Span sh = share(part, b, gridDim.x);
-    const u64 m = sh.hi - sh.lo;
-    for (u32 k = 1; k < n && m; k++) {   /* staggered: block b starts b peers on */
-        const u32 q = (r + 1 + (k - 1 + b) % (n - 1)) % n;
-        mk::copy((char *)rp[q] + (u64)r * part + sh.lo, (const char *)a.in + (u64)q * part + sh.lo, m);
-    }
-    direct_sync(x, b);
-    u64 src[MN_DIRECT_MAX_RANKS];
-    for (u32 s = 0; s < n; s++) src[s] = s == r ? a.in + (u64)r * part : a.out + (u64)s * part;
-    if (m) direct_reduce_one((char *)a.out + (u64)r * part + sh.lo, src, sh.lo, m, n);
-    direct_sync(x, b);
-    for (u32 k = 1; k < n && m; k++) {
-        const u32 q = (r + k) % n;
-        mk::copy((char *)rp[q] + (u64)r * part + sh.lo, (const char *)a.out + (u64)r * part + sh.lo, m);
-    }
-}
+}  // namespace mn
+#include "native_push.cuh"   /* the forms by stores: allreduce_push, reducescatter_push */
+namespace mn {
 
 /* Block-wide: the n bytes at p and at q trade places; each thread reads both of its vectors
  * before it writes either, so no other thread (or rank) may touch them meanwhile. Two vectors
@@ -311,6 +284,10 @@ __device__ void direct_run(const MnArgs &a, const Ctx &x, u32 b, const u64 *sp, 
         break;
     }
     case MN_REDUCESCATTER: {
+        if (push) {
+            reducescatter_push(a, x, b, rp);
+            break;
+        }
         const u64 len = a.out_bytes;
         const Span sh = share(len, b, nb);
         if (sh.hi > sh.lo)
@@ -406,15 +383,16 @@ extern "C" __global__ void __launch_bounds__(1024) mscclrt_native_direct(MN_PARA
     const mn::Flow f(x, blockIdx.x, &net_sent);
     __shared__ MnDirectRec recs[MN_DIRECT_MAX_RANKS];
     __shared__ mk::u64 sp[MN_DIRECT_MAX_RANKS], rp[MN_DIRECT_MAX_RANKS];
+    __shared__ bool push;
     if (!direct) {
         mn::direct_fallback(a, x, f);   /* the runtime does not launch this kernel then */
         return;
     }
     mn::probe_begin(x.c, MN_PROBE_KIND_DIRECT, a.coll);
     mn::probe_grid_at(x.c, 10);   /* the grid's last block to begin */
-    if (mn::direct_agree(a, d, x, blockIdx.x, pm, recs, sp, rp)) {
+    if (mn::direct_agree(a, d, x, blockIdx.x, pm, recs, sp, rp, &push)) {
         mn::probe_at(2);
-        mn::direct_run(a, x, blockIdx.x, sp, rp, mn::allreduce_push_ok(a, recs, x.n),
+        mn::direct_run(a, x, blockIdx.x, sp, rp, push,
                        a.coll == MN_ALLTOALL && mn::alltoall_swap(recs, x.n));
         mn::probe_at(3);
         mn::direct_finish(x, blockIdx.x);

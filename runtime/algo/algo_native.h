@@ -45,7 +45,8 @@ void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64
 /* The blocks of a direct launch of coll moving `bytes` (message bytes): param
  * (MSCCLRT_NATIVE_DIRECT_BLOCKS) when it is not 0, else 64, or MN_DIRECT_BLOCKS for alltoall
  * of 512 MiB and more (measured); at most cap (exec_native_block_cap), at least 1. */
-int native_direct_grid(mscclrt_coll coll, uint64_t bytes, int param, int cap);
+int native_direct_grid(mscclrt_coll coll, uint64_t bytes, int nranks, uint64_t push_rs, int param,
+                       int cap);
 /* Bytes of one packet slot for n ranks and a scratch of `scratch` bytes (0: none). */
 uint64_t native_pk_slot_bytes(int n, uint64_t scratch);
 /* Slot bytes of the native layout for n ranks and a scratch of `scratch` bytes (0: too small);

@@ -7,7 +7,8 @@
  * same buffers (the first may take the slots while peers map the allocation; the later ones
  * must go direct: the kernel's counts say so), then the allocation freed and a new one made,
  * most likely at the same address, and everything again (a stale mapping would give peers'
- * old memory: wrong values), and once more on cuMem/VMM memory (shared by its POSIX fd); the
+ * old memory: wrong values), and once more on cuMem/VMM memory (shared by its POSIX fd), then
+ * all_reduce and reduce_scatter of 8 Mi elements out of place (the forms by stores); the
  * processes also exchange buffers by send/recv in pairs (r, r ^ 1), directly; then the
  * collectives on the ranks of one process (mscclrt_comm_init_all, group calls). Element counts
  * are odd. Results are compared exactly (small integers in float32). Skips (77) without a GPU.
@@ -171,6 +172,21 @@ static int child(mscclrt_unique_id id, int r, int ndev) {
         if (k < 2) cu.cuMemFree(mem);
         else cumem_free(mem, vmm_size);
     }
+    /* the forms by stores (from 32 MiB out of place, whole 16-byte parts: all_reduce at any
+     * rank count, reduce_scatter of 2 ranks in two roles of blocks), on 8 Mi elements per rank */
+    const size_t cb = 8u << 20, capb = 4 * cb * (size_t)NR * 2 + (1u << 20);
+    float *hb = bad ? NULL : malloc(4 * cb * (size_t)NR);
+    CuDevPtr mb = 0;
+    if (!bad && (!hb || cu.cuMemAlloc(&mb, capb) != CU_OK)) {
+        fprintf(stderr, "rank %d: the 8 Mi-element case's buffers failed\n", r);
+        bad = 1;
+    }
+    for (int coll = AR; coll <= RS && !bad; coll++) {
+        bad = run_case(comm, r, coll, cb, false, 0, mb, capb, st, hb, &direct_calls);
+        calls += 3;
+    }
+    if (mb) cu.cuMemFree(mb);
+    free(hb);
     uint64_t d = 0, s = 0;
     algo_native_direct_stats(comm, &d, &s);
     printf("rank %d: %d of %d calls went direct (kernel counts: %llu direct, %llu slots)\n", r,
@@ -345,6 +361,9 @@ int main(int argc, char **argv) {
     /* the one-process direct path is opt-in (params.def says why); set before anything reads
      * the library's variables, which happens once per process and is inherited by children */
     setenv("MSCCLRT_NATIVE_DIRECT_LOCAL", "1", 1);
+    /* reduce_scatter of 2 ranks by stores is opt-in until measured: its 8 Mi-element case
+     * (64 MiB of input) runs it here unless the caller says otherwise */
+    setenv("MSCCLRT_NATIVE_PUSH_RS_BYTES", "33554432", 0);
     if (argc > 1) NR = atoi(argv[1]);
     if (NR < 2 || NR > MAXR) {
         fprintf(stderr, "usage: %s [ranks 2..%d]\n", argv[0], MAXR);

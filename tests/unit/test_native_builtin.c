@@ -248,23 +248,31 @@ static void t_p2p_blocks(void) {
 
 /* The block cap: the fewest multiprocessors over the most ranks sharing a process and GPU. */
 /* The direct kernel's grid (native_direct_grid): an explicit variable everywhere; by default
- * 64, for alltoall 80 from 64 MiB and the wide grid from 512 MiB; always within the cap */
+ * 64, for alltoall 80 from 64 MiB and the wide grid from 512 MiB, for reduce_scatter of 2 ranks
+ * by stores 96 from its threshold; always within the cap */
 static void t_direct_grid(void) {
-    const uint64_t big = 512ull << 20, mid = 64ull << 20;
-    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1ull << 30, 0, 128));
-    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLGATHER, mid, 0, 128));
-    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid - 1, 0, 128));
-    CHECK_EQ_INT(80, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid, 0, 128));
-    CHECK_EQ_INT(80, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big - 1, 0, 128));
-    CHECK_EQ_INT(72, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid, 0, 72));   /* the cap */
-    CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big, 0, 128));
-    CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 0, 128));
-    CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 0, 33));   /* shared GPU */
-    CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLGATHER, 1ull << 20, 0, 33));
-    CHECK_EQ_INT(32, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 32, 128));  /* explicit */
-    CHECK_EQ_INT(128, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1024, 128, 128));
-    CHECK_EQ_INT(16, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1024, 128, 16));
-    CHECK_EQ_INT(1, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1024, 0, 0));
+    const uint64_t big = 512ull << 20, mid = 64ull << 20, ps = 32ull << 20;
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1ull << 30, 2, ps, 0, 128));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLGATHER, mid, 2, ps, 0, 128));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid - 1, 2, ps, 0, 128));
+    CHECK_EQ_INT(80, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid, 2, ps, 0, 128));
+    CHECK_EQ_INT(80, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big - 1, 2, ps, 0, 128));
+    CHECK_EQ_INT(72, native_direct_grid(MSCCLRT_COLL_ALLTOALL, mid, 2, ps, 0, 72));   /* the cap */
+    /* reduce_scatter of 2 ranks by stores (MSCCLRT_NATIVE_PUSH_RS_BYTES, here 32 MiB): both
+     * roles' blocks */
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, (32ull << 20) - 1, 2, ps, 0, 128));
+    CHECK_EQ_INT(96, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 32ull << 20, 2, ps, 0, 128));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1ull << 30, 4, ps, 0, 128));
+    CHECK_EQ_INT(66, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1ull << 30, 2, ps, 0, 66));
+    CHECK_EQ_INT(64, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1ull << 30, 2, 0, 0, 128));  /* off */
+    CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, big, 2, ps, 0, 128));
+    CHECK_EQ_INT(MN_DIRECT_BLOCKS, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 2, ps, 0, 128));
+    CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 2, ps, 0, 33));   /* shared GPU */
+    CHECK_EQ_INT(33, native_direct_grid(MSCCLRT_COLL_ALLGATHER, 1ull << 20, 2, ps, 0, 33));
+    CHECK_EQ_INT(32, native_direct_grid(MSCCLRT_COLL_ALLTOALL, 1ull << 30, 2, ps, 32, 128));  /* explicit */
+    CHECK_EQ_INT(128, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1024, 2, ps, 128, 128));
+    CHECK_EQ_INT(16, native_direct_grid(MSCCLRT_COLL_REDUCESCATTER, 1024, 2, ps, 128, 16));
+    CHECK_EQ_INT(1, native_direct_grid(MSCCLRT_COLL_ALLREDUCE, 1024, 2, ps, 0, 0));
 }
 
 /* MSCCLRT_NATIVE_NET_BYTES's rule (algo_native_net_first): every collective but send/recv, of
