@@ -38,6 +38,9 @@ typedef struct {
                                       "target"); PLAN_TARGET_NONE means PLAN_TARGET_MSCCLRT.
                                       Only PLAN_TARGET_MSCCLPP applies MSCCL++'s executor's
                                       64 operations per thread block */
+    int64_t max_iterations;        /* loop iterations one compile may run (a bound on its time:
+                                      about 75 ns each without sanitizers); 0 or more than the
+                                      compiler's own limit (20 million): that limit */
 } MscclcOptions;
 
 typedef enum {

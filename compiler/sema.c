@@ -393,10 +393,14 @@ int64_t sema_range_len(const Value *r) {
 }
 
 static bool count_iterations(Sema *s, SrcLoc loc, int64_t n) {
+    /* the caller's bound where it is lower (MscclcOptions.max_iterations: a fuzzer under
+     * sanitizers, a service compiling programs it does not trust) */
+    const int64_t cap = s->opt->max_iterations > 0 && s->opt->max_iterations < SEMA_MAX_ITERATIONS
+                      ? s->opt->max_iterations : SEMA_MAX_ITERATIONS;
     if (n < 0) n = 0;
-    if (n > SEMA_MAX_ITERATIONS - s->iterations) {
-        sema_error(s, loc, "the program runs more than %d loop iterations", SEMA_MAX_ITERATIONS);
-        s->iterations = SEMA_MAX_ITERATIONS;
+    if (n > cap - s->iterations) {
+        sema_error(s, loc, "the program runs more than %" PRId64 " loop iterations", cap);
+        s->iterations = cap;
         s->stopped = true;
         return false;
     }

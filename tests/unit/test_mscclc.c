@@ -1,6 +1,6 @@
 /*
  * test_mscclc.c - white-box tests of libmscclc (mscclc.h): compiling from memory, -D overrides,
- * collected diagnostics, error limits, fusion switch, and the numbering rules of lowering
+ * collected diagnostics, error limits, the caller's loop-iteration bound, fusion switch, and the numbering rules of lowering
  * (channels, TB-local indices, remote buffers, in-place aliasing, scratch layout, barriers).
  */
 #include <pthread.h>
@@ -284,6 +284,33 @@ static void t_threads(void) {
     for (int i = 0; i < 4; i++) free(json[i]);
 }
 
+/* MscclcOptions.max_iterations: a lower bound of the caller's applies; 0 and values above the
+ * compiler's own 20 million leave that one */
+static void t_max_iterations(void) {
+    const char *src = "param N = 2\nprogram t {\n collective allreduce\n ranks N\n}\n"
+                      "for a in 0..100 {\n for b in 0..100 if a + b < 0 {\n  let c = a\n }\n}\n";
+    MscclcOptions opt = {.filename = "t.coll", .max_iterations = 5000};
+    MscclcResult r;
+    mscclc_compile(src, strlen(src), &opt, &r);
+    CHECK_EQ_INT(MSCCLC_ERR_INPUT, r.status);
+    CHECK_CONTAINS(r.diagnostics, "t.coll:7:6: error: the program runs more than 5000 loop iterations");
+    mscclc_result_free(&r);
+    opt.max_iterations = 10100;   /* 100 + 100 x 100: exactly enough */
+    mscclc_compile(src, strlen(src), &opt, &r);
+    CHECK(strstr(r.diagnostics, "loop iterations") == NULL);
+    mscclc_result_free(&r);
+    opt.max_iterations = 10099;
+    mscclc_compile(src, strlen(src), &opt, &r);
+    CHECK_CONTAINS(r.diagnostics, "more than 10099 loop iterations");
+    mscclc_result_free(&r);
+    for (int k = 0; k < 2; k++) {   /* 0, and one above the compiler's own: that one */
+        opt.max_iterations = k ? 30000000 : 0;
+        mscclc_compile(src, strlen(src), &opt, &r);
+        CHECK(strstr(r.diagnostics, "loop iterations") == NULL);
+        mscclc_result_free(&r);
+    }
+}
+
 int main(void) {
     TEST("mscclc/compile-from-memory", t_compile_from_memory());
     TEST("mscclc/define-overrides-param", t_define_overrides_param());
@@ -292,6 +319,7 @@ int main(void) {
     TEST("mscclc/syntax-errors-recover", t_syntax_errors_recover());
     TEST("mscclc/error-limit", t_error_limit());
     TEST("mscclc/error-limit-stops", t_error_limit_stops());
+    TEST("mscclc/max-iterations", t_max_iterations());
     TEST("mscclc/input-limit", t_input_limit());
     TEST("mscclc/not-nul-terminated", t_not_nul_terminated());
     TEST("mscclc/lowering-numbering", t_lowering_numbering());
