@@ -696,8 +696,9 @@ void algo_native_fill(mscclrt_comm *c, const mscclrt_request *req, const void *e
 #define NATIVE_WIDE_ALLTOALL (512ull << 20)
 /* reduce_scatter of 2 ranks by stores (kernels/native_push.cuh, out of place from push_rs
  * bytes, MSCCLRT_NATIVE_PUSH_RS_BYTES; 0: never): a third of the grid sums what the rest
- * stores, so the storers keep the 64 blocks that move all_gather's bytes at full speed (in
- * place, the loads' form runs on 96 as well as on 64: 1 GiB 1608 us on 128 against 1609, c17) */
+ * stores, so the storers keep the 64 blocks that move all_gather's bytes at full speed. The
+ * grid is chosen before the records say whether every rank is out of place, so in-place calls
+ * run the loads on it too, slower (c41, 2 x H200: 1 GiB 1674 us against 1607 on 64) */
 #define NATIVE_PUSH_RS_BLOCKS 96
 int native_direct_grid(mscclrt_coll coll, uint64_t bytes, int nranks, uint64_t push_rs, int param,
                        int cap) {
