@@ -28,20 +28,14 @@ real=${NCCL_REAL_LIB_DIR:-$(nccl_wheel_dir)}
 [ -f "$real/libnccl.so.2" ] || { echo "skipped (needs the real NCCL: NCCL_REAL_LIB_DIR or the nvidia-nccl wheel)"; exit 77; }
 # shellcheck source=tests/gpu/nccl_tests_build.sh
 . tests/gpu/nccl_tests_build.sh
-export NCCL_NVLS_ENABLE=0
-unset MSCCLRT_ENABLE_NVLS NCCL_TESTS_DEVICE
-guard=$PWD/$BUILD/lib/libnvls_guard.so
-[ -f "$guard" ] || gcc -shared -fPIC tests/gpu/nvls_guard.c -o "$guard" || exit 1
-export LD_PRELOAD="$guard"
-export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
-np=${NT_NPROCS:-$(sh tests/gpu/gpu_count.sh)}
+# shellcheck source=tests/gpu/nt_env.sh
+. tests/gpu/nt_env.sh
 args=${NT_ARGS:-"-b 1K -e 1G -f 4 -d half -c 1 -w 5 -n 20 -G 1"}
 bins=${NT_BINS:-"all_reduce_perf all_gather_perf reduce_scatter_perf alltoall_perf sendrecv_perf broadcast_perf reduce_perf"}
 ours_path="$PWD/$BUILD/lib/nccl:$PWD/$BUILD/lib"
 status=0
 # run NAME LIBPATH: one binary under mpirun with LIBPATH first; its log is $log/NAME.log
-# every MSCCLRT_* variable of the caller reaches the ranks (e.g. MSCCLRT_NATIVE_SCRATCH_BYTES)
-xs=$(env | sed -n 's/^\(MSCCLRT_[A-Z_0-9]*\)=.*/-x \1/p' | tr '\n' ' ')
+# every MSCCLRT_* variable of the caller reaches the ranks (e.g. MSCCLRT_NATIVE_SCRATCH_BYTES: xs)
 run() {
     # shellcheck disable=SC2086 # args and xs are words on purpose
     LD_LIBRARY_PATH="$2${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout "${NT_TIMEOUT:-120}" \

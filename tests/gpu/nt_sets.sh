@@ -80,14 +80,8 @@ cuda=${CUDA_HOME:-/usr/local/cuda}
 command -v mpirun >/dev/null 2>&1 || { echo "skipped (needs mpirun)"; exit 77; }
 # shellcheck source=tests/gpu/nccl_tests_build.sh
 . tests/gpu/nccl_tests_build.sh
-export NCCL_NVLS_ENABLE=0
-unset MSCCLRT_ENABLE_NVLS NCCL_TESTS_DEVICE
-guard=$PWD/$BUILD/lib/libnvls_guard.so
-[ -f "$guard" ] || gcc -shared -fPIC tests/gpu/nvls_guard.c -o "$guard" || exit 1
-export LD_PRELOAD="$guard"
-export MSCCLRT_CACHE_DIR="${MSCCLRT_CACHE_DIR:-$PWD/$BUILD/kernel-cache}"
-np=${NT_NPROCS:-$(sh tests/gpu/gpu_count.sh)}
-xs=$(env | sed -n 's/^\(MSCCLRT_[A-Z_0-9]*\)=.*/-x \1/p' | tr '\n' ' ')
+# shellcheck source=tests/gpu/nt_env.sh
+. tests/gpu/nt_env.sh
 status=0
 for b in $bins; do
     # shellcheck disable=SC2154 # out: nccl_tests_build.sh's
