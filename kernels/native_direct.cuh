@@ -100,8 +100,8 @@ __device__ bool direct_rec_ok(const MnArgs &a, const MnDirectRec *recs, u32 n, u
  * record exchange (thread 0 read two words per peer there, one after the other). With it and
  * the context loaded before the prologue, launches of 4-16 MiB took about 1 us less on 2 x H200
  * (BENCHMARKS.md, fifteenth session); the probe's step from records to addresses (points 11
- * to 12) stayed about 1.4 us: thread 0 checking every record and finding every address in turn
- * (direct_agree now spreads that over the threads). */
+ * to 12) stayed about 1.4 us, and spreading direct_agree's checks over the threads left it
+ * there (sixteenth session), so most of that step is elsewhere. */
 struct PmAhead {
     const MnPeerMem *src;
     u32 n;
@@ -142,10 +142,11 @@ __device__ bool direct_agree(const MnArgs &a, const MnDirect &d, const Ctx &x, u
     probe_at(11);
     pm.land(table);
     probe_at(6);
-    /* thread q checks rank q's record (thread 0 the call too), then finds its addresses: one
-     * thread doing it all, rank after rank, took 1.4 us (the probe's points 6 to 12, all_gather
-     * of 4 MiB on 2 x H200); after an abort the records may be half read, and the slot path,
-     * which touches no user buffer of a peer, runs to its end instead */
+    /* thread q checks rank q's record (thread 0 the call too), then finds its addresses, rather
+     * than thread 0 doing it all rank after rank (reduce_scatter 4 MiB and all_reduce 2-16 MiB
+     * 0.5-1 us faster on 2 x H100, c39; the probe's points 6 to 12 still took 1.3 us, cause
+     * unknown); after an abort the records may be half read, and the slot path, which touches
+     * no user buffer of a peer, runs to its end instead */
     const u32 q = threadIdx.x;
     const bool pu = push_ok(x.c, a, recs, n);   /* every thread alike: the records and the call */
     if (q == 0) *push = pu;

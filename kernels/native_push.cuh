@@ -9,9 +9,9 @@
  *   part's owner, sums its own part once every peer's has landed, and stores the sum back.
  *   reduce_scatter (2 ranks, from MSCCLRT_NATIVE_PUSH_RS_BYTES; experimental, off by default:
  *   on 2 x H200 0.4-1 % ahead of the loads at 1 GiB, behind below, c41): blocks in two roles
- *   working at once, so the local sums overlap
- *   the stores instead of following them (one block doing both in turn ran 1809 us at 1 GiB
- *   on 2 x H200 against the loads' 1612: BENCHMARKS.md, sixteenth session). Storer blocks copy
+ *   working at once, so the local sums overlap the stores instead of following them (one
+ *   block doing both in turn ran 1809 us at 1 GiB on 2 x H200 against the loads' 1612:
+ *   BENCHMARKS.md, sixteenth session). Storer blocks copy
  *   this rank's contribution to the peer's part into the peer's output, chunk after chunk, and
  *   count each chunk in the peer's PUSH_IN counter of the block; reducer blocks wait for the
  *   peer's chunks in their own output and sum them with this rank's own, in place. Each

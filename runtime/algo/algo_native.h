@@ -42,9 +42,11 @@ uint64_t native_peer_bytes(const mscclrt_request *req, int nranks);
  * shared: such ranks exist (fewer blocks for mid sizes). */
 void native_default_grid(uint64_t bytes, uint64_t peer, uint64_t pk_data, uint64_t pk_max,
                          int cap, bool shared, int *blocks, int *threads);
-/* The blocks of a direct launch of coll moving `bytes` (message bytes): param
- * (MSCCLRT_NATIVE_DIRECT_BLOCKS) when it is not 0, else 64, or MN_DIRECT_BLOCKS for alltoall
- * of 512 MiB and more (measured); at most cap (exec_native_block_cap), at least 1. */
+/* The blocks of a direct launch of coll moving `bytes` (message bytes) on nranks ranks: param
+ * (MSCCLRT_NATIVE_DIRECT_BLOCKS) when it is not 0, else 64; for alltoall 80 from 64 MiB and
+ * MN_DIRECT_BLOCKS from 512 MiB, for reduce_scatter of 2 ranks from push_rs bytes
+ * (MSCCLRT_NATIVE_PUSH_RS_BYTES, 0: never) 96 (measured); at most cap
+ * (exec_native_block_cap), at least 1. */
 int native_direct_grid(mscclrt_coll coll, uint64_t bytes, int nranks, uint64_t push_rs, int param,
                        int cap);
 /* Bytes of one packet slot for n ranks and a scratch of `scratch` bytes (0: none). */
