@@ -110,6 +110,23 @@ struct Ctx {
     __device__ u64 pk_data() const { return c->pk_slot_bytes / 2; }
     /* peer p is on another node: reached through the port proxy only (native_abi.h) */
     __device__ bool remote(u32 p) const { return MN_NET && (peers[p] >> 56) == MN_WINDOW_TOP; }
+    /* this rank's counter of data signals (ack 0) or acknowledgements (ack 1) from peer s for
+     * block b: for a peer on another node in pinned host memory where the context has it
+     * (MnContext.ctr_in_host; the network's receive thread stores there directly), else in
+     * the scratch */
+    __device__ u64 *ctr_in(u32 ack, u32 b, u32 s) const {
+        if (MN_NET && c->ctr_in_host && remote(s))
+            return (u64 *)c->ctr_in_host + ((u64)ack * c->max_blocks + b) * n + s;
+        return ctr(ack ? c->off_ack_in : c->off_data_in, b, s);
+    }
+    /* peer p's (on another node) counter of this rank's data signals (ack 0) or
+     * acknowledgements (ack 1) for block b: a window of its host counters where it has them,
+     * else of its scratch */
+    __device__ u64 ctr_at_net(u32 ack, u32 p, u32 b) const {
+        const u64 w = ((const u64 *)c->peer_ctr)[p];
+        if (w) return w + (((u64)ack * c->max_blocks + b) * n + rank) * 8;
+        return peers[p] + (ack ? c->off_ack_in : c->off_data_in) + ((u64)b * n + rank) * 8;
+    }
 };
 
 /* To a peer on another node, through the port proxy: put_net hands the proxy the piece itself
@@ -121,14 +138,13 @@ __device__ __forceinline__ void put_net(const Ctx &x, u32 b, u32 p, char *dst, c
     if (threadIdx.x == 0) {
         const MkFifo *f = (const MkFifo *)x.c->fifo;
         mk::proxy_put(f, dst, src, n);
-        mk::proxy_signal(f, (u64)((const char *)x.peers[p] + x.c->off_data_in) + ((u64)b * x.n + x.rank) * 8);
+        mk::proxy_signal(f, x.ctr_at_net(0, p, b));
     }
 }
 __device__ __forceinline__ void ack_net(const Ctx &x, u32 b, u32 p) {
     __syncthreads();
     if (threadIdx.x == 0)
-        mk::proxy_signal((const MkFifo *)x.c->fifo,
-                         (u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
+        mk::proxy_signal((const MkFifo *)x.c->fifo, x.ctr_at_net(1, p, b));
 }
 
 /* To a peer on another node Simple messages are numbered for the life of the communicator,
@@ -146,7 +162,7 @@ __device__ __forceinline__ char *open_net(const Ctx &x, u32 b, u32 p, u32 *half 
     __syncthreads();   /* every thread has read the count before it moves */
     if (threadIdx.x == 0) {
         *sent = m + 1;
-        const u64 *acks = x.ctr(x.c->off_ack_in, b, p);
+        const u64 *acks = x.ctr_in(1, b, p);
         u32 sp = 0;
         while (m >= 2 && mk::ld_acquire_sys(acks) < m - 1 && !mk::give_up(sp)) { }
     }
@@ -180,7 +196,7 @@ __device__ __forceinline__ void ack(const Ctx &x, u32 b, u32 p) {
         mk::signal((u64)((const char *)x.peers[p] + x.c->off_ack_in) + ((u64)b * x.n + x.rank) * 8);
 }
 __device__ __forceinline__ void wait_data(const Ctx &x, u32 b, u32 p) {
-    if (threadIdx.x == 0) mk::wait(x.ctr(x.c->off_data_in, b, p), x.ctr(x.c->off_data_seen, b, p));
+    if (threadIdx.x == 0) mk::wait(x.ctr_in(0, b, p), x.ctr(x.c->off_data_seen, b, p));
     __syncthreads();
 }
 __device__ __forceinline__ void wait_ack(const Ctx &x, u32 b, u32 p) {

@@ -108,8 +108,15 @@ typedef struct MnContext {
                                      input bytes goes by stores on the direct path
                                      (MSCCLRT_NATIVE_PUSH_RS_BYTES, the same on every rank;
                                      0: never) */
+    mk_u64 ctr_in_host;           /* this rank's data signals and acknowledgements from peers on
+                                     other nodes, u64[2][max_blocks][nranks] (data, then acks),
+                                     in pinned host memory the network's receive threads store
+                                     into directly (with MSCCLRT_NATIVE_NET_SLOT_HOST); 0: the
+                                     scratch's off_data_in / off_ack_in counters */
+    mk_u64 peer_ctr;              /* device address of u64[nranks]: for a peer on another node the
+                                     window of its ctr_in_host (0: its scratch's counters) */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 232, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 248, "MnContext layout (host and device agree)");
 
 /* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
  * of block 0 of each launch takes the next record of the ring (a launch count modulo

@@ -57,6 +57,8 @@ struct NativeCtx {
     void *slot_in_host;            /* pinned host memory of the incoming Simple pieces from other
                                      nodes (MnContext.slot_in_host), or NULL */
     void *slot_out_host;           /* ... of the outgoing ones (MnContext.slot_out), or NULL */
+    void *ctr_in_host;             /* pinned host memory of the data and ack counters for
+                                     senders on other nodes (MnContext.ctr_in_host), or NULL */
     uint64_t direct_min;           /* MSCCLRT_NATIVE_DIRECT_BYTES */
     uint64_t p2p_direct_min;       /* MSCCLRT_NATIVE_P2P_DIRECT_BYTES */
     bool p2p_pk_batch;             /* MSCCLRT_NATIVE_P2P_PK_BATCH */
@@ -188,9 +190,9 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "rank %d: the native scratch of %zu bytes "
                        "(MSCCLRT_NATIVE_SCRATCH_BYTES) leaves no slot for %d ranks x %d blocks x 2",
                        c->rank, x->scratch_bytes, n, MN_MAX_BLOCKS);
-    /* the peers' scratch bases, then the windows of their incoming packet slots (peer_pk) and
-     * of their incoming Simple slots (peer_slot) */
-    mk_u64 *peers = calloc(3 * (size_t)n, sizeof *peers);
+    /* the peers' scratch bases, then the windows of their incoming packet slots (peer_pk), of
+     * their incoming Simple slots (peer_slot) and of their host counters (peer_ctr) */
+    mk_u64 *peers = calloc(4 * (size_t)n, sizeof *peers);
     if (!peers) return rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
     /* the table holds the mapped scratch of this node's ranks, then the windows of the other
      * nodes' ranks (port remotes), each in rank order (exec_fill_table); a rank the plan does
@@ -213,25 +215,6 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     if (nwin && (!m->fifo || !x->proxy))
         res = rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: the native context reaches %d rank(s) on "
                       "other nodes but has no port proxy", c->rank, nwin);
-    /* the counters this rank raises through the proxy: its data, ack and packet-ack counters
-     * at every window peer, for every block (the proxy counts per counter, from 0 as they
-     * start) */
-    if (res == MSCCLRT_SUCCESS && nwin) {
-        const int nctr = 3 * MN_MAX_BLOCKS * nwin;
-        uint64_t *ctrs = malloc((size_t)nctr * sizeof *ctrs);
-        if (!ctrs) res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
-        for (int q = 0, i = 0; ctrs && q < n; q++) {
-            if (!net_is_window(peers[q])) continue;
-            for (int blk = 0; blk < MN_MAX_BLOCKS; blk++) {
-                const uint64_t at = ((uint64_t)blk * (uint64_t)n + (uint64_t)c->rank) * 8;
-                ctrs[i++] = peers[q] + m->off_data_in + at;
-                ctrs[i++] = peers[q] + m->off_ack_in + at;
-                ctrs[i++] = peers[q] + m->off_pk_ack + at;
-            }
-        }
-        if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);
-        free(ctrs);
-    }
     /* incoming packets and pieces from other nodes: collective among the ranks that have such
      * peers, which every rank of the communicator reaching this point has (nwin) */
     if (res == MSCCLRT_SUCCESS && nwin && m->pk_slot_bytes && m->pk_out) {
@@ -244,22 +227,54 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         res = native_net_host_in(c, nc->x, NATIVE_NET_SLOTS, slot_area, slot_host != 0,
                                  &nc->slot_in_host, peers + 2 * n);
         m->slot_in_host = (mk_u64)(uintptr_t)nc->slot_in_host;
-        /* and the outgoing pieces, which only this rank's kernels and proxy see */
+        /* and the outgoing pieces, which only this rank's kernels and proxy see (not
+         * collective: its failure is reported after the exchange below, which the peers
+         * wait for) */
+        mscclrt_result out = MSCCLRT_SUCCESS;
         if (res == MSCCLRT_SUCCESS && slot_host)
-            res = native_net_host_out(c, nc->x, NATIVE_NET_SLOTS, slot_area, &nc->slot_out_host);
+            out = native_net_host_out(c, nc->x, NATIVE_NET_SLOTS, slot_area, &nc->slot_out_host);
         m->slot_out = (mk_u64)(uintptr_t)nc->slot_out_host;
+        /* the counters of those pieces' signals and acknowledgements (Ctx::ctr_in) where the
+         * pieces use host memory: the receive threads then store the values themselves */
+        if (res == MSCCLRT_SUCCESS)
+            res = native_net_host_in(c, nc->x, NATIVE_NET_COUNTERS, 2 * ctr, slot_host != 0,
+                                     &nc->ctr_in_host, peers + 3 * n);
+        m->ctr_in_host = (mk_u64)(uintptr_t)nc->ctr_in_host;
+        if (res == MSCCLRT_SUCCESS) res = out;
     }
-    const size_t bytes = sizeof *m + 3 * (size_t)n * sizeof *peers;
+    /* the counters this rank raises through the proxy: its data, ack and packet-ack counters
+     * at every window peer (data and ack in the peer's host counters where it has them), for
+     * every block (the proxy counts per counter, from 0 as they start) */
+    if (res == MSCCLRT_SUCCESS && nwin) {
+        const int nctr = 3 * MN_MAX_BLOCKS * nwin;
+        uint64_t *ctrs = malloc((size_t)nctr * sizeof *ctrs);
+        if (!ctrs) res = rt_fail(MSCCLRT_ERR_SYSTEM, "rank %d: out of memory", c->rank);
+        for (int q = 0, i = 0; ctrs && q < n; q++) {
+            if (!net_is_window(peers[q])) continue;
+            const uint64_t hc = peers[3 * n + q];
+            for (int blk = 0; blk < MN_MAX_BLOCKS; blk++) {
+                const uint64_t at = ((uint64_t)blk * (uint64_t)n + (uint64_t)c->rank) * 8;
+                const uint64_t ack_at = at + (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8;
+                ctrs[i++] = hc ? hc + at : peers[q] + m->off_data_in + at;
+                ctrs[i++] = hc ? hc + ack_at : peers[q] + m->off_ack_in + at;
+                ctrs[i++] = peers[q] + m->off_pk_ack + at;
+            }
+        }
+        if (ctrs) res = proxy_register(x->proxy, ctrs, nctr);
+        free(ctrs);
+    }
+    const size_t bytes = sizeof *m + 4 * (size_t)n * sizeof *peers;
     if (res == MSCCLRT_SUCCESS)
         res = cu_check(cu.cuMemAlloc(&nc->dctx, bytes), "cuMemAlloc(native context)");
     if (res == MSCCLRT_SUCCESS) {
         m->peer_scratch = nc->dctx + sizeof *m;
         m->peer_pk = m->peer_scratch + (size_t)n * sizeof *peers;
         m->peer_slot = m->peer_pk + (size_t)n * sizeof *peers;
+        m->peer_ctr = m->peer_slot + (size_t)n * sizeof *peers;
         res = cu_check(cu.cuMemcpyHtoD(nc->dctx, m, sizeof *m), "cuMemcpyHtoD(native context)");
     }
     if (res == MSCCLRT_SUCCESS)
-        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, 3 * (size_t)n * sizeof *peers),
+        res = cu_check(cu.cuMemcpyHtoD(nc->dctx + sizeof *m, peers, 4 * (size_t)n * sizeof *peers),
                        "cuMemcpyHtoD(native peers)");
     free(peers);
     return res;
@@ -284,6 +299,7 @@ static void native_free(NativeCtx *nc) {
     if (nc->pk_in_host) cu.cuMemFreeHost(nc->pk_in_host);
     if (nc->slot_in_host) cu.cuMemFreeHost(nc->slot_in_host);
     if (nc->slot_out_host) cu.cuMemFreeHost(nc->slot_out_host);
+    if (nc->ctr_in_host) cu.cuMemFreeHost(nc->ctr_in_host);
     free(nc->reach);
     plan_free(nc->plan);
     free(nc);

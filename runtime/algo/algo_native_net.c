@@ -6,7 +6,10 @@
  * rank's incoming areas, which the kernel reads through the mapping. A packet then has no
  * copy-engine round trip on its way (its flags say it arrived, so no signal follows it either):
  * across two nodes a send/recv of 1 KiB took 59 us while it went through device memory and
- * takes 44 (NCCL 44; nvidia-h100-x2, loopback TCP, c18).
+ * takes 44 (NCCL 44; nvidia-h100-x2, loopback TCP, c18). The Simple pieces' data signals and
+ * acknowledgements from other nodes land in host counters the same way: the receive thread
+ * stores each value there itself, where a counter in device memory costs it a
+ * cuStreamWriteValue64 per signal.
  */
 #include "algo/algo_native_net.h"
 #include "bootstrap/bootstrap.h"
@@ -19,13 +22,15 @@
 /* pinned host memory for either area: at most this much per rank (the scratch area stays the
  * fallback beyond) */
 #define PK_HOST_MAX (64ull << 20)
-/* bootstrap tags of the incoming areas' descriptors: "NP" packets, "NS" Simple slots */
-static const int area_tag[] = {0x4e50, 0x4e53};
-static const char *const area_name[] = {"packet slots", "Simple slots"};
+/* bootstrap tags of the incoming areas' descriptors: "NP" packets, "NS" Simple slots, "NC"
+ * counters */
+static const int area_tag[] = {0x4e50, 0x4e53, 0x4e43};
+static const char *const area_name[] = {"packet slots", "Simple slots", "signal counters"};
 /* what each area holds, for the log line when it stays in device memory: [kind][incoming] */
 static const char *const area_what[][2] = {
     {"outgoing packets to other nodes", "packets from other nodes"},
     {"outgoing pieces to other nodes", "pieces from other nodes"},
+    {"", "signals from other nodes"},
 };
 
 /* `bytes` of zeroed pinned host memory the GPU maps at the same address, or 0 (logged: `what`

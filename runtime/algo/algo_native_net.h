@@ -11,8 +11,9 @@
 
 #include "exec/exec.h"
 
-/* The two kinds of area: packet slots and Simple slots */
-typedef enum { NATIVE_NET_PACKETS, NATIVE_NET_SLOTS } NativeNetArea;
+/* The kinds of area: packet slots, Simple slots, and the counters of the Simple pieces' data
+ * signals and acknowledgements (incoming only) */
+typedef enum { NATIVE_NET_PACKETS, NATIVE_NET_SLOTS, NATIVE_NET_COUNTERS } NativeNetArea;
 
 /* An outgoing area for peers on other nodes of `bytes` (the packets, MnContext.pk_out, or the
  * Simple pieces, slot_out): *host (kept if set already) gets pinned host memory the kernels
@@ -24,8 +25,9 @@ mscclrt_result native_net_host_out(mscclrt_comm *c, ExecCtx *x, NativeNetArea ki
                                    void **host);
 
 /* What a rank receives from peers on other nodes into an area of `bytes` laid out by sender:
- * its packet slots (MnContext.pk_in_host and peer_pk) or its Simple slots (slot_in_host and
- * peer_slot); `kind` gives the bootstrap tag of the exchange and the log's words.
+ * its packet slots (MnContext.pk_in_host and peer_pk), its Simple slots (slot_in_host and
+ * peer_slot) or its counters (ctr_in_host and peer_ctr); `kind` gives the bootstrap tag of the
+ * exchange and the log's words.
  * Collective: every rank of c, a communicator that spans nodes, calls it once per kind, after its
  * executor context x is set up. want: this rank keeps that area in host memory (where the
  * network stages device memory); each rank then allocates `bytes` of pinned host memory the GPU

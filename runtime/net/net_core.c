@@ -147,9 +147,10 @@ bool net_peer_remote(const Net *n, int peer) {
     return n && peer >= 0 && peer < n->nranks && n->remote[peer];
 }
 
-bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *addr) {
+bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *addr, bool *host) {
     pthread_mutex_lock(&n->mu);
     bool ok = net_region_span(n->regs, (uint32_t)n->nregs, id, off, len, addr);
+    if (ok && host) *host = n->regs[id - 1].host;   /* net_region_span checked the id */
     pthread_mutex_unlock(&n->mu);
     return ok;
 }

@@ -75,8 +75,9 @@ void net_set_error(Net *n, const char *fmt, ...) __attribute__((format(printf, 2
 /* MSCCLRT_SUCCESS, or MSCCLRT_ERR_REMOTE carrying the recorded failure. */
 mscclrt_result net_check(Net *n);
 /* Under the tables' lock: the address of [off, off+len) of local region id, if id names a live
- * region that holds that span (net_region_span). */
-bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *addr);
+ * region that holds that span (net_region_span), and in *host (unless NULL) whether the region
+ * is pinned host memory (net_reg_host). */
+bool net_region_addr(Net *n, uint32_t id, uint64_t off, uint64_t len, uint64_t *addr, bool *host);
 /* Whether the ib backend can run here (libibverbs loads and a device that passes
  * MSCCLRT_IB_HCA has an ACTIVE port). Quiet: logs nothing. */
 bool net_ib_usable(void);

@@ -17,11 +17,11 @@
  * signals never wait behind their pieces at the sender); in device mode each piece is first copied device->pinned host with
  * cuMemcpyDtoHAsync into one of the socket's TCP_SLOTS staging slots, unless its source is a
  * registered host source (net_reg_host_src, or a region of net_reg_host: pinned host memory the
- * GPU wrote through its mapping), which is sent as it is. A small message (a signal, a flush, a
- * piece of at most TCP_INLINE bytes) for a socket that is idle (nothing queued, nobody writing)
- * is written by the calling (proxy) thread itself, with one sendmsg that never blocks: waking the
- * tx thread would cost more than the message (what the socket does not take at once is left to
- * the tx thread). Everything else is queued and the tx thread sends it once its staging copy's
+ * GPU wrote through its mapping), which is sent as it is. A signal, a flush, a staged piece of
+ * at most TCP_INLINE bytes or a ready one (host source) of at most MSCCLRT_SOCKET_INLINE_BYTES,
+ * for a socket that is idle (nothing queued, nobody writing), is written by the calling (proxy)
+ * thread itself, with one sendmsg that never blocks: waking the tx thread would cost more than
+ * the message (what the socket does not take at once is left to the tx thread). Everything else is queued and the tx thread sends it once its staging copy's
  * event completes (so copies and sends overlap). The rx thread polls its socket for
  * MSCCLRT_SOCKET_SPIN_US (200 us) after a message before it sleeps in poll(): back-to-back calls
  * then find it awake. It reads a piece straight into host memory (host_mem mode, or a region of
@@ -129,6 +129,8 @@ struct TcpPeer {
     pthread_mutex_t mu;      /* landed, pending, acked, gone */
     pthread_cond_t cv;
     CuStream h2d;            /* device mode: every piece's HtoD copy and every signal, in order */
+    bool h2d_busy;           /* device mode: h2d may hold copies not known complete (a piece
+                                into device memory was queued since it was last found idle) */
     uint64_t landed;         /* pieces from this peer written into our memory */
     uint64_t landed_s[TCP_SOCKS_MAX]; /* of them, per socket */
     uint64_t need_s[TCP_SOCKS_MAX];   /* per-socket counts of the last SIGNAL/FLUSH received */
@@ -147,6 +149,7 @@ typedef struct Tcp {
     int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
+    uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
     _Atomic int stopping;
     CuContext ctx;
 } Tcp;
@@ -204,9 +207,23 @@ static bool landed_before(const TcpPeer *p, const TcpPending *e) {
     return true;
 }
 
+/* Device mode: a signal to host memory (a region of net_reg_host, e.g. the native kernels'
+ * counters for senders on other nodes) is written by this thread at once when every piece
+ * before it is in memory already: none went through p->h2d since that stream was last idle.
+ * The GPU polls that memory through its mapping, so the signal costs one store instead of a
+ * cuStreamWriteValue64 (a driver call on the core the rank shares with its progress threads,
+ * then the stream's turn on the GPU), twice per piece of the native send/recv across nodes.
+ * p->mu held. */
+static bool signal_direct(TcpPeer *p, bool host) {
+    if (!host) return false;
+    if (p->h2d_busy && cu.cuStreamQuery(p->h2d) == CU_OK) p->h2d_busy = false;
+    return !p->h2d_busy;
+}
+
 /* Applies the pending entries whose data has landed; p->mu held. Returns false on a failure.
  * Device mode: a signal is queued on p->h2d behind the copies of the pieces it counts (they
- * were queued before landed grew); a flush is answered once that stream has completed. */
+ * were queued before landed grew), or written at once (signal_direct); a flush is answered
+ * once that stream has completed. */
 static bool pending_run(TcpPeer *p) {
     Net *n = p->t->n;
     while (p->phead != p->ptail) {
@@ -215,13 +232,14 @@ static bool pending_run(TcpPeer *p) {
         if (e->type == TCP_SIGNAL) {
             /* checked on arrival; checked again now: the region may have been released since */
             uint64_t addr;
-            if (!net_region_addr(n, e->region, e->off, 8, &addr)) {
+            bool host = false;
+            if (!net_region_addr(n, e->region, e->off, 8, &addr, &host)) {
                 net_set_error(n, "net: rank %d signalled offset %llu of region %u, which this "
                               "rank no longer has registered that large", p->rank,
                               (unsigned long long)e->off, e->region);
                 return false;
             }
-            if (n->opt.host_mem) {
+            if (n->opt.host_mem || signal_direct(p, host)) {
                 __atomic_store_n((uint64_t *)(uintptr_t)addr, e->value, __ATOMIC_RELEASE);
             } else {
                 CuResult cr = cu.cuStreamWriteValue64(p->h2d, addr, e->value, 0);
@@ -242,6 +260,7 @@ static bool pending_run(TcpPeer *p) {
                                   "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
                     return false;
                 }
+                p->h2d_busy = false;
             }
             LOG_TRACE(LOG_SUB_XPORT, "net: flush from rank %d (%llu pieces) acked t=%.1f",
                       p->rank, (unsigned long long)e->need, trace_us());
@@ -333,6 +352,7 @@ static bool rx_put(TcpSock *s, const TcpRx *rx) {
         s->rx_used[k] = true;
     }
     pthread_mutex_lock(&p->mu);
+    if (!n->opt.host_mem && !rx->host) p->h2d_busy = true;
     p->landed++;
     p->landed_s[s->idx]++;
     LOG_TRACE(LOG_SUB_XPORT, "net: piece %llu from rank %d (%llu bytes at offset %llu of "
@@ -559,15 +579,24 @@ static int wait_room(Tcp *t, TcpSock *s, bool want_slot) {
     }
 }
 
+/* Whether this thread writes it itself when its socket is idle: a signal or flush, a staged
+ * piece of at most TCP_INLINE bytes (its copy is waited for first: a larger one would hold the
+ * proxy on the copy engine), or a piece already in host memory of at most inline_max bytes. On
+ * a core the rank shares with its progress threads (mpirun binds a rank to one) waking the tx
+ * thread for a piece costs a scheduler hand-off each, about 20 us of a piece's cycle (c37). */
+static bool writes_inline(const Tcp *t, const TcpItem *it) {
+    if (it->h.type != TCP_PUT) return true;
+    return it->slot >= 0 ? it->h.len <= TCP_INLINE : it->h.len <= t->inline_max;
+}
+
 /* Hands it (room made by wait_room; a put's slot staged or being staged) to socket s: written
- * at once by this thread when s is idle and the message small (what the socket does not take
+ * at once by this thread when s is idle and writes_inline (what the socket does not take
  * without blocking is left to the tx thread), else queued for the tx thread. s->mu held;
  * unlocked on return. */
 static mscclrt_result post(Tcp *t, TcpSock *s, const TcpItem *it) {
     Net *n = t->n;
-    const bool small = it->h.type != TCP_PUT || it->h.len <= TCP_INLINE;
     size_t done = 0;
-    if (small && !s->sending && s->qhead == s->qtail) {
+    if (writes_inline(t, it) && !s->sending && s->qhead == s->qtail) {
         s->sending = true;
         pthread_mutex_unlock(&s->mu);
         CuResult cr = it->slot >= 0 ? cu_event_wait(s->ev[it->slot]) : CU_OK;
@@ -974,6 +1003,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long control;
     TRY_GOTO(param_int(PARAM_SOCKET_CONTROL, &control), res, fail);
     t->control = control != 0;
+    long long inl;
+    TRY_GOTO(param_int(PARAM_SOCKET_INLINE_BYTES, &inl), res, fail);
+    t->inline_max = (uint64_t)inl;
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);
         t->ctx = (CuContext)n->opt.cu_ctx;

@@ -17,8 +17,9 @@
  * Fault injection: FAKE_CUDA_FAIL=name:N[,name:N...] makes the N-th call (from 1) of the named
  * function return CUDA_ERROR_OUT_OF_MEMORY (2) and do nothing; the name is the plain CUDA name
  * (cuMemAlloc) or the versioned symbol (cuMemAlloc_v2).
- * Tests ask what is still held through fake_cuda_ctx_refs() and fake_cuda_allocs(), and how many
- * threads chose the relaxed capture mode through fake_cuda_relaxed_threads() (dlsym).
+ * Tests ask what is still held through fake_cuda_ctx_refs() and fake_cuda_allocs(), how many
+ * threads chose the relaxed capture mode through fake_cuda_relaxed_threads(), and how often a
+ * function was called through fake_cuda_calls() (dlsym).
  * Test-only code: never part of libmscclrt.
  */
 #include "cuda/cuda_driver.h"
@@ -433,6 +434,18 @@ CuResult cuThreadExchangeStreamCaptureMode(int *mode) {
 FAKE_EXPORT int fake_cuda_ctx_refs(int dev);
 FAKE_EXPORT long fake_cuda_allocs(void);
 FAKE_EXPORT long fake_cuda_relaxed_threads(void);
+FAKE_EXPORT long fake_cuda_calls(const char *name);
+/* Calls so far of the driver function `name` (its plain or versioned name); -1: no such one. */
+long fake_cuda_calls(const char *name) {
+    for (int i = 0; i < FAKE_NFUNCS; i++) {
+        if (strcmp(fake_names[i], name) != 0 && strcmp(fake_syms[i], name) != 0) continue;
+        pthread_mutex_lock(&fake_mu);
+        long n = fake_calls[i];
+        pthread_mutex_unlock(&fake_mu);
+        return n;
+    }
+    return -1;
+}
 /* Threads that switched themselves to the relaxed capture mode (cu_capture_relaxed). */
 long fake_cuda_relaxed_threads(void) {
     pthread_mutex_lock(&fake_mu);

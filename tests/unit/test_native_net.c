@@ -9,7 +9,9 @@
  * (exchanged under its own tag) gets only its own puts; puts from an outgoing area go unstaged; a rank that keeps its slots in device
  * memory sends an empty descriptor and its peers get no window; a peer whose slots are smaller
  * than the layout is an error naming it; with host buffers (where the network stages nothing)
- * there are no host slots at all.
+ * there are no host slots at all. The counters of the Simple pieces' signals (a third area) take
+ * the receive thread's own stores, never a cuStreamWriteValue64, unless a staged piece before
+ * the signal may still be on its copy stream.
  */
 #define BIG 4096
 #include "test_net_util.h"
@@ -112,7 +114,98 @@ static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
     return h_failed ? 1 : 0;
 }
 
+/* The fake driver's count of calls of `fn` so far (-1 where the fake does not say) */
+static long driver_calls(const char *fn) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    long (*calls)(const char *) = lib ? (long (*)(const char *))dlsym(lib, "fake_cuda_calls") : NULL;
+    return calls ? calls(fn) : -1;
+}
+
+/* Waits until host counter *c reaches v (bounded) */
+static bool wait_host(const uint64_t *c, uint64_t v) {
+    double t0 = now_s();
+    while (__atomic_load_n(c, __ATOMIC_ACQUIRE) < v) {
+        if (now_s() - t0 > 20) return false;
+        sched_yield();
+    }
+    return true;
+}
+
+/* The Simple pieces' counters in host memory (NATIVE_NET_COUNTERS). "counters": every rank
+ * puts into its Simple slot at each peer on another node (host memory) and signals its counter
+ * there, three rounds: each signal is visible only with its data, and no signal took
+ * cuStreamWriteValue64 (the receive thread stored it; the staging copies into device memory
+ * fail in this run, so no piece went through them either). "ordered": rank 0 puts into rank 1's
+ * device buffer (staged through rank 1's copy stream) and signals rank 1's host counter: rank 1
+ * sees the data with the signal, and asked its copy stream whether the piece was in (a signal
+ * may not pass a copy still queued). */
+static int rank_counters(const char *mode, int rank, int n, const BootId *id) {
+    Side s;
+    if (open_side(&s, rank, n, id, true)) return 1;
+    mscclrt_comm c;
+    ExecCtx x;
+    memset(&c, 0, sizeof c);
+    memset(&x, 0, sizeof x);
+    c.rank = rank;
+    c.nranks = n;
+    c.boot = s.boot;
+    x.net = s.net;
+    const bool ordered = strcmp(mode, "ordered") == 0;
+    uint64_t win[8] = {0}, wc[8] = {0};
+    void *slots = NULL, *ctrs = NULL;
+    CHECK_OK(native_net_host_in(&c, &x, NATIVE_NET_SLOTS, SLOTS, !ordered, &slots, win));
+    CHECK_OK(native_net_host_in(&c, &x, NATIVE_NET_COUNTERS, (uint64_t)n * 8, true, &ctrs, wc));
+    CHECK(ctrs != NULL);
+    for (int q = 0; q < n; q++) CHECK_EQ_INT(net_peer_remote(s.net, q), net_is_window(wc[q]));
+    const uint64_t *ctr = ctrs;
+    const long writes0 = driver_calls("cuStreamWriteValue64"), queries0 = driver_calls("cuStreamQuery");
+    CHECK(writes0 >= 0 && queries0 >= 0);
+    CHECK_OK(boot_barrier(s.boot));   /* every rank counted before any signal */
+    if (!ordered) {
+        unsigned char src[SLOT];
+        for (int k = 1; k <= 3; k++) {
+            for (int i = 0; i < SLOT; i++) src[i] = pat(rank, (uint64_t)i, k);
+            for (int q = 0; q < n; q++) {
+                if (!win[q]) continue;
+                CHECK_OK(net_put(s.net, win[q] + (uint64_t)rank * SLOT, (uint64_t)(uintptr_t)src, SLOT));
+                CHECK_OK(net_signal(s.net, wc[q] + (uint64_t)rank * 8, (uint64_t)k));
+            }
+            CHECK_OK(net_flush(s.net));
+            for (int q = 0; q < n; q++) {
+                if (!net_peer_remote(s.net, q)) continue;
+                CHECK(wait_host(&ctr[q], (uint64_t)k));
+                CHECK_EQ_INT(SLOT, (int)first_bad((unsigned char *)slots + (size_t)q * SLOT, q, SLOT, k));
+            }
+            CHECK_OK(boot_barrier(s.boot));   /* the slots are written again next round */
+        }
+        CHECK_EQ_INT(0, (int)(driver_calls("cuStreamWriteValue64") - writes0));
+    } else if (rank == 0) {
+        unsigned char src[BIG];
+        for (int i = 0; i < BIG; i++) src[i] = pat(0, (uint64_t)i, 1);
+        CHECK_OK(net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, BIG));
+        CHECK_OK(net_signal(s.net, wc[1], 1));
+        /* no flush before rank 1 has looked: answering one also asks the copy stream */
+        CHECK_OK(boot_barrier(s.boot));
+        CHECK_OK(net_flush(s.net));
+    } else {
+        if (rank == 1) {
+            CHECK(wait_host(&ctr[0], 1));
+            CHECK_EQ_INT(BIG, (int)first_bad((const unsigned char *)s.recv, 0, BIG, 1));
+            CHECK(driver_calls("cuStreamQuery") > queries0);
+        }
+        CHECK_OK(boot_barrier(s.boot));
+    }
+    CHECK_OK(boot_barrier(s.boot));
+    net_release(s.net, &x);
+    if (slots) cu.cuMemFreeHost(slots);
+    cu.cuMemFreeHost(ctrs);
+    side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
 static int rank_main(const char *scen, int rank, int n, const BootId *id) {
+    if (strcmp(scen, "counters") == 0 || strcmp(scen, "ordered") == 0)
+        return rank_counters(scen, rank, n, id);
     return rank_pkin(scen, rank, n, id);
 }
 
@@ -122,6 +215,8 @@ static int run(const char *scen, int n, const char *const *hostids) {
     const char *const dev_env[] = {"FAKE_CUDA_FAIL",
                                    strcmp(scen, "both") == 0 ? "cuMemcpyHtoDAsync:1,cuMemcpyDtoHAsync:1"
                                                              : "cuMemcpyHtoDAsync:1", NULL};
+    /* "ordered" stages on purpose */
+    if (strcmp(scen, "ordered") == 0) return run_ranks(scen, n, hostids, NULL, -1, 0);
     return run_ranks(scen, n, hostids, strcmp(scen, "hostmem") ? dev_env : NULL, -1, 0);
 }
 
@@ -143,5 +238,11 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("short", 2, two)));
     TEST("native net: host buffers (nothing staged): no host slots, no windows",
          CHECK_EQ_INT(0, run("hostmem", 2, two)));
+    TEST("native net: signals into host counters are stored by the receive thread, after their data",
+         CHECK_EQ_INT(0, run("counters", 2, two)));
+    TEST("native net: host counters among 4 ranks on 2 nodes",
+         CHECK_EQ_INT(0, run("counters", 4, four)));
+    TEST("native net: a signal into host counters after a staged piece waits for its copy",
+         CHECK_EQ_INT(0, run("ordered", 2, two)));
     return harness_report();
 }
