@@ -115,8 +115,13 @@ typedef struct MnContext {
                                      scratch's off_data_in / off_ack_in counters */
     mk_u64 peer_ctr;              /* device address of u64[nranks]: for a peer on another node the
                                      window of its ctr_in_host (0: its scratch's counters) */
+    mk_u64 net_slot_bytes;        /* bytes of one slot of the Simple areas in pinned host memory
+                                     (slot_in_host, slot_out, the peers' peer_slot windows), at
+                                     least slot_bytes and the same on every rank: the pieces of a
+                                     send/recv entry to or from a peer on another node whose
+                                     incoming slots are there (MSCCLRT_NATIVE_NET_SLOT_BYTES) */
 } MnContext;
-MK_STATIC_ASSERT(sizeof(MnContext) == 248, "MnContext layout (host and device agree)");
+MK_STATIC_ASSERT(sizeof(MnContext) == 256, "MnContext layout (host and device agree)");
 
 /* Timestamps inside the native kernels (MSCCLRT_NATIVE_PROBE; kernels/native_probe.cuh): thread 0
  * of block 0 of each launch takes the next record of the ring (a launch count modulo

@@ -589,7 +589,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
                        f.b < dnb[e];
         cand[e] = c;
         dptr[e] = c;   /* decided after the records */
-        const u64 k = p || c ? 0 : npieces(sh, x.slot);
+        const u64 k = p || c ? 0 : npieces(sh, x.p2p_slot(peer, o.recv != 0));
         cnt[e] = k;
         start[e] = 0;
         /* every writer of these writes the same */
@@ -647,7 +647,7 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
                 if (f.b == 0 && cand[e])   /* the direct counts, per entry */
                     atomicAdd((unsigned long long *)(x.scratch + x.c->off_stats) + (dptr[e] ? 0 : 1), 1ull);
                 if (cand[e] && !dptr[e]) {   /* the slots after all */
-                    cnt[e] = npieces(Span{slo[e], shi[e]}, x.slot);
+                    cnt[e] = npieces(Span{slo[e], shi[e]}, x.p2p_slot(peer, v[e].recv != 0));
                     if (cnt[e]) any_simple = true;
                 }
             }
@@ -727,13 +727,13 @@ __device__ void sendrecv(const MnArgs &a, const L &l, const MnP2pDirect &dd, con
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = v[e];
             if (o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.slot);
+            const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.p2p_slot((u32)o.peer, false));
             f.send((u32)o.peer, i, (const char *)o.ptr + pc.lo, pc.hi - pc.lo, false, nullptr);
         }
         for (u32 e = 0; e < ne; e++) {
             const MnP2p &o = v[e];
             if (!o.recv || (u32)o.peer == r || i < start[e] || i >= start[e] + cnt[e]) continue;
-            const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.slot);
+            const Span pc = piece(Span{slo[e], shi[e]}, i - start[e], x.p2p_slot((u32)o.peer, true));
             const char *src = f.recv((u32)o.peer, i);
             if (pc.hi > pc.lo) mk::copy((char *)o.ptr + pc.lo, src, pc.hi - pc.lo);
             ack(x, f.b, (u32)o.peer);

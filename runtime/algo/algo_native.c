@@ -136,6 +136,13 @@ uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slot
     return (scratch - slots) / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
 }
 
+uint64_t native_net_slot_bytes(int n, uint64_t slot, uint64_t want) {
+    const uint64_t fit = NATIVE_NET_HOST_MAX / ((uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2) / 256 * 256;
+    uint64_t s = want / 256 * 256;
+    if (s > fit) s = fit;
+    return s > slot ? s : slot;
+}
+
 /* The MnContext of rank c from its executor context (allocated, table filled). */
 static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     const ExecCtx *x = nc->x;
@@ -170,7 +177,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         m->pk_out = nc->pk_host ? (mk_u64)(uintptr_t)nc->pk_host : x->scratch + m->off_pk + pk_area;
     }
     m->off_lane = lane_bytes(n) ? m->off_pk + pk_area * (net ? 2 : 1) : 0;
-    long long pk_max, net_pk_max, pk_in_host, slot_host, net_block;
+    long long pk_max, net_pk_max, pk_in_host, slot_host, net_block, net_slot;
     TRY(param_int(PARAM_NATIVE_PACKET_BYTES, &pk_max));
     TRY(param_int(PARAM_NATIVE_NET_BLOCK_BYTES, &net_block));
     m->net_block_kib = (mk_u32)(net_block >> 10);
@@ -180,6 +187,8 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
     TRY(param_int(PARAM_NATIVE_NET_PACKET_BYTES, &net_pk_max));
     TRY(param_int(PARAM_NATIVE_NET_PK_HOST, &pk_in_host));
     TRY(param_int(PARAM_NATIVE_NET_SLOT_HOST, &slot_host));
+    TRY(param_int(PARAM_NATIVE_NET_SLOT_BYTES, &net_slot));
+    m->net_slot_bytes = native_net_slot_bytes(n, m->slot_bytes, (uint64_t)net_slot);
     m->pk_max_bytes = (uint64_t)pk_max;
     m->net_pk_max = (uint64_t)net_pk_max;
     bool probe = false;
@@ -223,7 +232,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
         m->pk_in_host = (mk_u64)(uintptr_t)nc->pk_in_host;
     }
     if (res == MSCCLRT_SUCCESS && nwin) {
-        const uint64_t slot_area = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->slot_bytes;
+        const uint64_t slot_area = (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 2 * m->net_slot_bytes;
         res = native_net_host_in(c, nc->x, NATIVE_NET_SLOTS, slot_area, slot_host != 0,
                                  &nc->slot_in_host, peers + 2 * n);
         m->slot_in_host = (mk_u64)(uintptr_t)nc->slot_in_host;

@@ -55,6 +55,11 @@ uint64_t native_pk_slot_bytes(int n, uint64_t scratch);
  * net: some peer is on another node (outgoing packet slots too); *off_slots (may be NULL) gets
  * where the slots start. */
 uint64_t native_slot_bytes(int n, uint64_t scratch, bool net, uint64_t *off_slots);
+/* Slot bytes of the Simple areas in pinned host memory for peers on other nodes
+ * (MnContext.net_slot_bytes): `want` (MSCCLRT_NATIVE_NET_SLOT_BYTES; 0: none) rounded down to
+ * 256, reduced so that an area of MN_MAX_BLOCKS x n x 2 slots fits NATIVE_NET_HOST_MAX, and
+ * never below the scratch's slot `slot` (the collectives' pieces use that one). */
+uint64_t native_net_slot_bytes(int n, uint64_t slot, uint64_t want);
 mscclrt_result algo_native_prepare(mscclrt_comm *c, const mscclrt_algo *algo,
                                    const mscclrt_request *req, int blocks, int threads,
                                    const void *extra, size_t extra_bytes, NativeLaunch *l);

@@ -19,9 +19,6 @@
 
 #include <string.h>
 
-/* pinned host memory for either area: at most this much per rank (the scratch area stays the
- * fallback beyond) */
-#define PK_HOST_MAX (64ull << 20)
 /* bootstrap tags of the incoming areas' descriptors: "NP" packets, "NS" Simple slots, "NC"
  * counters */
 static const int area_tag[] = {0x4e50, 0x4e53, 0x4e43};
@@ -46,7 +43,7 @@ static CuDevPtr host_area(const mscclrt_comm *c, uint64_t bytes, const char *wha
 
 mscclrt_result native_net_host_out(mscclrt_comm *c, ExecCtx *x, NativeNetArea kind, uint64_t bytes,
                                    void **host) {
-    if (*host || !x->net || bytes > PK_HOST_MAX) return MSCCLRT_SUCCESS;
+    if (*host || !x->net || bytes > NATIVE_NET_HOST_MAX) return MSCCLRT_SUCCESS;
     const CuDevPtr d = host_area(c, bytes, area_what[kind][0]);
     if (!d) return MSCCLRT_SUCCESS;
     const mscclrt_result res = net_reg_host_src(x->net, x, (uint64_t)d, (size_t)bytes);
@@ -80,7 +77,7 @@ mscclrt_result native_net_host_in(mscclrt_comm *c, ExecCtx *x, NativeNetArea kin
     /* a failure here still takes part in the exchange (an empty descriptor), so the peers do
      * not wait for it; it is reported after */
     mscclrt_result res = MSCCLRT_SUCCESS;
-    if (want && bytes && bytes <= PK_HOST_MAX && net_stages_device(x->net))
+    if (want && bytes && bytes <= NATIVE_NET_HOST_MAX && net_stages_device(x->net))
         res = host_in_alloc(c, x, kind, bytes, host, &mine);
     /* in n - 1 steps, to rank r + s and from rank r - s, those on other nodes only */
     for (int s = 1; s < n; s++) {

@@ -11,6 +11,10 @@
 
 #include "exec/exec.h"
 
+/* Pinned host memory for one area: at most this much per rank (the scratch stays the fallback
+ * beyond) */
+#define NATIVE_NET_HOST_MAX (64ull << 20)
+
 /* The kinds of area: packet slots, Simple slots, and the counters of the Simple pieces' data
  * signals and acknowledgements (incoming only) */
 typedef enum { NATIVE_NET_PACKETS, NATIVE_NET_SLOTS, NATIVE_NET_COUNTERS } NativeNetArea;

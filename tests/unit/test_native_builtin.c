@@ -121,6 +121,23 @@ static void t_layout(void) {
     CHECK_EQ_INT(0, native_pk_slot_bytes(1024, 32u << 20)); /* no packet slots for 1024 ranks */
 }
 
+/* The host Simple slots across nodes (MnContext.net_slot_bytes): the wanted size where the area
+ * fits 64 MiB, less where it would not, never below the scratch's slot, 256-byte multiples. */
+static void t_net_slot(void) {
+    const uint64_t slot = native_slot_bytes(2, 32u << 20, true, NULL);
+    CHECK_EQ_INT(512u << 10, native_net_slot_bytes(2, slot, 512u << 10));   /* 64 MiB exactly */
+    CHECK_EQ_INT(256u << 10, native_net_slot_bytes(2, slot, (256u << 10) + 100));
+    CHECK_EQ_INT(256u << 10, native_net_slot_bytes(4, 1024, 512u << 10));   /* reduced to fit */
+    CHECK_EQ_INT(128u << 10, native_net_slot_bytes(8, 1024, 512u << 10));
+    CHECK_EQ_INT(slot, native_net_slot_bytes(2, slot, 0));                  /* 0: the scratch's */
+    CHECK_EQ_INT(slot, native_net_slot_bytes(2, slot, 4096));               /* never below it */
+    for (int n = 2; n <= 1024; n *= 2) {
+        const uint64_t s = native_net_slot_bytes(n, 256, 512u << 10);
+        CHECK(s >= 256 && s % 256 == 0);
+        CHECK(s == 256 || (uint64_t)MN_MAX_BLOCKS * n * 2 * s <= (64u << 20));
+    }
+}
+
 /* The kernels send packets when a block's share, round16(ceil(peer / blocks)), fits a packet
  * slot's data: the default grid must give that for every size up to pk_max, and never a grid
  * outside 1..MN_MAX_BLOCKS. */
@@ -353,6 +370,7 @@ int main(void) {
         return harness_skip("NVRTC (the CUDA toolkit's libnvrtc)", mscclrt_last_error());
     }
     TEST("native builtin: scratch layout for 1..1024 ranks", t_layout());
+    TEST("native builtin: host slots across nodes (net_slot_bytes)", t_net_slot());
     TEST("native builtin: every collective on one node, send/recv only across nodes", t_builtins());
     TEST("native builtin: default grid sends packets up to the packet limit", t_grid());
     TEST("native builtin: send/recv entries take the blocks their size needs (direct ones their own grid)", t_p2p_blocks());
