@@ -1,13 +1,14 @@
 #!/bin/sh
 # net_trace.sh - tests/gpu/net_trace.awk (the socket transport's stages from a TRACE log) on a
 # small log of two ranks written here: pieces matched by sender, receiver, socket and order,
-# a signal by value, the medians of every stage and the pace of the landings.
+# a signal by value, the medians of every stage and the pace of the landings; a rank named by
+# an INFO line of EXEC as well as a TRACE one (a TRACE log of the drop-in has only the former).
 cd "$(dirname "$0")/../.." || exit 2
 tmp=${TMPDIR:-/tmp}/net_trace.$$
 trap 'rm -f "$tmp".*' EXIT
 cat >"$tmp.log" <<'LOG'
 h:100:100 mscclrt TRACE EXEC rank 0: sendrecv of 1048576 bytes
-h:200:200 mscclrt TRACE EXEC rank 1: sendrecv of 1048576 bytes
+h:200:200 mscclrt INFO EXEC rank 1: context of plan 'mscclrt-native-context' set up in 0.73 ms
 h:100:7 mscclrt TRACE PROXY trigger #0: kind 1 dst 0x1 src 0x2 bytes 1048576 taken t=1000.0
 h:100:7 mscclrt TRACE XPORT net: message type 2 to rank 1 (len/value 524288, socket 0) queued (0 bytes written inline) t=1010.0
 h:100:7 mscclrt TRACE XPORT net: message type 2 to rank 1 (len/value 524288, socket 1) queued (0 bytes written inline) t=1012.0

@@ -11,7 +11,7 @@
 # and the gaps between consecutive pieces landing from one peer (the stream's pace).
 #   awk -f tests/gpu/net_trace.awk LOG...
 # Lines are "host:pid:tid mscclrt TRACE SUB ..."; a process's rank comes from its EXEC lines
-# ("rank N:"), so a log without them (EXEC not traced) names processes by pid.
+# ("rank N:", at INFO or TRACE), so a log without them names processes by pid.
 
 function tval(   i) {
     for (i = NF; i > 0; i--) if ($i ~ /^t=/) return substr($i, 3) + 0
@@ -27,7 +27,8 @@ function median(arr, n,   i, j, t) {
     return n % 2 ? arr[(n + 1) / 2] : (arr[n / 2] + arr[n / 2 + 1]) / 2
 }
 
-$3 == "TRACE" && $4 == "EXEC" && $5 == "rank" { rank[pidof()] = num($6) }
+# (EXEC's "rank N:" lines come at INFO as well as TRACE)
+($3 == "TRACE" || $3 == "INFO") && $4 == "EXEC" && $5 == "rank" { rank[pidof()] = num($6) }
 
 $3 == "TRACE" {
     t = tval(); if (t < 0) next
