@@ -29,6 +29,20 @@ static int open_side(Side *s, int rank, int n, const BootId *id, bool dev) {
     return side_open(s, rank, n, id, &o, "socket", NULL);
 }
 
+/* The side, and the communicator and executor context native_net_host_in sees: only the
+ * rank, the count, the bootstrap and the network are set */
+static int open_rank(Side *s, mscclrt_comm *c, ExecCtx *x, int rank, int n, const BootId *id,
+                     bool dev) {
+    if (open_side(s, rank, n, id, dev)) return 1;
+    memset(c, 0, sizeof *c);
+    memset(x, 0, sizeof *x);
+    c->rank = rank;
+    c->nranks = n;
+    c->boot = s->boot;
+    x->net = s->net;
+    return 0;
+}
+
 /* Each rank puts a pattern (round k) into its slot at every peer with a window, then a signal
  * k; a rank with an area (host) finds every other node's pattern in it once the signals are
  * there. */
@@ -53,15 +67,9 @@ static void put_round(Side *s, void *host, const uint64_t *win, int k, unsigned 
 static int rank_pkin(const char *mode, int rank, int n, const BootId *id) {
     const bool dev = strcmp(mode, "hostmem") != 0;
     Side s;
-    if (open_side(&s, rank, n, id, dev)) return 1;
     mscclrt_comm c;
     ExecCtx x;
-    memset(&c, 0, sizeof c);
-    memset(&x, 0, sizeof x);
-    c.rank = rank;
-    c.nranks = n;
-    c.boot = s.boot;
-    x.net = s.net;
+    if (open_rank(&s, &c, &x, rank, n, id, dev)) return 1;
     const bool want = !(strcmp(mode, "one-device") == 0 && rank == 1);
     const uint64_t bytes = strcmp(mode, "short") == 0 && rank == 1 ? SLOTS / 2 : SLOTS;
     uint64_t win[8] = {0};
@@ -141,15 +149,9 @@ static bool wait_host(const uint64_t *c, uint64_t v) {
  * may not pass a copy still queued). */
 static int rank_counters(const char *mode, int rank, int n, const BootId *id) {
     Side s;
-    if (open_side(&s, rank, n, id, true)) return 1;
     mscclrt_comm c;
     ExecCtx x;
-    memset(&c, 0, sizeof c);
-    memset(&x, 0, sizeof x);
-    c.rank = rank;
-    c.nranks = n;
-    c.boot = s.boot;
-    x.net = s.net;
+    if (open_rank(&s, &c, &x, rank, n, id, true)) return 1;
     const bool ordered = strcmp(mode, "ordered") == 0;
     uint64_t win[8] = {0}, wc[8] = {0};
     void *slots = NULL, *ctrs = NULL;
