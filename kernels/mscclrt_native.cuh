@@ -126,7 +126,7 @@ struct Ctx {
      * (MnContext.ctr_in_host; the network's receive thread stores there directly), else in
      * the scratch */
     __device__ u64 *ctr_in(u32 ack, u32 b, u32 s) const {
-        if (MN_NET && c->ctr_in_host && remote(s))
+        if (remote(s) && c->ctr_in_host)
             return (u64 *)c->ctr_in_host + ((u64)ack * c->max_blocks + b) * n + s;
         return ctr(ack ? c->off_ack_in : c->off_data_in, b, s);
     }

@@ -263,7 +263,7 @@ static mscclrt_result native_publish(mscclrt_comm *c, NativeCtx *nc) {
             const uint64_t hc = peers[3 * n + q];
             for (int blk = 0; blk < MN_MAX_BLOCKS; blk++) {
                 const uint64_t at = ((uint64_t)blk * (uint64_t)n + (uint64_t)c->rank) * 8;
-                const uint64_t ack_at = at + (uint64_t)MN_MAX_BLOCKS * (uint64_t)n * 8;
+                const uint64_t ack_at = at + ctr;   /* the acks follow the data counters */
                 ctrs[i++] = hc ? hc + at : peers[q] + m->off_data_in + at;
                 ctrs[i++] = hc ? hc + ack_at : peers[q] + m->off_ack_in + at;
                 ctrs[i++] = peers[q] + m->off_pk_ack + at;

@@ -21,8 +21,9 @@
  * at most TCP_INLINE bytes or a ready one (host source) of at most MSCCLRT_SOCKET_INLINE_BYTES,
  * for a socket that is idle (nothing queued, nobody writing), is written by the calling (proxy)
  * thread itself, with one sendmsg that never blocks: waking the tx thread would cost more than
- * the message (what the socket does not take at once is left to the tx thread). Everything else is queued and the tx thread sends it once its staging copy's
- * event completes (so copies and sends overlap). The rx thread polls its socket for
+ * the message (what the socket does not take at once is left to the tx thread). Everything
+ * else is queued and the tx thread sends it once its staging copy's event completes (so
+ * copies and sends overlap). The rx thread polls its socket for
  * MSCCLRT_SOCKET_SPIN_US (200 us) after a message before it sleeps in poll(): back-to-back calls
  * then find it awake. It reads a piece straight into host memory (host_mem mode, or a region of
  * net_reg_host), or into one of its TCP_RX_SLOTS pinned slots and then cuMemcpyHtoDAsync into the

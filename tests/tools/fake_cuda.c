@@ -59,6 +59,16 @@ static long fake_calls[FAKE_NFUNCS];
 static long fake_fail_at[FAKE_NFUNCS];     /* the call (from 1) that fails; 0: none */
 static int fake_ndev = 2;
 
+/* The index of the function named by the len bytes at name (its plain or versioned name), or
+ * FAKE_NFUNCS */
+static int fake_index(const char *name, size_t len) {
+    int i = 0;
+    while (i < FAKE_NFUNCS && !((strlen(fake_names[i]) == len && !strncmp(name, fake_names[i], len)) ||
+                                (strlen(fake_syms[i]) == len && !strncmp(name, fake_syms[i], len))))
+        i++;
+    return i;
+}
+
 static void fake_setup(void) {
     const char *s = getenv("FAKE_CUDA_DEVICES");
     if (s && *s) {
@@ -74,10 +84,7 @@ static void fake_setup(void) {
         size_t len = strcspn(f, ":,");
         char *end = NULL;
         long n = f[len] == ':' ? strtol(f + len + 1, &end, 10) : 0;
-        int i = 0;
-        while (i < FAKE_NFUNCS && !((strlen(fake_names[i]) == len && !strncmp(f, fake_names[i], len)) ||
-                                    (strlen(fake_syms[i]) == len && !strncmp(f, fake_syms[i], len))))
-            i++;
+        const int i = fake_index(f, len);
         if (i == FAKE_NFUNCS || n < 1 || (*end && *end != ',')) {
             fprintf(stderr, "fake_cuda: bad FAKE_CUDA_FAIL entry at '%s' (want name:N, N >= 1, "
                     "name a driver function)\n", f);
@@ -437,14 +444,12 @@ FAKE_EXPORT long fake_cuda_relaxed_threads(void);
 FAKE_EXPORT long fake_cuda_calls(const char *name);
 /* Calls so far of the driver function `name` (its plain or versioned name); -1: no such one. */
 long fake_cuda_calls(const char *name) {
-    for (int i = 0; i < FAKE_NFUNCS; i++) {
-        if (strcmp(fake_names[i], name) != 0 && strcmp(fake_syms[i], name) != 0) continue;
-        pthread_mutex_lock(&fake_mu);
-        long n = fake_calls[i];
-        pthread_mutex_unlock(&fake_mu);
-        return n;
-    }
-    return -1;
+    const int i = fake_index(name, strlen(name));
+    if (i == FAKE_NFUNCS) return -1;
+    pthread_mutex_lock(&fake_mu);
+    long n = fake_calls[i];
+    pthread_mutex_unlock(&fake_mu);
+    return n;
 }
 /* Threads that switched themselves to the relaxed capture mode (cu_capture_relaxed). */
 long fake_cuda_relaxed_threads(void) {
