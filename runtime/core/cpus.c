@@ -3,10 +3,13 @@
  * inherit the affinity of the thread that made the communicator, so under mpirun's binding of
  * each rank to one core (its default for two ranks) the port proxy and the socket threads share
  * that core with the application, and every hand-off between them waits for the scheduler;
- * this variable lets a user give them CPUs of their own (for instance the GPU's NUMA node).
+ * this variable lets a user give them CPUs of their own: a list, or "numa", the CPUs local to
+ * the rank's GPU (as MSCCL++ places its proxy thread), and MSCCLRT_PROGRESS_THREADS picks which
+ * threads move (the socket threads, which copy every byte through the kernel, or the proxy).
  */
 #include "core/cpus.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/param.h"
 
 #include <errno.h>
@@ -64,13 +67,50 @@ bad:
     return false;
 }
 
-mscclrt_result cpus_place_progress(pthread_t t, const char *who) {
+bool cpus_local_to(const char *pci, cpu_set_t *set) {
+    CPU_ZERO(set);
+    const char *root = param_str(PARAM_SYSFS_ROOT);
+    char path[512], text[4096], why[128];
+    snprintf(path, sizeof path, "%s/bus/pci/devices/%s/local_cpulist", *root ? root : "/sys", pci);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    const size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    text[strcspn(text, "\n")] = 0;
+    return cpus_parse(text, set, why, sizeof why) && CPU_COUNT(set) > 0;
+}
+
+/* whether MSCCLRT_PROGRESS_THREADS (all, socket or proxy) names threads of `kind` */
+static mscclrt_result moves_kind(CpusThread kind, bool *yes) {
+    const char *w = param_str(PARAM_PROGRESS_THREADS);
+    if (!*w || !strcmp(w, "all")) *yes = true;
+    else if (!strcmp(w, "socket")) *yes = kind == CPUS_SOCKET;
+    else if (!strcmp(w, "proxy")) *yes = kind == CPUS_PROXY;
+    else
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_THREADS='%s': all, socket or "
+                       "proxy expected", w);
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
+                                   const char *gpu_pci) {
     const char *s = param_str(PARAM_PROGRESS_CPUS);
     if (!*s) return MSCCLRT_SUCCESS;
+    bool move = false;
+    TRY(moves_kind(kind, &move));
+    if (!move) return MSCCLRT_SUCCESS;
     cpu_set_t set;
     char why[128];
-    if (!cpus_parse(s, &set, why, sizeof why))
+    if (!strcmp(s, "numa")) {
+        if (!gpu_pci || !cpus_local_to(gpu_pci, &set)) {
+            LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: the CPUs of GPU %s are unknown; "
+                     "the %s keeps its affinity", gpu_pci ? gpu_pci : "(none)", who);
+            return MSCCLRT_SUCCESS;
+        }
+    } else if (!cpus_parse(s, &set, why, sizeof why)) {
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': %s", s, why);
+    }
     const int e = pthread_setaffinity_np(t, sizeof set, &set);
     if (e != 0)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': the %s cannot run "

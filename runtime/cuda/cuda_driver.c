@@ -176,6 +176,16 @@ mscclrt_result nvrtc_check(NvrtcResult r, const char *what) {
     return rt_fail(MSCCLRT_ERR_CUDA, "%s: %s (%d)", what, text ? text : "?", r);
 }
 
+bool cu_device_pci(CuDevice d, char *buf, size_t len) {
+    int bus = 0, slot = 0, dom = 0;
+    if (cu.cuDeviceGetAttribute(&bus, CU_ATTR_PCI_BUS_ID, d) != CU_OK ||
+        cu.cuDeviceGetAttribute(&slot, CU_ATTR_PCI_DEVICE_ID, d) != CU_OK ||
+        cu.cuDeviceGetAttribute(&dom, CU_ATTR_PCI_DOMAIN_ID, d) != CU_OK)
+        return false;
+    snprintf(buf, len, "%04x:%02x:%02x.0", dom, bus, slot);
+    return true;
+}
+
 mscclrt_result cu_device_arch(int ordinal, int *arch) {
     CuDevice d;
     int major = 0, minor = 0;

@@ -240,6 +240,9 @@ bool nvrtc_identity(char *buf, size_t len);
 mscclrt_result cu_check(CuResult r, const char *what);
 /* Same for NVRTC results. */
 mscclrt_result nvrtc_check(NvrtcResult r, const char *what);
+/* The PCI address of device d as sysfs names it ("dddd:bb:dd.0"); false where the driver cannot
+ * tell. Needs cu_load(). */
+bool cu_device_pci(CuDevice d, char *buf, size_t len);
 /* Compute capability of an ordinal (e.g. 90 for sm_90); needs cu_load(). */
 mscclrt_result cu_device_arch(int ordinal, int *arch);
 

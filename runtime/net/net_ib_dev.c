@@ -96,16 +96,9 @@ mscclrt_result ib_dev_list(IbDev *out, int max, int *count, bool quiet) {
 
 /* PCI address of CUDA device ordinal dev ("dddd:bb:dd.0"); false when CUDA cannot tell. */
 static bool gpu_pci(int dev, char *buf, size_t len) {
-    enum { ATTR_PCI_BUS = 33, ATTR_PCI_DEVICE = 34, ATTR_PCI_DOMAIN = 50 };
     CuDevice d;
-    int bus = 0, slot = 0, dom = 0;
-    if (cu_load() != MSCCLRT_SUCCESS || cu.cuDeviceGet(&d, dev) != CU_OK ||
-        cu.cuDeviceGetAttribute(&bus, ATTR_PCI_BUS, d) != CU_OK ||
-        cu.cuDeviceGetAttribute(&slot, ATTR_PCI_DEVICE, d) != CU_OK ||
-        cu.cuDeviceGetAttribute(&dom, ATTR_PCI_DOMAIN, d) != CU_OK)
-        return false;
-    snprintf(buf, len, "%04x:%02x:%02x.0", dom, bus, slot);
-    return true;
+    return cu_load() == MSCCLRT_SUCCESS && cu.cuDeviceGet(&d, dev) == CU_OK &&
+           cu_device_pci(d, buf, len);
 }
 
 mscclrt_result ib_dev_choose(int rank, bool host_mem, int cu_device, IbDev *d) {

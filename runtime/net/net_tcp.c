@@ -1049,6 +1049,11 @@ static mscclrt_result tcp_connect(Net *n) {
     TRY_GOTO(setup_sockets(t, lfd, addrs), res, fail);
     close(lfd);
     lfd = -1;
+    /* the GPU's PCI address, for MSCCLRT_PROGRESS_CPUS=numa */
+    char pci[32];
+    CuDevice dev;
+    const bool known = !n->opt.host_mem && cu.cuDeviceGet(&dev, n->opt.cu_device) == CU_OK &&
+                       cu_device_pci(dev, pci, sizeof pci);
     for (int q = 0; q < n->nranks; q++) {
         TcpPeer *p = t->peers[q];
         for (int i = 0; p && i < t->nsocks; i++) {
@@ -1061,8 +1066,10 @@ static mscclrt_result tcp_connect(Net *n) {
                               "threads for rank %d: %s", n->rank, q, strerror(rc));
                 goto fail;
             }
-            TRY_GOTO(cpus_place_progress(s->rx, "socket receive thread"), res, fail);
-            TRY_GOTO(cpus_place_progress(s->tx, "socket send thread"), res, fail);
+            TRY_GOTO(cpus_place_progress(s->rx, CPUS_SOCKET, "socket receive thread",
+                                         known ? pci : NULL), res, fail);
+            TRY_GOTO(cpus_place_progress(s->tx, CPUS_SOCKET, "socket send thread",
+                                         known ? pci : NULL), res, fail);
         }
     }
     free(addrs);

@@ -139,18 +139,10 @@ mscclrt_result net_topo_assign(const char *root, const char *const *gpu_pci, int
     return MSCCLRT_SUCCESS;
 }
 
-/* CUDA's device attributes for the PCI location (driver API values). */
-enum { ATTR_PCI_BUS = 33, ATTR_PCI_DEVICE = 34, ATTR_PCI_DOMAIN = 50 };
-
 void net_topo_log_gpu(int rank, int device) {
     CuDevice d;
-    int bus = 0, dev = 0, dom = 0;
-    if (cu.cuDeviceGet(&d, device) != CU_OK || cu.cuDeviceGetAttribute(&bus, ATTR_PCI_BUS, d) !=
-        CU_OK || cu.cuDeviceGetAttribute(&dev, ATTR_PCI_DEVICE, d) != CU_OK ||
-        cu.cuDeviceGetAttribute(&dom, ATTR_PCI_DOMAIN, d) != CU_OK)
-        return;
     char gpu[32];
-    snprintf(gpu, sizeof gpu, "%04x:%02x:%02x.0", dom, bus, dev);
+    if (cu.cuDeviceGet(&d, device) != CU_OK || !cu_device_pci(d, gpu, sizeof gpu)) return;
     const char *root = net_sysfs_root();
     NetMatchList hca, ifn;
     if (net_match_parse("MSCCLRT_IB_HCA", param_str(PARAM_IB_HCA), &hca) != MSCCLRT_SUCCESS ||

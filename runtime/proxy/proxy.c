@@ -245,7 +245,12 @@ mscclrt_result proxy_create(Proxy **out, void *ctx, int rank) {
         goto fail;
     }
     p->running = true;
-    res = cpus_place_progress(p->thread, "port proxy thread");
+    {   /* the current context's GPU, for MSCCLRT_PROGRESS_CPUS=numa */
+        CuDevice dev;
+        char pci[32];
+        const bool known = cu.cuCtxGetDevice(&dev) == CU_OK && cu_device_pci(dev, pci, sizeof pci);
+        res = cpus_place_progress(p->thread, CPUS_PROXY, "port proxy thread", known ? pci : NULL);
+    }
     if (res != MSCCLRT_SUCCESS) {
         proxy_destroy(p);
         return res;
