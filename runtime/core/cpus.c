@@ -93,6 +93,11 @@ static mscclrt_result moves_kind(CpusThread kind, bool *yes) {
     return MSCCLRT_SUCCESS;
 }
 
+bool cpus_moves(CpusThread kind) {
+    bool move = false;
+    return *param_str(PARAM_PROGRESS_CPUS) && moves_kind(kind, &move) == MSCCLRT_SUCCESS && move;
+}
+
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
                                    const char *gpu_pci) {
     const char *s = param_str(PARAM_PROGRESS_CPUS);

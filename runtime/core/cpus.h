@@ -36,4 +36,8 @@ bool cpus_local_to(const char *pci, cpu_set_t *set);
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
                                    const char *gpu_pci);
 
+/* Whether MSCCLRT_PROGRESS_CPUS moves threads of `kind` off the creator's CPUs (false also on a
+ * malformed MSCCLRT_PROGRESS_THREADS, which cpus_place_progress reports). */
+bool cpus_moves(CpusThread kind);
+
 #endif

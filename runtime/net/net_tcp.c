@@ -65,6 +65,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,7 @@ typedef struct Tcp {
     TcpPeer **peers;         /* [nranks]; NULL for ranks on this node */
     int nsocks;
     int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
+    int tx_spin_us;          /* MSCCLRT_SOCKET_TX_SPIN_US, resolved */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
@@ -479,6 +481,11 @@ static void send_failed(TcpSock *s) {
     sock_dead(s);
 }
 
+/* Whether the send thread of s has nothing to do (s->mu held) */
+static bool tx_idle(Tcp *t, const TcpSock *s) {
+    return s->sending || (!atomic_load(&t->stopping) && s->qhead == s->qtail && !s->ack_due);
+}
+
 static void *tx_main(void *arg) {
     TcpSock *s = arg;
     TcpPeer *p = s->peer;
@@ -489,10 +496,18 @@ static void *tx_main(void *arg) {
     if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        /* an inline write by the caller owns the socket until it is done */
-        while (s->sending ||
-               (!atomic_load(&t->stopping) && s->qhead == s->qtail && !s->ack_due))
-            pthread_cond_wait(&s->cv, &s->mu);
+        /* an inline write by the caller owns the socket until it is done; off the application's
+         * CPUs the thread looks again for tx_spin_us first (yielding), since waking it on an
+         * idle CPU costs more than sending a piece */
+        if (t->tx_spin_us > 0 && tx_idle(t, s)) {
+            const double until = rt_now_s() + t->tx_spin_us * 1e-6;
+            while (tx_idle(t, s) && rt_now_s() < until) {
+                pthread_mutex_unlock(&s->mu);
+                sched_yield();
+                pthread_mutex_lock(&s->mu);
+            }
+        }
+        while (tx_idle(t, s)) pthread_cond_wait(&s->cv, &s->mu);
         if (s->ack_due && s->hdone == 0) {   /* acks first (a peer's flush waits on them), but
                                                 never inside a message already begun */
             TcpHdr h = hdr(n, TCP_ACK);
@@ -998,6 +1013,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long spin;
     TRY_GOTO(param_int(PARAM_SOCKET_SPIN_US, &spin), res, fail);
     t->spin_us = (int)spin;
+    long long tx_spin;
+    TRY_GOTO(param_int(PARAM_SOCKET_TX_SPIN_US, &tx_spin), res, fail);
+    t->tx_spin_us = tx_spin >= 0 ? (int)tx_spin : cpus_moves(CPUS_SOCKET) ? t->spin_us : 0;
     long long piece;
     TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
     t->piece = (uint64_t)piece;

@@ -43,7 +43,8 @@ static const char *single_node[] = {
 /* the programs tagged multi_node (a `param G`), in the embedded stdlib's order */
 static const char *multi_node[] = {
     "stdlib/allgather/hier", "stdlib/allgather/hier_packet", "stdlib/allgather/hier_scratch",
-    "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_scratch",
+    "stdlib/allreduce/hier", "stdlib/allreduce/hier_packet", "stdlib/allreduce/hier_pipe",
+    "stdlib/allreduce/hier_scratch",
     "stdlib/alltoall/hier", "stdlib/alltoall/hier_packet", "stdlib/alltoall/hier_scratch",
     "stdlib/broadcast/hier", "stdlib/broadcast/hier_scratch", "stdlib/gather/hier",
     "stdlib/gather/hier_scratch", "stdlib/reduce/hier", "stdlib/reduce/hier_scratch",
@@ -258,11 +259,11 @@ static void t_any_runs_in_place(void) {
      * reducescatter x2 (fullmesh_put, packet), gather, reduce, scatter */
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(14, run_any_in_place(ns[i], ns[i], true));
     /* the multi-node ones: 2 nodes of 4, 3 nodes of 2, 4 nodes of 1; allgather x3 (hier,
-     * hier_packet, hier_scratch), allreduce x2 (hier_packet, hier_scratch), reducescatter x3
+     * hier_packet, hier_scratch), allreduce x3 (hier_packet, hier_pipe, hier_scratch), reducescatter x3
      * (hier, hier_packet, hier_scratch), and hier and hier_scratch of broadcast, gather, reduce
      * and scatter (every size) */
     static const int layouts[][2] = {{8, 4}, {6, 2}, {4, 1}};
-    for (int i = 0; i < 3; i++) CHECK_EQ_INT(16, run_any_in_place(layouts[i][0], layouts[i][1], false));
+    for (int i = 0; i < 3; i++) CHECK_EQ_INT(17, run_any_in_place(layouts[i][0], layouts[i][1], false));
 }
 
 /* ---- the plan cache on disk ------------------------------------------------------------------- */
