@@ -44,7 +44,11 @@ static const struct {
      * where that one does not fit. Packets carry twice the bytes over the network: across two
      * nodes over loopback TCP (2 x H200, c21/c22) hier_packet took 786-1106 us at 1 MiB where
      * the same two Simple hops through scratch (reducescatter + allgather hier_scratch) took
-     * 510-580, NCCL 500-520; hier_scratch itself took 1428-1930 at 4 MiB, NCCL 1544-1592 */
+     * 510-580, NCCL 500-520; hier_scratch itself took 1428-1930 at 4 MiB, NCCL 1544-1592.
+     * From 1 MiB the same two hops pipelined in pieces (c55, the socket threads on the GPU's
+     * CPUs: 1 MiB 485-487 us against hier_scratch's 673-686 and NCCL's 541-549; 4-16 MiB
+     * level with hier_scratch) */
+    {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, "stdlib/allreduce/hier_pipe", 0},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_scratch", 0},
     {MSCCLRT_COLL_ALLREDUCE, 0, 0, "stdlib/allreduce/hier_packet", 0},
     /* across nodes, small: one packet hop straight to every rank (no signals, no second hop;

@@ -3,9 +3,11 @@
  * inherit the affinity of the thread that made the communicator, so under mpirun's binding of
  * each rank to one core (its default for two ranks) the port proxy and the socket threads share
  * that core with the application, and every hand-off between them waits for the scheduler;
- * this variable lets a user give them CPUs of their own: a list, or "numa", the CPUs local to
+ * this variable gives them CPUs of their own: a list, or "numa" (the default), the CPUs local to
  * the rank's GPU (as MSCCL++ places its proxy thread), and MSCCLRT_PROGRESS_THREADS picks which
- * threads move (the socket threads, which copy every byte through the kernel, or the proxy).
+ * threads move: by default the socket threads, which copy every byte between nodes through the
+ * kernel (across two nodes over loopback TCP all_reduce, reduce_scatter, all_gather and send/recv
+ * of 4-16 MiB ran 1.3-1.9 times faster so, c55), while the proxy stays with the application.
  */
 #include "core/cpus.h"
 #include "core/err.h"
@@ -13,6 +15,7 @@
 #include "core/param.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,7 +87,7 @@ bool cpus_local_to(const char *pci, cpu_set_t *set) {
 /* whether MSCCLRT_PROGRESS_THREADS (all, socket or proxy) names threads of `kind` */
 static mscclrt_result moves_kind(CpusThread kind, bool *yes) {
     const char *w = param_str(PARAM_PROGRESS_THREADS);
-    if (!*w || !strcmp(w, "all")) *yes = true;
+    if (!strcmp(w, "all")) *yes = true;
     else if (!strcmp(w, "socket")) *yes = kind == CPUS_SOCKET;
     else if (!strcmp(w, "proxy")) *yes = kind == CPUS_PROXY;
     else
@@ -93,9 +96,12 @@ static mscclrt_result moves_kind(CpusThread kind, bool *yes) {
     return MSCCLRT_SUCCESS;
 }
 
-bool cpus_moves(CpusThread kind) {
+bool cpus_moves(CpusThread kind, const char *gpu_pci) {
+    const char *s = param_str(PARAM_PROGRESS_CPUS);
     bool move = false;
-    return *param_str(PARAM_PROGRESS_CPUS) && moves_kind(kind, &move) == MSCCLRT_SUCCESS && move;
+    if (!*s || moves_kind(kind, &move) != MSCCLRT_SUCCESS || !move) return false;
+    cpu_set_t set;
+    return strcmp(s, "numa") || (gpu_pci && cpus_local_to(gpu_pci, &set));
 }
 
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
@@ -109,8 +115,11 @@ mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who
     char why[128];
     if (!strcmp(s, "numa")) {
         if (!gpu_pci || !cpus_local_to(gpu_pci, &set)) {
-            LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: the CPUs of GPU %s are unknown; "
-                     "the %s keeps its affinity", gpu_pci ? gpu_pci : "(none)", who);
+            static atomic_bool said;   /* once per process: every socket has two threads */
+            if (!atomic_exchange(&said, true))
+                LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: the CPUs of GPU %s are "
+                         "unknown; the %s and the like keep their affinity",
+                         gpu_pci ? gpu_pci : "(none)", who);
             return MSCCLRT_SUCCESS;
         }
     } else if (!cpus_parse(s, &set, why, sizeof why)) {

@@ -36,8 +36,10 @@ bool cpus_local_to(const char *pci, cpu_set_t *set);
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
                                    const char *gpu_pci);
 
-/* Whether MSCCLRT_PROGRESS_CPUS moves threads of `kind` off the creator's CPUs (false also on a
- * malformed MSCCLRT_PROGRESS_THREADS, which cpus_place_progress reports). */
-bool cpus_moves(CpusThread kind);
+/* Whether cpus_place_progress would move threads of `kind` (for the GPU at gpu_pci, NULL: none
+ * known): MSCCLRT_PROGRESS_THREADS names the kind and MSCCLRT_PROGRESS_CPUS is a list, or numa
+ * with the GPU's CPUs known (false also on a malformed MSCCLRT_PROGRESS_THREADS, which
+ * cpus_place_progress reports). */
+bool cpus_moves(CpusThread kind, const char *gpu_pci);
 
 #endif

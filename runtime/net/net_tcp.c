@@ -1015,7 +1015,7 @@ static mscclrt_result tcp_connect(Net *n) {
     t->spin_us = (int)spin;
     long long tx_spin;
     TRY_GOTO(param_int(PARAM_SOCKET_TX_SPIN_US, &tx_spin), res, fail);
-    t->tx_spin_us = tx_spin >= 0 ? (int)tx_spin : cpus_moves(CPUS_SOCKET) ? t->spin_us : 0;
+    t->tx_spin_us = (int)tx_spin;   /* -1 resolved below, once the GPU is known */
     long long piece;
     TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
     t->piece = (uint64_t)piece;
@@ -1072,6 +1072,7 @@ static mscclrt_result tcp_connect(Net *n) {
     CuDevice dev;
     const bool known = !n->opt.host_mem && cu.cuDeviceGet(&dev, n->opt.cu_device) == CU_OK &&
                        cu_device_pci(dev, pci, sizeof pci);
+    if (t->tx_spin_us < 0) t->tx_spin_us = cpus_moves(CPUS_SOCKET, known ? pci : NULL) ? t->spin_us : 0;
     for (int q = 0; q < n->nranks; q++) {
         TcpPeer *p = t->peers[q];
         for (int i = 0; p && i < t->nsocks; i++) {

@@ -665,8 +665,11 @@ static void t_multinode_heuristics(void) {
              * (packets carry twice the bytes over the network) */
             {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 1, 1, "stdlib/allreduce/hier"},
             {MSCCLRT_COLL_ALLREDUCE, 64 * MB, 1, 1, "stdlib/allreduce/hier"},
-            {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_scratch"},
+            {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 0, 0, "stdlib/allreduce/hier_scratch"},
             {MSCCLRT_COLL_ALLREDUCE, 512 * KB, 0, 1, "stdlib/allreduce/hier_scratch"},
+            /* ... pipelined in pieces from 1 MB */
+            {MSCCLRT_COLL_ALLREDUCE, 1 * MB, 0, 0, "stdlib/allreduce/hier_pipe"},
+            {MSCCLRT_COLL_ALLREDUCE, 64 * MB, 0, 1, "stdlib/allreduce/hier_pipe"},
             /* allgather, reducescatter, alltoall: one packet hop while small */
             {MSCCLRT_COLL_ALLGATHER, 1 * KB, 0, 0, "stdlib/allgather/hier_packet"},
             {MSCCLRT_COLL_ALLGATHER, 64 * KB, 0, 1, "stdlib/allgather/hier_packet"},
@@ -727,9 +730,10 @@ static void t_multinode_heuristics(void) {
             CHECK_CONTAINS(got, "per node): the communicator spans nodes: only the multi-node "
                            "stdlib programs and registered algorithms serve it");
         }
-        /* plain buffers above hier_packet's 1 MB: the programs through scratch */
+        /* plain buffers above hier_packet's 1 MB: the programs through scratch (allreduce's
+         * pipelined) */
         static const struct { mscclrt_coll coll; const char *want; } any[] = {
-            {MSCCLRT_COLL_ALLREDUCE, "stdlib/allreduce/hier_scratch"},
+            {MSCCLRT_COLL_ALLREDUCE, "stdlib/allreduce/hier_pipe"},
             {MSCCLRT_COLL_ALLGATHER, "stdlib/allgather/hier_scratch"},
             {MSCCLRT_COLL_ALLTOALL, "stdlib/alltoall/hier_scratch"},
             {MSCCLRT_COLL_BROADCAST, "stdlib/broadcast/hier_scratch"},

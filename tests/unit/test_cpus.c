@@ -67,7 +67,7 @@ typedef struct {
     const char *pci;       /* the GPU's PCI address passed */
     CpusThread kind;
 } Opts;
-static const Opts plain = {NULL, NULL, NULL, CPUS_PROXY};
+static const Opts plain = {NULL, NULL, NULL, CPUS_SOCKET};
 
 /* exit status: 0 placed as expected (want: the set the thread must end on), 1 otherwise; with
  * `says` the call must fail with MSCCLRT_ERR_INVALID_ARG and a message containing it */
@@ -115,8 +115,8 @@ static void t_place(void) {
     char env[16];
     snprintf(env, sizeof env, "%d", first);
     CHECK_EQ_INT(0, run_child(env, &one, NULL));       /* moved to the one CPU named */
-    CHECK_EQ_INT(0, run_child(NULL, &mine, NULL));     /* unset: where it was created */
-    CHECK_EQ_INT(0, run_child("", &mine, NULL));       /* empty: the same */
+    CHECK_EQ_INT(0, run_child(NULL, &mine, NULL));     /* unset: numa, no GPU known: stays */
+    CHECK_EQ_INT(0, run_child("", &mine, NULL));       /* empty: where it was created */
     CHECK_EQ_INT(0, run_child("4-1", NULL, "the range 4-1 goes backwards"));
     /* a CPU this machine does not have */
     const long conf = sysconf(_SC_NPROCESSORS_CONF);
@@ -172,6 +172,13 @@ static void t_numa(void) {
     CHECK_EQ_INT(0, run_child_o("numa", &one, NULL, only));          /* a socket thread moves */
     only.kind = CPUS_PROXY;
     CHECK_EQ_INT(0, run_child_o("numa", &mine, NULL, only));         /* the proxy stays */
+    only.threads = NULL;
+    CHECK_EQ_INT(0, run_child_o(NULL, &mine, NULL, only));           /* by default too */
+    only.kind = CPUS_SOCKET;
+    CHECK_EQ_INT(0, run_child_o(NULL, &one, NULL, only));            /* a socket thread moves */
+    only.kind = CPUS_PROXY;
+    only.threads = "all";
+    CHECK_EQ_INT(0, run_child_o("numa", &one, NULL, only));          /* all: the proxy too */
     only.threads = "proxy";
     CHECK_EQ_INT(0, run_child_o("numa", &one, NULL, only));
     only.threads = "sockets";
