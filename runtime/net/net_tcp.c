@@ -150,6 +150,7 @@ typedef struct Tcp {
     int nsocks;
     int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
     int tx_spin_us;          /* MSCCLRT_SOCKET_TX_SPIN_US, resolved */
+    int split;               /* MSCCLRT_SOCKET_SPLIT, resolved to 0 or 1 (tcp_piece_bytes) */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
@@ -669,6 +670,18 @@ static mscclrt_result enqueue(Tcp *t, TcpSock *s, const TcpItem *it) {
     return post(t, s, it);
 }
 
+/* Whether nothing is queued or being written on any of p's sockets */
+static bool peer_idle(Tcp *t, TcpPeer *p) {
+    bool idle = true;
+    for (int i = 0; i < t->nsocks && idle; i++) {
+        TcpSock *s = &p->s[i];
+        pthread_mutex_lock(&s->mu);
+        idle = !s->sending && s->qhead == s->qtail;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return idle;
+}
+
 static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
                               uint64_t bytes) {
     Tcp *t = tcp_of(n);
@@ -681,7 +694,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
               (unsigned long long)bytes, p->rank, host && !n->opt.host_mem ? " (host source)" : "",
               trace_us());
     /* the receiver takes any piece up to TCP_PIECE, so the cut is this rank's own choice */
-    const uint64_t piece = t->piece;
+    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split > 0, t->split > 0 && peer_idle(t, p));
     for (uint64_t o = 0; o < bytes; o += piece) {
         uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
@@ -1016,6 +1029,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long tx_spin;
     TRY_GOTO(param_int(PARAM_SOCKET_TX_SPIN_US, &tx_spin), res, fail);
     t->tx_spin_us = (int)tx_spin;   /* -1 resolved below, once the GPU is known */
+    long long split;
+    TRY_GOTO(param_int(PARAM_SOCKET_SPLIT, &split), res, fail);
+    t->split = (int)split;
     long long piece;
     TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
     t->piece = (uint64_t)piece;
@@ -1072,7 +1088,10 @@ static mscclrt_result tcp_connect(Net *n) {
     CuDevice dev;
     const bool known = !n->opt.host_mem && cu.cuDeviceGet(&dev, n->opt.cu_device) == CU_OK &&
                        cu_device_pci(dev, pci, sizeof pci);
-    if (t->tx_spin_us < 0) t->tx_spin_us = cpus_moves(CPUS_SOCKET, known ? pci : NULL) ? t->spin_us : 0;
+    /* the socket threads on CPUs of their own: the send threads spin, idle puts are split */
+    const bool apart = cpus_moves(CPUS_SOCKET, known ? pci : NULL);
+    if (t->tx_spin_us < 0) t->tx_spin_us = apart ? t->spin_us : 0;
+    if (t->split < 0) t->split = apart;
     for (int q = 0; q < n->nranks; q++) {
         TcpPeer *p = t->peers[q];
         for (int i = 0; p && i < t->nsocks; i++) {

@@ -112,6 +112,14 @@ uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, boo
     return first + seq % (nsocks - first);
 }
 
+uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, bool split, bool idle) {
+    if (!split || !idle || put_bytes < (uint64_t)TCP_SPLIT_PIECES * TCP_SPLIT_MIN) return max_piece;
+    uint64_t p = (put_bytes + TCP_SPLIT_PIECES - 1) / TCP_SPLIT_PIECES;
+    p = (p + 4095) / 4096 * 4096;
+    if (p < TCP_SPLIT_MIN) p = TCP_SPLIT_MIN;
+    return p < max_piece ? p : max_piece;
+}
+
 bool tcp_counts_check(const uint64_t *counts, uint32_t nsocks, uint64_t total,
                       const uint64_t *prev, char *why, size_t whylen) {
     uint64_t sum = 0;

@@ -325,6 +325,25 @@ static int run(const char *scen, int n, const char *const *hostids) {
                      strncmp(scen, "fault", 5) == 0 ? 1 : -1, 0);
 }
 
+/* the sender's piece size (tcp_piece_bytes) */
+static void t_piece_bytes(void) {
+    const uint64_t K = 1024, M = K * K;
+    /* not split, or something queued already: the configured size */
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(M, 512 * K, false, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(M, 512 * K, true, false));
+    /* split and idle: a quarter, at most the configured size ... */
+    CHECK_EQ_INT(128 * K, tcp_piece_bytes(512 * K, 512 * K, true, true));
+    CHECK_EQ_INT(256 * K, tcp_piece_bytes(M, 512 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(8 * M, 512 * K, true, true));
+    CHECK_EQ_INT(64 * K, tcp_piece_bytes(256 * K, 512 * K, true, true));
+    CHECK_EQ_INT(32 * K, tcp_piece_bytes(M, 32 * K, true, true));   /* the configured cap */
+    /* ... and only puts of four 64 KiB pieces or more */
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(256 * K - 1, 512 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(128 * K, 512 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(1, 512 * K, true, true));
+    CHECK_EQ_INT(132 * K, tcp_piece_bytes(528 * K - 5, 512 * K, true, true));   /* 4 KiB steps */
+}
+
 /* the sender's choice of socket for a piece (tcp_piece_socket) */
 static void t_piece_socket(void) {
     /* small puts and one socket: socket 0, control or not */
@@ -389,6 +408,7 @@ int main(int argc, char **argv) {
     TEST("net/tcp a signal waits for the pieces before it on every socket (2 ranks, 4 sockets)",
          CHECK_EQ_INT(0, run("reorder", 2, two)));
     TEST("net/tcp the socket of each piece, socket 0 kept for control or not", t_piece_socket());
+    TEST("net/tcp a put that finds the pipe idle is split where the threads run apart", t_piece_bytes());
     TEST("net/tcp socket 0 kept for control (MSCCLRT_SOCKET_CONTROL=1): a signal waits for the "
          "pieces on the other sockets (2 ranks, 4 sockets)", CHECK_EQ_INT(0, run("reorder-control", 2, two)));
     TEST("net/tcp socket 0 kept for control: puts 1 B..64 MiB (4 ranks, 2 nodes)",
