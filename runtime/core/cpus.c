@@ -104,6 +104,15 @@ bool cpus_moves(CpusThread kind, const char *gpu_pci) {
     return strcmp(s, "numa") || (gpu_pci && cpus_local_to(gpu_pci, &set));
 }
 
+/* MSCCLRT_PROGRESS_CPUS=numa could not place a thread: it keeps its affinity, said once per
+ * process (every socket has two threads) */
+static void numa_stays(const char *who, const char *gpu_pci, const char *why) {
+    static atomic_bool said;
+    if (!atomic_exchange(&said, true))
+        LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: the CPUs of GPU %s %s; the %s and "
+                 "the like keep their affinity", gpu_pci ? gpu_pci : "(none)", why, who);
+}
+
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
                                    const char *gpu_pci) {
     const char *s = param_str(PARAM_PROGRESS_CPUS);
@@ -113,19 +122,22 @@ mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who
     if (!move) return MSCCLRT_SUCCESS;
     cpu_set_t set;
     char why[128];
-    if (!strcmp(s, "numa")) {
+    const bool numa = !strcmp(s, "numa");
+    if (numa) {
         if (!gpu_pci || !cpus_local_to(gpu_pci, &set)) {
-            static atomic_bool said;   /* once per process: every socket has two threads */
-            if (!atomic_exchange(&said, true))
-                LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: the CPUs of GPU %s are "
-                         "unknown; the %s and the like keep their affinity",
-                         gpu_pci ? gpu_pci : "(none)", who);
+            numa_stays(who, gpu_pci, "are unknown");
             return MSCCLRT_SUCCESS;
         }
     } else if (!cpus_parse(s, &set, why, sizeof why)) {
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': %s", s, why);
     }
     const int e = pthread_setaffinity_np(t, sizeof set, &set);
+    /* numa (the default) never fails a communicator: the GPU's CPUs may all lie outside the
+     * process's cpuset (a container given other cores), and then the thread stays */
+    if (e != 0 && numa) {
+        numa_stays(who, gpu_pci, "are outside this process's cpuset");
+        return MSCCLRT_SUCCESS;
+    }
     if (e != 0)
         return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': the %s cannot run "
                        "there: %s (CPUs offline or outside this process's cpuset?)", s, who,

@@ -148,6 +148,14 @@ static void t_numa(void) {
     FILE *f = fopen(file, "w");
     CHECK(f != NULL);
     if (f) { fprintf(f, "%d\n", first); fclose(f); }
+    /* a second GPU whose CPUs this machine does not have (a container given other cores) */
+    char dir2[128], file2[160];
+    snprintf(dir2, sizeof dir2, "%s/bus/pci/devices/0000:19:00.0", root);
+    CHECK_EQ_INT(0, mkdir(dir2, 0700));
+    snprintf(file2, sizeof file2, "%s/local_cpulist", dir2);
+    f = fopen(file2, "w");
+    CHECK(f != NULL);
+    if (f) { fprintf(f, "%d\n", CPU_SETSIZE - 1); fclose(f); }
     /* the lookup itself, in a child too (this process must not read the variables first) */
     fflush(stdout);
     const pid_t pid = fork();
@@ -167,6 +175,11 @@ static void t_numa(void) {
     CHECK_EQ_INT(0, run_child_o("numa", &mine, NULL, none));         /* no GPU: stays */
     none.pci = "0000:18:00.0";
     CHECK_EQ_INT(0, run_child_o("numa", &mine, NULL, none));         /* no such file: stays */
+    const long conf = sysconf(_SC_NPROCESSORS_CONF);
+    if (conf > 0 && conf < CPU_SETSIZE) {   /* CPUs it cannot have: stays, no failure */
+        none.pci = "0000:19:00.0";
+        CHECK_EQ_INT(0, run_child_o("numa", &mine, NULL, none));
+    }
     Opts only = gpu;
     only.threads = "socket";
     CHECK_EQ_INT(0, run_child_o("numa", &one, NULL, only));          /* a socket thread moves */
@@ -186,6 +199,8 @@ static void t_numa(void) {
                                 "or proxy expected", only));
     remove(file);
     rmdir(dir);
+    remove(file2);
+    rmdir(dir2);
     snprintf(dir, sizeof dir, "%s/bus/pci/devices", root);
     rmdir(dir);
     snprintf(dir, sizeof dir, "%s/bus/pci", root);
