@@ -96,51 +96,57 @@ static mscclrt_result moves_kind(CpusThread kind, bool *yes) {
     return MSCCLRT_SUCCESS;
 }
 
-bool cpus_moves(CpusThread kind, const char *gpu_pci) {
-    const char *s = param_str(PARAM_PROGRESS_CPUS);
-    bool move = false;
-    if (!*s || moves_kind(kind, &move) != MSCCLRT_SUCCESS || !move) return false;
-    cpu_set_t set;
-    return strcmp(s, "numa") || (gpu_pci && cpus_local_to(gpu_pci, &set));
-}
-
 /* MSCCLRT_PROGRESS_CPUS=numa could not place a thread: it keeps its affinity, said once per
  * process (every socket has two threads) */
-static void numa_stays(const char *who, const char *gpu_pci, const char *why) {
+static void numa_stays(const char *who, const char *why) {
     static atomic_bool said;
     if (!atomic_exchange(&said, true))
-        LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: the CPUs of GPU %s %s; the %s and "
-                 "the like keep their affinity", gpu_pci ? gpu_pci : "(none)", why, who);
+        LOG_INFO(LOG_SUB_INIT, "MSCCLRT_PROGRESS_CPUS=numa: %s; the %s and the like keep their "
+                 "affinity", why, who);
+}
+
+mscclrt_result cpus_progress_for(CpusThread kind, const char *gpu_pci, const char *who,
+                                 CpusPlace *pl) {
+    pl->move = pl->numa = false;
+    CPU_ZERO(&pl->set);
+    const char *s = param_str(PARAM_PROGRESS_CPUS);
+    if (!*s) return MSCCLRT_SUCCESS;
+    bool kind_moves = false;
+    TRY(moves_kind(kind, &kind_moves));
+    if (!kind_moves) return MSCCLRT_SUCCESS;
+    char why[128];
+    pl->numa = !strcmp(s, "numa");
+    if (pl->numa) {
+        if (!gpu_pci || !cpus_local_to(gpu_pci, &pl->set)) {
+            snprintf(why, sizeof why, "the CPUs of GPU %s are unknown", gpu_pci ? gpu_pci : "(none)");
+            numa_stays(who, why);
+            return MSCCLRT_SUCCESS;
+        }
+    } else if (!cpus_parse(s, &pl->set, why, sizeof why)) {
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': %s", s, why);
+    }
+    pl->move = true;
+    return MSCCLRT_SUCCESS;
+}
+
+mscclrt_result cpus_apply(pthread_t t, const CpusPlace *pl, const char *who) {
+    if (!pl->move) return MSCCLRT_SUCCESS;
+    const int e = pthread_setaffinity_np(t, sizeof pl->set, &pl->set);
+    if (e == 0) return MSCCLRT_SUCCESS;
+    /* numa (the default) never fails a communicator: the GPU's CPUs may all lie outside the
+     * process's cpuset (a container given other cores), and then the thread stays */
+    if (pl->numa) {
+        numa_stays(who, "the GPU's CPUs are outside this process's cpuset");
+        return MSCCLRT_SUCCESS;
+    }
+    return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': the %s cannot run "
+                   "there: %s (CPUs offline or outside this process's cpuset?)",
+                   param_str(PARAM_PROGRESS_CPUS), who, strerror(e));
 }
 
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
                                    const char *gpu_pci) {
-    const char *s = param_str(PARAM_PROGRESS_CPUS);
-    if (!*s) return MSCCLRT_SUCCESS;
-    bool move = false;
-    TRY(moves_kind(kind, &move));
-    if (!move) return MSCCLRT_SUCCESS;
-    cpu_set_t set;
-    char why[128];
-    const bool numa = !strcmp(s, "numa");
-    if (numa) {
-        if (!gpu_pci || !cpus_local_to(gpu_pci, &set)) {
-            numa_stays(who, gpu_pci, "are unknown");
-            return MSCCLRT_SUCCESS;
-        }
-    } else if (!cpus_parse(s, &set, why, sizeof why)) {
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': %s", s, why);
-    }
-    const int e = pthread_setaffinity_np(t, sizeof set, &set);
-    /* numa (the default) never fails a communicator: the GPU's CPUs may all lie outside the
-     * process's cpuset (a container given other cores), and then the thread stays */
-    if (e != 0 && numa) {
-        numa_stays(who, gpu_pci, "are outside this process's cpuset");
-        return MSCCLRT_SUCCESS;
-    }
-    if (e != 0)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "MSCCLRT_PROGRESS_CPUS='%s': the %s cannot run "
-                       "there: %s (CPUs offline or outside this process's cpuset?)", s, who,
-                       strerror(e));
-    return MSCCLRT_SUCCESS;
+    CpusPlace pl;
+    TRY(cpus_progress_for(kind, gpu_pci, who, &pl));
+    return cpus_apply(t, &pl, who);
 }

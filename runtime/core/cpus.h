@@ -26,20 +26,28 @@ typedef enum { CPUS_PROXY, CPUS_SOCKET } CpusThread;
  * or names no CPU. */
 bool cpus_local_to(const char *pci, cpu_set_t *set);
 
-/* Moves thread t (the library's own, of `kind`; `who` names it in errors) to
- * MSCCLRT_PROGRESS_CPUS where MSCCLRT_PROGRESS_THREADS names its kind: a CPU list, or "numa",
- * the CPUs local to the GPU at PCI address gpu_pci (cpus_local_to; where they cannot be read,
- * or gpu_pci is NULL, the thread stays where it is, logged). Empty: it stays where it was
- * created. A malformed list or MSCCLRT_PROGRESS_THREADS, or CPUs the system refuses (not
- * online, outside the process's cgroup), is MSCCLRT_ERR_INVALID_ARG naming the variable and the
- * cause. */
+/* Where the progress threads of one kind go, resolved once for all of them */
+typedef struct {
+    bool move;        /* false: they keep the affinity they were created with */
+    bool numa;        /* set is the GPU's CPUs: a refusal leaves a thread where it is */
+    cpu_set_t set;
+} CpusPlace;
+
+/* Resolves MSCCLRT_PROGRESS_CPUS for threads of `kind` (`who` names them in the log and
+ * errors): move where MSCCLRT_PROGRESS_THREADS names the kind and the variable is a CPU list,
+ * or "numa" with the CPUs local to the GPU at PCI address gpu_pci known (cpus_local_to; where
+ * they cannot be read, or gpu_pci is NULL, the threads stay, logged once). Empty: they stay. A
+ * malformed list or MSCCLRT_PROGRESS_THREADS is MSCCLRT_ERR_INVALID_ARG naming the variable. */
+mscclrt_result cpus_progress_for(CpusThread kind, const char *gpu_pci, const char *who,
+                                 CpusPlace *pl);
+
+/* Moves thread t (the library's own; `who` names it in errors) as pl says. CPUs the system
+ * refuses (not online, outside the process's cgroup) are MSCCLRT_ERR_INVALID_ARG naming the
+ * variable and the cause, except for numa, where the thread stays (logged once). */
+mscclrt_result cpus_apply(pthread_t t, const CpusPlace *pl, const char *who);
+
+/* cpus_progress_for and cpus_apply for one thread t of `kind` */
 mscclrt_result cpus_place_progress(pthread_t t, CpusThread kind, const char *who,
                                    const char *gpu_pci);
-
-/* Whether cpus_place_progress would move threads of `kind` (for the GPU at gpu_pci, NULL: none
- * known): MSCCLRT_PROGRESS_THREADS names the kind and MSCCLRT_PROGRESS_CPUS is a list, or numa
- * with the GPU's CPUs known (false also on a malformed MSCCLRT_PROGRESS_THREADS, which
- * cpus_place_progress reports). */
-bool cpus_moves(CpusThread kind, const char *gpu_pci);
 
 #endif

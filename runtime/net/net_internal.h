@@ -140,6 +140,12 @@ uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, boo
 #define TCP_SPLIT_MIN (64u << 10)
 #define TCP_SPLIT_PIECES 4
 
+/* Whether a put of put_bytes is large enough to be split (tcp_piece_bytes): the sender asks
+ * this before it looks whether the peer's sockets are idle, which takes their locks */
+static inline bool tcp_put_splits(uint64_t put_bytes) {
+    return put_bytes >= (uint64_t)TCP_SPLIT_PIECES * TCP_SPLIT_MIN;
+}
+
 /* The piece size of a put of put_bytes (the sender's choice; the receiver takes any up to
  * TCP_PIECE): max_piece, or where split (the socket threads have CPUs of their own, so staging,
  * sending and receiving run side by side), nothing is queued for the peer yet (idle) and the put

@@ -694,7 +694,8 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
               (unsigned long long)bytes, p->rank, host && !n->opt.host_mem ? " (host source)" : "",
               trace_us());
     /* the receiver takes any piece up to TCP_PIECE, so the cut is this rank's own choice */
-    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split > 0, t->split > 0 && peer_idle(t, p));
+    const bool split = t->split > 0 && tcp_put_splits(bytes);
+    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, split, split && peer_idle(t, p));
     for (uint64_t o = 0; o < bytes; o += piece) {
         uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
@@ -1088,10 +1089,12 @@ static mscclrt_result tcp_connect(Net *n) {
     CuDevice dev;
     const bool known = !n->opt.host_mem && cu.cuDeviceGet(&dev, n->opt.cu_device) == CU_OK &&
                        cu_device_pci(dev, pci, sizeof pci);
+    CpusPlace place;   /* resolved once for every socket thread */
+    TRY_GOTO(cpus_progress_for(CPUS_SOCKET, known ? pci : NULL, "socket threads", &place), res,
+             fail);
     /* the socket threads on CPUs of their own: the send threads spin, idle puts are split */
-    const bool apart = cpus_moves(CPUS_SOCKET, known ? pci : NULL);
-    if (t->tx_spin_us < 0) t->tx_spin_us = apart ? t->spin_us : 0;
-    if (t->split < 0) t->split = apart;
+    if (t->tx_spin_us < 0) t->tx_spin_us = place.move ? t->spin_us : 0;
+    if (t->split < 0) t->split = place.move;
     for (int q = 0; q < n->nranks; q++) {
         TcpPeer *p = t->peers[q];
         for (int i = 0; p && i < t->nsocks; i++) {
@@ -1104,10 +1107,8 @@ static mscclrt_result tcp_connect(Net *n) {
                               "threads for rank %d: %s", n->rank, q, strerror(rc));
                 goto fail;
             }
-            TRY_GOTO(cpus_place_progress(s->rx, CPUS_SOCKET, "socket receive thread",
-                                         known ? pci : NULL), res, fail);
-            TRY_GOTO(cpus_place_progress(s->tx, CPUS_SOCKET, "socket send thread",
-                                         known ? pci : NULL), res, fail);
+            TRY_GOTO(cpus_apply(s->rx, &place, "socket receive thread"), res, fail);
+            TRY_GOTO(cpus_apply(s->tx, &place, "socket send thread"), res, fail);
         }
     }
     free(addrs);

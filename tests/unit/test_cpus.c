@@ -103,15 +103,21 @@ static int run_child(const char *env, const cpu_set_t *want, const char *says) {
     return run_child_o(env, want, says, plain);
 }
 
-static void t_place(void) {
-    cpu_set_t mine, one;
-    CHECK_EQ_INT(0, sched_getaffinity(0, sizeof mine, &mine));
+/* This process's CPUs (*mine) and the first of them alone (*one); returns that CPU */
+static int first_cpu(cpu_set_t *mine, cpu_set_t *one) {
+    CHECK_EQ_INT(0, sched_getaffinity(0, sizeof *mine, mine));
     int first = -1;
     for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
-        if (CPU_ISSET(c, &mine)) first = c;
+        if (CPU_ISSET(c, mine)) first = c;
     CHECK(first >= 0);
-    CPU_ZERO(&one);
-    CPU_SET(first, &one);
+    CPU_ZERO(one);
+    CPU_SET(first, one);
+    return first;
+}
+
+static void t_place(void) {
+    cpu_set_t mine, one;
+    const int first = first_cpu(&mine, &one);
     char env[16];
     snprintf(env, sizeof env, "%d", first);
     CHECK_EQ_INT(0, run_child(env, &one, NULL));       /* moved to the one CPU named */
@@ -128,12 +134,7 @@ static void t_place(void) {
  * to this process's first CPU */
 static void t_numa(void) {
     cpu_set_t mine, one;
-    CHECK_EQ_INT(0, sched_getaffinity(0, sizeof mine, &mine));
-    int first = -1;
-    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
-        if (CPU_ISSET(c, &mine)) first = c;
-    CPU_ZERO(&one);
-    CPU_SET(first, &one);
+    const int first = first_cpu(&mine, &one);
     char root[] = "/tmp/test_cpus.XXXXXX", dir[128], file[160];
     CHECK(mkdtemp(root) != NULL);
     snprintf(dir, sizeof dir, "%s/bus", root);
