@@ -140,21 +140,23 @@ uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, boo
 #define TCP_SPLIT_MIN (64u << 10)
 #define TCP_SPLIT_PIECES 4
 
-/* Whether a put of put_bytes is large enough to be split (tcp_piece_bytes): the sender asks
- * this before it looks whether the peer's sockets are idle, which takes their locks */
-static inline bool tcp_put_splits(uint64_t put_bytes) {
-    return put_bytes >= (uint64_t)TCP_SPLIT_PIECES * TCP_SPLIT_MIN;
+/* Whether a put of put_bytes is large enough to be split (tcp_piece_bytes): at least
+ * split_min bytes (MSCCLRT_SOCKET_SPLIT_MIN_BYTES) and two pieces of TCP_SPLIT_MIN. The sender
+ * asks this before it looks whether the peer's sockets are idle, which takes their locks. */
+static inline bool tcp_put_splits(uint64_t put_bytes, uint64_t split_min) {
+    return put_bytes >= split_min && put_bytes >= 2ull * TCP_SPLIT_MIN;
 }
 
 /* The piece size of a put of put_bytes (the sender's choice; the receiver takes any up to
  * TCP_PIECE): max_piece, or where split (the socket threads have CPUs of their own, so staging,
  * sending and receiving run side by side), nothing is queued for the peer yet (idle) and the put
- * holds TCP_SPLIT_PIECES pieces of TCP_SPLIT_MIN bytes, the put cut into TCP_SPLIT_PIECES pieces
- * (4 KiB multiples, at most max_piece): a put that alone fills the pipe would otherwise stage,
+ * splits (tcp_put_splits with split_min), the put cut into TCP_SPLIT_PIECES pieces of at least
+ * TCP_SPLIT_MIN bytes (4 KiB multiples, at most max_piece): a put that alone fills the pipe would otherwise stage,
  * cross and land as one piece, one stage after the other. Smaller puts stay whole: every piece
  * costs the proxy a message (allreduce/hier_pipe's 128 KiB pieces at 1 MiB took 643-872 us cut
  * in two, 497-522 whole; c58). Pure. */
-uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, bool split, bool idle);
+uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_min, bool split,
+                        bool idle);
 
 /* Checks the per-socket counts that follow a SIGNAL or FLUSH header: nsocks of them, summing to
  * total (the header's arg), none below prev (the counts of the peer's previous SIGNAL/FLUSH:

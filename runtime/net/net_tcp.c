@@ -151,6 +151,7 @@ typedef struct Tcp {
     int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
     int tx_spin_us;          /* MSCCLRT_SOCKET_TX_SPIN_US, resolved */
     int split;               /* MSCCLRT_SOCKET_SPLIT, resolved to 0 or 1 (tcp_piece_bytes) */
+    uint64_t split_min;      /* MSCCLRT_SOCKET_SPLIT_MIN_BYTES: smaller puts stay whole */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
@@ -694,8 +695,9 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
               (unsigned long long)bytes, p->rank, host && !n->opt.host_mem ? " (host source)" : "",
               trace_us());
     /* the receiver takes any piece up to TCP_PIECE, so the cut is this rank's own choice */
-    const bool split = t->split > 0 && tcp_put_splits(bytes);
-    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, split, split && peer_idle(t, p));
+    const bool split = t->split > 0 && tcp_put_splits(bytes, t->split_min);
+    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split_min, split,
+                                           split && peer_idle(t, p));
     for (uint64_t o = 0; o < bytes; o += piece) {
         uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
@@ -1033,6 +1035,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long split;
     TRY_GOTO(param_int(PARAM_SOCKET_SPLIT, &split), res, fail);
     t->split = (int)split;
+    long long split_min;
+    TRY_GOTO(param_int(PARAM_SOCKET_SPLIT_MIN_BYTES, &split_min), res, fail);
+    t->split_min = (uint64_t)split_min;
     long long piece;
     TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
     t->piece = (uint64_t)piece;

@@ -112,8 +112,9 @@ uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, boo
     return first + seq % (nsocks - first);
 }
 
-uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, bool split, bool idle) {
-    if (!split || !idle || !tcp_put_splits(put_bytes)) return max_piece;
+uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_min, bool split,
+                        bool idle) {
+    if (!split || !idle || !tcp_put_splits(put_bytes, split_min)) return max_piece;
     uint64_t p = (put_bytes + TCP_SPLIT_PIECES - 1) / TCP_SPLIT_PIECES;
     p = (p + 4095) / 4096 * 4096;
     if (p < TCP_SPLIT_MIN) p = TCP_SPLIT_MIN;

@@ -705,6 +705,25 @@ static void t_multinode_heuristics(void) {
             CHECK_STR(cases[c].want, got);
             CHECK_STR(cases[c].want, choose(s, &r));
         }
+        /* 2 nodes of one rank: reducescatter's packet hop up to 512 KiB, allgather's up to
+         * 256 KiB (measured there only); more ranks keep the 64 KiB bound (then a Simple plan:
+         * hier, or hier_scratch where node peers would read the caller's buffers) */
+        static const struct {
+            mscclrt_coll coll;
+            uint64_t bytes;
+        } pk[] = {{MSCCLRT_COLL_REDUCESCATTER, 256 * KB}, {MSCCLRT_COLL_REDUCESCATTER, 512 * KB},
+                  {MSCCLRT_COLL_ALLGATHER, 128 * KB}, {MSCCLRT_COLL_ALLGATHER, 256 * KB},
+                  {MSCCLRT_COLL_REDUCESCATTER, 1 * MB}, {MSCCLRT_COLL_ALLGATHER, 512 * KB}};
+        for (size_t c = 0; c < sizeof pk / sizeof *pk; c++) {
+            mscclrt_request r = request(pk[c].coll, pk[c].bytes, n, 0, 0);
+            r.ranks_per_node = rpn;
+            const bool packet = n == 2 && c < 4;
+            const char *got = choose(s, &r);
+            if (packet != (strstr(got, "/hier_packet") != NULL))
+                fprintf(stderr, "  N=%d, %d per node, %s %llu bytes: got %s\n", n, rpn,
+                        mscclrt_coll_name(pk[c].coll), (unsigned long long)pk[c].bytes, got);
+            CHECK(packet == (strstr(got, "/hier_packet") != NULL));
+        }
         /* no multi-node program fits and nothing else is there: the message says why */
         static const struct {
             mscclrt_coll coll;

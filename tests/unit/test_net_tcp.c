@@ -329,19 +329,24 @@ static int run(const char *scen, int n, const char *const *hostids) {
 static void t_piece_bytes(void) {
     const uint64_t K = 1024, M = K * K;
     /* not split, or something queued already: the configured size */
-    CHECK_EQ_INT(512 * K, tcp_piece_bytes(M, 512 * K, false, true));
-    CHECK_EQ_INT(512 * K, tcp_piece_bytes(M, 512 * K, true, false));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(M, 512 * K, 256 * K, false, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(M, 512 * K, 256 * K, true, false));
     /* split and idle: a quarter, at most the configured size ... */
-    CHECK_EQ_INT(128 * K, tcp_piece_bytes(512 * K, 512 * K, true, true));
-    CHECK_EQ_INT(256 * K, tcp_piece_bytes(M, 512 * K, true, true));
-    CHECK_EQ_INT(512 * K, tcp_piece_bytes(8 * M, 512 * K, true, true));
-    CHECK_EQ_INT(64 * K, tcp_piece_bytes(256 * K, 512 * K, true, true));
-    CHECK_EQ_INT(32 * K, tcp_piece_bytes(M, 32 * K, true, true));   /* the configured cap */
-    /* ... and only puts of four 64 KiB pieces or more */
-    CHECK_EQ_INT(512 * K, tcp_piece_bytes(256 * K - 1, 512 * K, true, true));
-    CHECK_EQ_INT(512 * K, tcp_piece_bytes(128 * K, 512 * K, true, true));
-    CHECK_EQ_INT(512 * K, tcp_piece_bytes(1, 512 * K, true, true));
-    CHECK_EQ_INT(132 * K, tcp_piece_bytes(528 * K - 5, 512 * K, true, true));   /* 4 KiB steps */
+    CHECK_EQ_INT(128 * K, tcp_piece_bytes(512 * K, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(256 * K, tcp_piece_bytes(M, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(8 * M, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(64 * K, tcp_piece_bytes(256 * K, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(32 * K, tcp_piece_bytes(M, 32 * K, 256 * K, true, true));   /* the configured cap */
+    /* ... and only puts of MSCCLRT_SOCKET_SPLIT_MIN_BYTES (256 KiB by default) or more */
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(256 * K - 1, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(128 * K, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(1, 512 * K, 256 * K, true, true));
+    CHECK_EQ_INT(132 * K, tcp_piece_bytes(528 * K - 5, 512 * K, 256 * K, true, true));   /* 4 KiB steps */
+    /* a lower MSCCLRT_SOCKET_SPLIT_MIN_BYTES: two 64 KiB pieces are the least split */
+    CHECK_EQ_INT(64 * K, tcp_piece_bytes(128 * K, 512 * K, 128 * K, true, true));
+    CHECK_EQ_INT(64 * K, tcp_piece_bytes(192 * K, 512 * K, 128 * K, true, true));
+    CHECK_EQ_INT(512 * K, tcp_piece_bytes(128 * K - 1, 512 * K, 128 * K, true, true));
+    CHECK(tcp_put_splits(128 * K, 128 * K) && !tcp_put_splits(64 * K, 64 * K));
 }
 
 /* the sender's choice of socket for a piece (tcp_piece_socket) */
