@@ -55,8 +55,8 @@ static const struct {
      * allreduce's 42.9 us at 1 KB against hier plans' 78-101 us for the others on 2 nodes of
      * one H200, BENCHMARKS.md) */
     /* 2 nodes of one rank: the packet hop further (2 x H200, loopback TCP, c61, 2 runs, us,
-     * NCCL / hier_scratch / hier_packet): reducescatter 256 KiB 127,107 / 182,155 / 133,120 and
-     * 512 KiB 184,163 / 219,250 / 148,191; allgather 256 KiB 132,122 / 177,157 / 130,148 (at
+     * NCCL / hier, which needs no windows with one rank a node / hier_packet): reducescatter
+     * 256 KiB 127,107 / 182,155 / 133,120 and 512 KiB 184,163 / 219,250 / 148,191; allgather 256 KiB 132,122 / 177,157 / 130,148 (at
      * 512 KiB mixed); beyond, the Simple plans (1 MiB: ahead of NCCL) */
     {MSCCLRT_COLL_REDUCESCATTER, 0, 512 * KB, "stdlib/reducescatter/hier_packet", 2},
     {MSCCLRT_COLL_ALLGATHER, 0, 256 * KB, "stdlib/allgather/hier_packet", 2},
