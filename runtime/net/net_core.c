@@ -29,6 +29,20 @@ void net_set_error(Net *n, const char *fmt, ...) {
     LOG_WARN("rank %d: %s", n->rank, msg);
 }
 
+int net_nsocks_auto(const int *node_of, int nranks, int nnodes) {
+    if (nnodes <= 1) return NET_NSOCKS_FEW;
+    int *size = calloc((size_t)nnodes, sizeof *size);
+    if (!size) return NET_NSOCKS_FEW;
+    for (int q = 0; q < nranks; q++)
+        if (node_of[q] >= 0 && node_of[q] < nnodes) size[node_of[q]]++;
+    int smallest = nranks;
+    for (int k = 0; k < nnodes; k++)
+        if (size[k] < smallest) smallest = size[k];
+    free(size);
+    /* the most ranks any rank has on other nodes: every rank computes the same */
+    return nranks - smallest <= NET_NSOCKS_WIDE_PEERS ? NET_NSOCKS_MANY : NET_NSOCKS_FEW;
+}
+
 mscclrt_result net_check(Net *n) {
     if (atomic_load_explicit(&n->failed, memory_order_acquire) != 1) return MSCCLRT_SUCCESS;
     return rt_fail(MSCCLRT_ERR_REMOTE, "rank %d: %s", n->rank, n->err);
@@ -64,7 +78,12 @@ mscclrt_result net_create(Net **out, Boot *b, const NetOptions *o) {
     }
     if (n->opt.nsocks <= 0) {
         TRY_GOTO(param_int(PARAM_SOCKET_NSOCKS, &v), res, fail);
-        n->opt.nsocks = (int)v;
+        n->opt.nsocks = (int)v;   /* -1 (auto): net_nsocks_auto below, once the nodes are known */
+        if (v == 0) {
+            res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: MSCCLRT_SOCKET_NSOCKS=0: at least 1 "
+                          "socket per peer (or -1, the default: chosen by the layout)");
+            goto fail;
+        }
     }
     if (n->opt.nsocks > 16) {
         res = rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: %d sockets per peer (at most 16)",
@@ -79,6 +98,16 @@ mscclrt_result net_create(Net **out, Boot *b, const NetOptions *o) {
     for (int q = 0; q < n->nranks; q++) {
         n->remote[q] = boot_node_of(b, q) != boot_node(b);
         n->nremote += n->remote[q];
+    }
+    if (n->opt.nsocks < 0) {
+        int *node_of = malloc(sizeof *node_of * (size_t)n->nranks);
+        if (!node_of) {
+            res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: out of memory");
+            goto fail;
+        }
+        for (int q = 0; q < n->nranks; q++) node_of[q] = boot_node_of(b, q);
+        n->opt.nsocks = net_nsocks_auto(node_of, n->nranks, boot_nnodes(b));
+        free(node_of);
     }
     const char *force = o->force ? o->force : param_str(PARAM_NET);
     n->be = pick_backend(force, &res);

@@ -130,11 +130,27 @@ typedef struct TcpRx {
     uint64_t count;          /* SIGNAL/FLUSH: pieces sent before it; ACK: pieces landed */
 } TcpRx;
 
+/* MSCCLRT_SOCKET_NSOCKS=-1 (the default): NET_NSOCKS_MANY sockets per pair of ranks where no
+ * rank has more than NET_NSOCKS_WIDE_PEERS ranks on other nodes, else NET_NSOCKS_FEW (every
+ * socket has two threads, per peer). Across two nodes of one H200 each over loopback TCP, four
+ * sockets made 16 MiB-1 GiB 1.4-1.9 times faster than two (c63-c65); eight were slower up to
+ * 16 MiB (c64). node_of: every rank's node, 0..nnodes-1. Pure: every rank computes the same. */
+#define NET_NSOCKS_FEW 2
+#define NET_NSOCKS_MANY 4
+#define NET_NSOCKS_WIDE_PEERS 4
+int net_nsocks_auto(const int *node_of, int nranks, int nnodes);
+
 /* The socket of a put's piece (the sender's choice): a put of at most TCP_INLINE bytes on socket
  * 0 with the signals; larger ones round-robin by seq (the peer's running piece count) over the
  * nsocks sockets, or over sockets 1..nsocks-1 where control keeps socket 0 for signals and
- * small puts (MSCCLRT_SOCKET_CONTROL; with one socket there is only socket 0). */
-uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control);
+ * small puts (MSCCLRT_SOCKET_CONTROL; with one socket there is only socket 0). A put of fewer
+ * than wide_bytes (MSCCLRT_SOCKET_WIDE_BYTES) uses only the first TCP_NARROW_SOCKS of those:
+ * with four sockets, the rooted collectives of 256 KiB-1 MiB (one put of 128-512 KiB) were up
+ * to 2 times slower than with two (c66: a socket that gets every fourth piece finds its
+ * receive thread asleep), while large puts gain from all of them. */
+#define TCP_NARROW_SOCKS 2
+uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control,
+                          uint64_t wide_bytes);
 
 /* A put's pieces are at least this large when it is split (tcp_piece_bytes) */
 #define TCP_SPLIT_MIN (64u << 10)

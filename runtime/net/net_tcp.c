@@ -152,6 +152,7 @@ typedef struct Tcp {
     int tx_spin_us;          /* MSCCLRT_SOCKET_TX_SPIN_US, resolved */
     int split;               /* MSCCLRT_SOCKET_SPLIT, resolved to 0 or 1 (tcp_piece_bytes) */
     uint64_t split_min;      /* MSCCLRT_SOCKET_SPLIT_MIN_BYTES: smaller puts stay whole */
+    uint64_t wide;           /* MSCCLRT_SOCKET_WIDE_BYTES: smaller puts use the first sockets */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
@@ -706,7 +707,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
          * signal, e.g. an acknowledgement going against the data, then never queues behind a
          * large piece; the receiver's per-socket counts keep signals after their data) */
         TcpSock *s = &p->s[tcp_piece_socket(bytes, bytes <= TCP_INLINE ? 0 : p->next++,
-                                             (uint32_t)t->nsocks, t->control)];
+                                             (uint32_t)t->nsocks, t->control, t->wide)];
         TcpItem it = {.h = hdr(n, TCP_PUT), .data = (const void *)(uintptr_t)(src + o),
                       .slot = -1};
         it.h.region = w->id;
@@ -1038,6 +1039,9 @@ static mscclrt_result tcp_connect(Net *n) {
     long long split_min;
     TRY_GOTO(param_int(PARAM_SOCKET_SPLIT_MIN_BYTES, &split_min), res, fail);
     t->split_min = (uint64_t)split_min;
+    long long wide;
+    TRY_GOTO(param_int(PARAM_SOCKET_WIDE_BYTES, &wide), res, fail);
+    t->wide = (uint64_t)wide;
     long long piece;
     TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
     t->piece = (uint64_t)piece;

@@ -106,10 +106,13 @@ bool tcp_rx_check(const void *bytes, const TcpRxState *st, const NetRegion *regs
     }
 }
 
-uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control) {
+uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control,
+                          uint64_t wide_bytes) {
     if (put_bytes <= TCP_INLINE || nsocks <= 1) return 0;
     const uint32_t first = control ? 1 : 0;
-    return first + seq % (nsocks - first);
+    uint32_t n = nsocks - first;
+    if (put_bytes < wide_bytes && n > TCP_NARROW_SOCKS) n = TCP_NARROW_SOCKS;
+    return first + seq % n;
 }
 
 uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_min, bool split,

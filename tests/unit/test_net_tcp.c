@@ -352,22 +352,47 @@ static void t_piece_bytes(void) {
 /* the sender's choice of socket for a piece (tcp_piece_socket) */
 static void t_piece_socket(void) {
     /* small puts and one socket: socket 0, control or not */
-    CHECK_EQ_INT(0, tcp_piece_socket(1, 5, 4, false));
-    CHECK_EQ_INT(0, tcp_piece_socket(TCP_INLINE, 5, 4, true));
-    CHECK_EQ_INT(0, tcp_piece_socket(TCP_INLINE + 1, 5, 1, true));
+    CHECK_EQ_INT(0, tcp_piece_socket(1, 5, 4, false, 0));
+    CHECK_EQ_INT(0, tcp_piece_socket(TCP_INLINE, 5, 4, true, 0));
+    CHECK_EQ_INT(0, tcp_piece_socket(TCP_INLINE + 1, 5, 1, true, 0));
     /* large: round-robin over every socket, or over 1..n-1 with socket 0 kept for control */
     int seen[4] = {0, 0, 0, 0}, seen_c[4] = {0, 0, 0, 0};
     for (uint32_t k = 0; k < 12; k++) {
-        seen[tcp_piece_socket(1u << 20, k, 4, false)]++;
-        seen_c[tcp_piece_socket(1u << 20, k, 4, true)]++;
+        seen[tcp_piece_socket(1u << 20, k, 4, false, 0)]++;
+        seen_c[tcp_piece_socket(1u << 20, k, 4, true, 0)]++;
     }
     for (int i = 0; i < 4; i++) CHECK_EQ_INT(3, seen[i]);
     CHECK_EQ_INT(0, seen_c[0]);
     for (int i = 1; i < 4; i++) CHECK_EQ_INT(4, seen_c[i]);
-    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 0, 2, true));
-    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 7, 2, true));
-    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 7, 2, false));
-    CHECK_EQ_INT(0, tcp_piece_socket(1u << 20, 8, 2, false));
+    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 0, 2, true, 0));
+    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 7, 2, true, 0));
+    CHECK_EQ_INT(1, tcp_piece_socket(1u << 20, 7, 2, false, 0));
+    CHECK_EQ_INT(0, tcp_piece_socket(1u << 20, 8, 2, false, 0));
+    /* below MSCCLRT_SOCKET_WIDE_BYTES: only the first two of the data sockets */
+    int narrow[4] = {0, 0, 0, 0}, narrow_c[4] = {0, 0, 0, 0};
+    for (uint32_t k = 0; k < 12; k++) {
+        narrow[tcp_piece_socket(128u << 10, k, 4, false, 512u << 10)]++;
+        narrow_c[tcp_piece_socket(128u << 10, k, 4, true, 512u << 10)]++;
+    }
+    CHECK(narrow[0] == 6 && narrow[1] == 6 && narrow[2] == 0 && narrow[3] == 0);
+    CHECK(narrow_c[0] == 0 && narrow_c[1] == 6 && narrow_c[2] == 6 && narrow_c[3] == 0);
+    CHECK_EQ_INT(3, tcp_piece_socket(512u << 10, 3, 4, false, 512u << 10));   /* at the bound: all */
+    CHECK_EQ_INT(1, tcp_piece_socket(128u << 10, 3, 2, false, 512u << 10));   /* two: as before */
+}
+
+/* MSCCLRT_SOCKET_NSOCKS=-1: four sockets while no rank has more than four ranks on other nodes */
+static void t_nsocks_auto(void) {
+    const int two_by_one[] = {0, 1}, two_by_four[] = {0, 0, 0, 0, 1, 1, 1, 1};
+    const int two_by_eight[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    const int uneven[] = {0, 0, 0, 0, 0, 1};   /* rank 5 has 5 ranks on another node */
+    const int five_by_one[] = {0, 1, 2, 3, 4}, six_by_one[] = {0, 1, 2, 3, 4, 5};
+    CHECK_EQ_INT(4, net_nsocks_auto(two_by_one, 2, 2));
+    CHECK_EQ_INT(4, net_nsocks_auto(two_by_four, 8, 2));
+    CHECK_EQ_INT(2, net_nsocks_auto(two_by_eight, 16, 2));
+    CHECK_EQ_INT(2, net_nsocks_auto(uneven, 6, 2));
+    CHECK_EQ_INT(4, net_nsocks_auto(five_by_one, 5, 5));
+    CHECK_EQ_INT(2, net_nsocks_auto(six_by_one, 6, 6));
+    CHECK_EQ_INT(2, net_nsocks_auto(two_by_one, 2, 1));   /* one node: no sockets are opened */
 }
 
 static int rank_main(const char *scen, int rank, int n, const BootId *id) {
@@ -414,6 +439,7 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("reorder", 2, two)));
     TEST("net/tcp the socket of each piece, socket 0 kept for control or not", t_piece_socket());
     TEST("net/tcp a put that finds the pipe idle is split where the threads run apart", t_piece_bytes());
+    TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=-1: four sockets while a rank has few ranks on other nodes", t_nsocks_auto());
     TEST("net/tcp socket 0 kept for control (MSCCLRT_SOCKET_CONTROL=1): a signal waits for the "
          "pieces on the other sockets (2 ranks, 4 sockets)", CHECK_EQ_INT(0, run("reorder-control", 2, two)));
     TEST("net/tcp socket 0 kept for control: puts 1 B..64 MiB (4 ranks, 2 nodes)",
