@@ -17,8 +17,9 @@
 # flags. NB_REPEAT=N runs each collective N times, NCCL and ours alternately, and the table gives
 # each row's median (runs across loopback TCP differ by up to 1.5x). NB_MPI_ARGS adds mpirun
 # options (e.g. "--bind-to none": mpirun binds each of 2 ranks to one core by default).
-# NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC) to the logs,
-# and tests/gpu/net_trace.awk's account of it (every piece and signal, the stages' medians) to
+# NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC), written by
+# each process to its own file ($name.ours.trace.PID, MSCCLRT_DEBUG_FILE: through mpirun's output
+# forwarding the lines slowed 256 KiB calls 2-4 times), and tests/gpu/net_trace.awk's account of it (every piece and signal, the stages' medians) to
 # $name.trace.txt, its medians to trace.txt and the output.
 # nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME);
 # the real NCCL from MSCCLRT_NCCL_LIB_PATH, else $BUILD/third_party/nccl-2.28.9
@@ -68,7 +69,7 @@ export MSCCLRT_NCCL_LIB_PATH="$real"
 args=${NB_ARGS:-"-b 1K -e 256M -f 4 -g 1 -d half -c 1 -w 3 -n 10"}
 # every other MSCCLRT_* variable of the caller reaches the ranks (e.g. MSCCLRT_SOCKET_NSOCKS=4)
 xs=$(env | sed -n 's/^\(MSCCLRT_[A-Z_0-9]*\)=.*/-x \1/p' | grep -v -x -e '-x MSCCLRT_DEBUG' \
-    -e '-x MSCCLRT_DEBUG_SUBSYS' -e '-x MSCCLRT_CACHE_DIR' -e '-x MSCCLRT_NET' \
+    -e '-x MSCCLRT_DEBUG_SUBSYS' -e '-x MSCCLRT_DEBUG_FILE' -e '-x MSCCLRT_CACHE_DIR' -e '-x MSCCLRT_NET' \
     -e '-x MSCCLRT_SOCKET_IFNAME' -e '-x MSCCLRT_NCCL_LIB_PATH' | tr '\n' ' ')
 np=$((2 * G))
 
@@ -79,22 +80,24 @@ run() {
     if [ "$lib" = nccl ]; then
         pre=$guard
         libpath=$(dirname "$real")
-        dbg=WARN sub=
+        dbg=WARN sub='' dfile=''
     else
         pre=$ours:$guard
         libpath=$PWD/$BUILD/lib/nccl
         dbg=${NB_DEBUG:-INFO} sub=SHIM
-        [ "$dbg" = TRACE ] && sub=SHIM,XPORT,PROXY,EXEC
+        dfile=
+        [ "$dbg" = TRACE ] && sub=SHIM,XPORT,PROXY,EXEC dfile=$log/$name.$lib.trace.%p
     fi
+    rm -f "$log/$name.$lib.trace."*
     t0=$(date +%s)
     # the rank's node and GPU come from its MPI rank: the host id splits the nodes
     # shellcheck disable=SC2016,SC2086 # $r/$n: the rank's shell; $args: split into flags
     LD_PRELOAD=$pre LD_LIBRARY_PATH="$libpath:$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    MSCCLRT_DEBUG=$dbg MSCCLRT_DEBUG_SUBSYS=$sub NB_G=$G NB_NGPU=$ngpu \
+    MSCCLRT_DEBUG=$dbg MSCCLRT_DEBUG_SUBSYS=$sub MSCCLRT_DEBUG_FILE=$dfile NB_G=$G NB_NGPU=$ngpu \
         timeout 150 mpirun --allow-run-as-root --oversubscribe -np "$np" $NB_MPI_ARGS \
         -x LD_PRELOAD -x LD_LIBRARY_PATH -x MSCCLRT_CACHE_DIR -x NCCL_NVLS_ENABLE -x NCCL_NET \
         -x NCCL_SOCKET_IFNAME -x MSCCLRT_NET -x MSCCLRT_SOCKET_IFNAME -x MSCCLRT_NCCL_LIB_PATH \
-        -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x NB_G -x NB_NGPU $xs \
+        -x MSCCLRT_DEBUG -x MSCCLRT_DEBUG_SUBSYS -x MSCCLRT_DEBUG_FILE -x NB_G -x NB_NGPU $xs \
         sh -c 'r=${OMPI_COMM_WORLD_RANK:-0}; n=$((r / NB_G));
                export NCCL_HOSTID=netbench$n MSCCLRT_HOSTID=netbench$n NCCL_TESTS_DEVICE=$((n % NB_NGPU));
                exec "$@"' sh "$bin/$b" $args >"$log/$name.$lib.log" 2>&1
@@ -107,10 +110,10 @@ run() {
 # best_times LOG: "bytes best_us wrong" per size line of nccl-tests (tests/gpu/nt_rows.awk)
 best_times() { awk -f tests/gpu/nt_rows.awk "$1" | awk '{ print $1, $2, $4 }'; }
 
-# forwarded LOG: the message sizes the drop-in handed to the real NCCL (its INFO line "...: no
+# forwarded LOG...: the message sizes the drop-in handed to the real NCCL (its INFO line "...: no
 # algorithm serves COLL of N bytes (...); forwarding to the real NCCL")
 forwarded() {
-    grep 'forwarding to the real NCCL' "$1" 2>/dev/null |
+    grep -h 'forwarding to the real NCCL' "$@" 2>/dev/null |
         grep -o 'serves [a-z]* of [0-9]* bytes' | awk '{ print $4 }' | sort -un
 }
 
@@ -132,11 +135,11 @@ for c in ${NB_COLLS:-all_reduce all_gather reduce_scatter}; do
         run ours "$name" "${c}_perf" || status=1
         # with NB_DEBUG=TRACE: the transport's stages, piece by piece (tests/gpu/net_trace.awk)
         [ "${NB_DEBUG:-}" = TRACE ] &&
-            awk -f tests/gpu/net_trace.awk "$log/$name.ours.log" >"$log/$name.trace.txt" &&
+            awk -f tests/gpu/net_trace.awk "$log/$name.ours.log" "$log/$name.ours.trace."* >"$log/$name.trace.txt" &&
             tail -1 "$log/$name.trace.txt" | sed "s/^/$name: /" >>"$log/trace.txt"
         best_times "$log/$name.ours.log" >"$log/$name.ours.t1"
         runs_ours="$runs_ours $log/$name.ours.t1"
-        forwarded "$log/$name.ours.log" >>"$log/$c.fwd.all"
+        forwarded "$log/$name.ours.log" "$log/$name.ours.trace."* >>"$log/$c.fwd.all"
         k=$((k + 1))
     done
     # shellcheck disable=SC2086 # the run files: split
