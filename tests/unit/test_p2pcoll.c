@@ -221,11 +221,14 @@ int main(void) {
             memset(&q, 0, sizeof q);
             q.collective = (mscclrt_coll)c;
             q.message_bytes = q.in_bytes = q.out_bytes = v[i].bytes;
-            right += algo_p2pcoll_first(&q, v[i].limit) == (rooted && v[i].fits);
-            total++;
+            right += algo_p2pcoll_first(&q, v[i].limit, 0) == (rooted && v[i].fits);
+            /* MSCCLRT_P2PCOLL_ALLTOALL_BYTES: alltoall alone, by its own limit */
+            const bool a2a = c == MSCCLRT_COLL_ALLTOALL;
+            right += algo_p2pcoll_first(&q, 0, v[i].limit) == (a2a && v[i].fits);
+            total += 2;
         }
     }
-    TEST("p2pcoll: MSCCLRT_P2PCOLL_BYTES sends small broadcast, gather and scatter composed first",
-         CHECK_EQ_INT(total, right));
+    TEST("p2pcoll: MSCCLRT_P2PCOLL_BYTES sends small broadcast, gather and scatter composed first, "
+         "MSCCLRT_P2PCOLL_ALLTOALL_BYTES small alltoall", CHECK_EQ_INT(total, right));
     return harness_report();
 }
