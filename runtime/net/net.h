@@ -48,7 +48,8 @@ typedef struct NetOptions {
     void *cu_ctx;           /* !host_mem: the rank's CUDA context (current in the caller) */
     int cu_device;          /* !host_mem: its device ordinal (NIC selection) */
     int timeout_ms;         /* <= 0: MSCCLRT_NET_TIMEOUT_MS */
-    int nsocks;             /* socket backend: sockets per peer pair; <= 0: MSCCLRT_SOCKET_NSOCKS */
+    int nsocks;             /* socket backend: sockets per peer pair; <= 0: MSCCLRT_SOCKET_NSOCKS
+                             * (-1 there: net_nsocks_auto, by the node layout) */
     const char *force;      /* "socket" or "ib"; NULL: MSCCLRT_NET, else automatic */
     const char *ifname;     /* socket backend interface list; NULL: MSCCLRT_SOCKET_IFNAME */
     /* tests: the socket backend calls it once the listen addresses are exchanged, before it
