@@ -2,8 +2,9 @@
  * test_net_tcp.c - the socket transport of port channels between processes of this machine,
  * with host buffers: ranks are split into "nodes" by MSCCLRT_HOSTID in re-executed children
  * (the environment is read once per process). Puts of 1 B to 64 MiB at odd sizes and offsets,
- * each followed by a signal the receiver checks the data behind (ordering over 3 sockets),
- * flush; a plan's flush (net_flush_sources) that lets the source be overwritten at once; 4
+ * each followed by a signal the receiver checks the data behind (ordering over 3 sockets, and
+ * over the default count with its narrow and wide puts), flush; MSCCLRT_SOCKET_NSOCKS=0 refused;
+ * a plan's flush (net_flush_sources) that lets the source be overwritten at once; 4
  * ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
  * caller began inline and the tx thread finishes); the same in device mode on the fake CUDA
  * driver (tests/tools/fake_cuda.c: staging slots, the receive stream, signals as stream
@@ -42,9 +43,9 @@ static int tcp_open_mode(Side *s, int rank, int n, const BootId *id, int nsocks,
 }
 
 /* ---- every rank puts to every remote rank at many sizes; checks what it receives ------------ */
-static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
+static int rank_exchange_with(int rank, int n, const BootId *id, bool dev, int nsocks) {
     Side s;
-    if (tcp_open_mode(&s, rank, n, id, 3, dev)) return 1;
+    if (tcp_open_mode(&s, rank, n, id, nsocks, dev)) return 1;
     static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, (512u << 10) + 1,
                                      (1u << 20) + 7, (8u << 20) - 5, BIG};
     const int nsz = (int)(sizeof sizes / sizeof *sizes);
@@ -64,6 +65,25 @@ static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
     free(src);
     CHECK_OK(boot_barrier(s.boot));
     side_close(&s);
+    return h_failed ? 1 : 0;
+}
+
+static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
+    return rank_exchange_with(rank, n, id, dev, 3);
+}
+
+/* MSCCLRT_SOCKET_NSOCKS=0 is refused by name, before any connection */
+static int rank_nsocks_zero(int rank, int n, const BootId *id) {
+    setenv("MSCCLRT_SOCKET_NSOCKS", "0", 1);
+    Boot *b = NULL;
+    CHECK_OK(boot_init(&b, id, rank, n, 10000));
+    if (!b) return 1;
+    NetOptions o = {.host_mem = true, .timeout_ms = 5000, .force = "socket", .ifname = "lo"};
+    Net *net = NULL;
+    CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, net_create(&net, b, &o));
+    CHECK(net == NULL);
+    CHECK(strstr(mscclrt_last_error(), "MSCCLRT_SOCKET_NSOCKS=0") != NULL);
+    boot_close(b);
     return h_failed ? 1 : 0;
 }
 
@@ -410,6 +430,10 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
         setenv("MSCCLRT_SOCKET_CONTROL", "1", 1);
         return scen[0] == 'r' ? rank_reorder(rank, n, id, dev) : rank_exchange(rank, n, id, dev);
     }
+    /* the default socket count (-1: by the layout, 4 here) and the narrow/wide spreading of
+     * MSCCLRT_SOCKET_WIDE_BYTES over them */
+    if (strcmp(scen, "exchange-auto") == 0) return rank_exchange_with(rank, n, id, dev, 0);
+    if (strcmp(scen, "nsocks-zero") == 0) return rank_nsocks_zero(rank, n, id);
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
            : strcmp(scen, "sources") == 0 ? rank_sources(rank, n, id, dev)
@@ -433,6 +457,11 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("exchange", 4, four)));
     TEST("net/tcp all pairs across nodes (4 ranks, 4 nodes)",
          CHECK_EQ_INT(0, run("exchange", 4, four4)));
+    TEST("net/tcp the default socket count (4 for 2 ranks a node) spreads puts of 512 KiB and "
+         "more over all, smaller ones over 2: puts 1 B..64 MiB (4 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("exchange-auto", 4, four)));
+    TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=0 is refused by name (2 ranks)",
+         CHECK_EQ_INT(0, run("nsocks-zero", 2, two)));
     TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
          CHECK_EQ_INT(0, run("burst", 2, two)));
     TEST("net/tcp a signal waits for the pieces before it on every socket (2 ranks, 4 sockets)",
@@ -453,6 +482,8 @@ int main(int argc, char **argv) {
          CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("dev-exchange", 2, two)));
     TEST("net/tcp device mode (fake driver): pieces of 16 and 64 KiB (MSCCLRT_SOCKET_PIECE_BYTES), "
          "signals after data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-piece", 2, two)));
+    TEST("net/tcp device mode (fake driver): the default socket count, narrow and wide puts "
+         "(2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-auto", 2, two)));
     TEST("net/tcp device mode (fake driver): all pairs across nodes (4 ranks, 2 nodes)",
          CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
     TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",
