@@ -56,8 +56,9 @@ static const struct {
      * one H200, BENCHMARKS.md) */
     /* 2 nodes of one rank: the packet hop further (2 x H200, loopback TCP, c61, 2 runs, us,
      * NCCL / hier, which needs no windows with one rank a node / hier_packet): reducescatter
-     * 256 KiB 127,107 / 182,155 / 133,120 and 512 KiB 184,163 / 219,250 / 148,191; allgather 256 KiB 132,122 / 177,157 / 130,148 (at
-     * 512 KiB mixed); beyond, the Simple plans (1 MiB: ahead of NCCL) */
+     * 256 KiB 127,107 / 182,155 / 133,120 and 512 KiB 184,163 / 219,250 / 148,191; allgather
+     * 256 KiB 132,122 / 177,157 / 130,148 (at 512 KiB mixed); beyond, the Simple plans (1 MiB:
+     * ahead of NCCL) */
     {MSCCLRT_COLL_REDUCESCATTER, 0, 512 * KB, "stdlib/reducescatter/hier_packet", 2},
     {MSCCLRT_COLL_ALLGATHER, 0, 256 * KB, "stdlib/allgather/hier_packet", 2},
     {MSCCLRT_COLL_ALLGATHER, 0, 64 * KB, "stdlib/allgather/hier_packet", 0},

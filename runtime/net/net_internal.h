@@ -167,10 +167,10 @@ static inline bool tcp_put_splits(uint64_t put_bytes, uint64_t split_min) {
  * TCP_PIECE): max_piece, or where split (the socket threads have CPUs of their own, so staging,
  * sending and receiving run side by side), nothing is queued for the peer yet (idle) and the put
  * splits (tcp_put_splits with split_min), the put cut into TCP_SPLIT_PIECES pieces of at least
- * TCP_SPLIT_MIN bytes (4 KiB multiples, at most max_piece): a put that alone fills the pipe would otherwise stage,
- * cross and land as one piece, one stage after the other. Smaller puts stay whole: every piece
- * costs the proxy a message (allreduce/hier_pipe's 128 KiB pieces at 1 MiB took 643-872 us cut
- * in two, 497-522 whole; c58). Pure. */
+ * TCP_SPLIT_MIN bytes (4 KiB multiples, at most max_piece): a put that alone fills the pipe
+ * would otherwise stage, cross and land as one piece, one stage after the other. Smaller puts
+ * stay whole: every piece costs the proxy a message (allreduce/hier_pipe's 128 KiB pieces at
+ * 1 MiB took 643-872 us cut in two, 497-522 whole; c58). Pure. */
 uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_min, bool split,
                         bool idle);
 

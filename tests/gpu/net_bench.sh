@@ -19,8 +19,9 @@
 # options (e.g. "--bind-to none": mpirun binds each of 2 ranks to one core by default).
 # NB_DEBUG=TRACE adds our per-stage trace (MSCCLRT_DEBUG=TRACE, XPORT, PROXY and EXEC), written by
 # each process to its own file ($name.ours.trace.PID, MSCCLRT_DEBUG_FILE: through mpirun's output
-# forwarding the lines slowed 256 KiB calls 2-4 times), and tests/gpu/net_trace.awk's account of it (every piece and signal, the stages' medians) to
-# $name.trace.txt, its medians to trace.txt and the output.
+# forwarding the lines slowed 256 KiB calls 2-4 times), and tests/gpu/net_trace.awk's account of
+# it (every piece and signal, the stages' medians) to $name.trace.txt, its medians to trace.txt
+# and the output.
 # nccl-tests comes from tests/gpu/nccl_tests.sh's build (NCCL_TESTS_SRC, MPI_HOME, CUDA_HOME);
 # the real NCCL from MSCCLRT_NCCL_LIB_PATH, else $BUILD/third_party/nccl-2.28.9
 # (tests/tools/fetch_nccl.sh), else PyTorch's nvidia-nccl wheel. Logs and tables:
