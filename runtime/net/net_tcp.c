@@ -1027,30 +1027,24 @@ static mscclrt_result tcp_connect(Net *n) {
     mscclrt_result res = MSCCLRT_SUCCESS;
     int lfd = -1;
     NetAddr *addrs = NULL;
-    long long spin;
-    TRY_GOTO(param_int(PARAM_SOCKET_SPIN_US, &spin), res, fail);
-    t->spin_us = (int)spin;
-    long long tx_spin;
-    TRY_GOTO(param_int(PARAM_SOCKET_TX_SPIN_US, &tx_spin), res, fail);
-    t->tx_spin_us = (int)tx_spin;   /* -1 resolved below, once the GPU is known */
-    long long split;
-    TRY_GOTO(param_int(PARAM_SOCKET_SPLIT, &split), res, fail);
-    t->split = (int)split;
-    long long split_min;
-    TRY_GOTO(param_int(PARAM_SOCKET_SPLIT_MIN_BYTES, &split_min), res, fail);
-    t->split_min = (uint64_t)split_min;
-    long long wide;
-    TRY_GOTO(param_int(PARAM_SOCKET_WIDE_BYTES, &wide), res, fail);
-    t->wide = (uint64_t)wide;
-    long long piece;
-    TRY_GOTO(param_int(PARAM_SOCKET_PIECE_BYTES, &piece), res, fail);
-    t->piece = (uint64_t)piece;
-    long long control;
-    TRY_GOTO(param_int(PARAM_SOCKET_CONTROL, &control), res, fail);
-    t->control = control != 0;
-    long long inl;
-    TRY_GOTO(param_int(PARAM_SOCKET_INLINE_BYTES, &inl), res, fail);
-    t->inline_max = (uint64_t)inl;
+    /* the transport's settings, read once (params.def gives their ranges) */
+    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, PIECE, CONTROL, INLINE, NSET };
+    static const ParamId set_id[NSET] = {
+        [SPIN] = PARAM_SOCKET_SPIN_US, [TX_SPIN] = PARAM_SOCKET_TX_SPIN_US,
+        [SPLIT] = PARAM_SOCKET_SPLIT, [SPLIT_MIN] = PARAM_SOCKET_SPLIT_MIN_BYTES,
+        [WIDE] = PARAM_SOCKET_WIDE_BYTES, [PIECE] = PARAM_SOCKET_PIECE_BYTES,
+        [CONTROL] = PARAM_SOCKET_CONTROL, [INLINE] = PARAM_SOCKET_INLINE_BYTES,
+    };
+    long long set[NSET];
+    for (int i = 0; i < NSET; i++) TRY_GOTO(param_int(set_id[i], &set[i]), res, fail);
+    t->spin_us = (int)set[SPIN];
+    t->tx_spin_us = (int)set[TX_SPIN];   /* -1 resolved below, once the GPU is known */
+    t->split = (int)set[SPLIT];          /* -1 likewise */
+    t->split_min = (uint64_t)set[SPLIT_MIN];
+    t->wide = (uint64_t)set[WIDE];
+    t->piece = (uint64_t)set[PIECE];
+    t->control = set[CONTROL] != 0;
+    t->inline_max = (uint64_t)set[INLINE];
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);
         t->ctx = (CuContext)n->opt.cu_ctx;
