@@ -147,10 +147,27 @@ int net_nsocks_auto(const int *node_of, int nranks, int nnodes);
  * than wide_bytes (MSCCLRT_SOCKET_WIDE_BYTES) uses only the first TCP_NARROW_SOCKS of those:
  * with four sockets, the rooted collectives of 256 KiB-1 MiB (one put of 128-512 KiB) were up
  * to 2 times slower than with two (c66: a socket that gets every fourth piece finds its
- * receive thread asleep), while large puts gain from all of them. */
+ * receive thread asleep), while large puts gain from all of them. On GPUs (c70/c71, median of
+ * 4) it keeps alltoall/gather/scatter of 256 KiB at 1.1-1.25x NCCL's time (spread: 1.45-2.1x)
+ * but costs all_reduce 256 KiB-16 MiB and reduce_scatter/all_gather 256 KiB 5-30 %, whose plans
+ * keep several puts in flight: a rule that tells those apart is still to find. */
 #define TCP_NARROW_SOCKS 2
 uint32_t tcp_piece_socket(uint64_t put_bytes, uint32_t seq, uint32_t nsocks, bool control,
                           uint64_t wide_bytes);
+
+/* The wide_bytes a put passes to tcp_piece_socket: wide_bytes, or 0 (every socket) where
+ * spread_busy (MSCCLRT_SOCKET_SPREAD_BUSY) is on and the peer was not idle (other puts queued or
+ * being written: a plan's pieces in flight together, e.g. allreduce/hier_pipe's four 128 KiB
+ * pieces at 1 MiB, which were faster spread over four sockets), so that only a lone put (a
+ * rooted collective's, an alltoall's of 256 KiB) keeps to the first sockets. tcp_put asks
+ * whether the peer is idle only where the answer matters (tcp_spread_asks). Pure. */
+static inline bool tcp_spread_asks(uint64_t put_bytes, uint64_t wide_bytes, bool spread_busy) {
+    return spread_busy && put_bytes > TCP_INLINE && put_bytes < wide_bytes;
+}
+static inline uint64_t tcp_put_wide(uint64_t put_bytes, uint64_t wide_bytes, bool spread_busy,
+                                    bool idle) {
+    return tcp_spread_asks(put_bytes, wide_bytes, spread_busy) && !idle ? 0 : wide_bytes;
+}
 
 /* A put's pieces are at least this large when it is split (tcp_piece_bytes) */
 #define TCP_SPLIT_MIN (64u << 10)

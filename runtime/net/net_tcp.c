@@ -153,6 +153,7 @@ typedef struct Tcp {
     int split;               /* MSCCLRT_SOCKET_SPLIT, resolved to 0 or 1 (tcp_piece_bytes) */
     uint64_t split_min;      /* MSCCLRT_SOCKET_SPLIT_MIN_BYTES: smaller puts stay whole */
     uint64_t wide;           /* MSCCLRT_SOCKET_WIDE_BYTES: smaller puts use the first sockets */
+    bool spread_busy;        /* MSCCLRT_SOCKET_SPREAD_BUSY: ... unless others are in flight */
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
@@ -697,8 +698,11 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
               trace_us());
     /* the receiver takes any piece up to TCP_PIECE, so the cut is this rank's own choice */
     const bool split = t->split > 0 && tcp_put_splits(bytes, t->split_min);
-    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split_min, split,
-                                           split && peer_idle(t, p));
+    /* whether anything is on its way to the peer (its sockets' locks): asked once, only where
+     * the cut or the socket choice depends on it */
+    const bool idle = (split || tcp_spread_asks(bytes, t->wide, t->spread_busy)) && peer_idle(t, p);
+    const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split_min, split, idle);
+    const uint64_t wide = tcp_put_wide(bytes, t->wide, t->spread_busy, idle);
     for (uint64_t o = 0; o < bytes; o += piece) {
         uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
@@ -707,7 +711,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
          * signal, e.g. an acknowledgement going against the data, then never queues behind a
          * large piece; the receiver's per-socket counts keep signals after their data) */
         TcpSock *s = &p->s[tcp_piece_socket(bytes, bytes <= TCP_INLINE ? 0 : p->next++,
-                                             (uint32_t)t->nsocks, t->control, t->wide)];
+                                             (uint32_t)t->nsocks, t->control, wide)];
         TcpItem it = {.h = hdr(n, TCP_PUT), .data = (const void *)(uintptr_t)(src + o),
                       .slot = -1};
         it.h.region = w->id;
@@ -1028,11 +1032,12 @@ static mscclrt_result tcp_connect(Net *n) {
     int lfd = -1;
     NetAddr *addrs = NULL;
     /* the transport's settings, read once (params.def gives their ranges) */
-    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, PIECE, CONTROL, INLINE, NSET };
+    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, SPREAD_BUSY, PIECE, CONTROL, INLINE, NSET };
     static const ParamId set_id[NSET] = {
         [SPIN] = PARAM_SOCKET_SPIN_US, [TX_SPIN] = PARAM_SOCKET_TX_SPIN_US,
         [SPLIT] = PARAM_SOCKET_SPLIT, [SPLIT_MIN] = PARAM_SOCKET_SPLIT_MIN_BYTES,
-        [WIDE] = PARAM_SOCKET_WIDE_BYTES, [PIECE] = PARAM_SOCKET_PIECE_BYTES,
+        [WIDE] = PARAM_SOCKET_WIDE_BYTES, [SPREAD_BUSY] = PARAM_SOCKET_SPREAD_BUSY,
+        [PIECE] = PARAM_SOCKET_PIECE_BYTES,
         [CONTROL] = PARAM_SOCKET_CONTROL, [INLINE] = PARAM_SOCKET_INLINE_BYTES,
     };
     long long set[NSET];
@@ -1042,6 +1047,7 @@ static mscclrt_result tcp_connect(Net *n) {
     t->split = (int)set[SPLIT];          /* -1 likewise */
     t->split_min = (uint64_t)set[SPLIT_MIN];
     t->wide = (uint64_t)set[WIDE];
+    t->spread_busy = set[SPREAD_BUSY] != 0;
     t->piece = (uint64_t)set[PIECE];
     t->control = set[CONTROL] != 0;
     t->inline_max = (uint64_t)set[INLINE];

@@ -3,7 +3,8 @@
  * with host buffers: ranks are split into "nodes" by MSCCLRT_HOSTID in re-executed children
  * (the environment is read once per process). Puts of 1 B to 64 MiB at odd sizes and offsets,
  * each followed by a signal the receiver checks the data behind (ordering over 3 sockets, and
- * over the default count with its narrow and wide puts), flush; MSCCLRT_SOCKET_NSOCKS=0 refused;
+ * over the default count with its narrow and wide puts, and with MSCCLRT_SOCKET_SPREAD_BUSY's puts
+ * in flight together), flush; MSCCLRT_SOCKET_NSOCKS=0 refused;
  * a plan's flush (net_flush_sources) that lets the source be overwritten at once; 4
  * ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
  * caller began inline and the tx thread finishes); the same in device mode on the fake CUDA
@@ -70,6 +71,51 @@ static int rank_exchange_with(int rank, int n, const BootId *id, bool dev, int n
 
 static int rank_exchange(int rank, int n, const BootId *id, bool dev) {
     return rank_exchange_with(rank, n, id, dev, 3);
+}
+
+/* MSCCLRT_SOCKET_SPREAD_BUSY=1 over the default socket count: round k puts `len` bytes to
+ * every remote rank as `parts` puts back to back (a plan's pieces in flight together: all but
+ * the first find the peer busy and spread over every socket), then one signal; the receiver
+ * checks all of them behind it. Lone puts (exchange_round) keep to the first sockets. */
+static void burst_round(Side *s, unsigned char *src, uint64_t len, int parts, int k) {
+    for (uint64_t i = 0; i < len; i++) src[i] = pat(s->rank, i, k);
+    const uint64_t part = (len + (uint64_t)parts - 1) / (uint64_t)parts;
+    for (int q = 0; q < s->n; q++) {
+        if (!net_peer_remote(s->net, q)) continue;
+        uint64_t dst = s->win_recv[q] + (uint64_t)s->rank * (BIG + 64);
+        for (uint64_t o = 0; o < len; o += part)
+            CHECK_OK(net_put(s->net, dst + o, (uint64_t)(uintptr_t)src + o,
+                             len - o < part ? len - o : part));
+        CHECK_OK(net_signal(s->net, s->win_ctr[q] + (uint64_t)s->rank * 8, (uint64_t)k + 1));
+    }
+    CHECK_OK(net_flush(s->net));
+    for (int q = 0; q < s->n; q++) {
+        if (!net_peer_remote(s->net, q)) continue;
+        CHECK(wait_ctr(s, q, (uint64_t)k + 1));
+        CHECK(first_bad(s->recv + (size_t)q * (BIG + 64), q, len, k) == len);
+    }
+    CHECK_OK(boot_barrier(s->boot));
+}
+
+static int rank_spread_busy(int rank, int n, const BootId *id, bool dev) {
+    setenv("MSCCLRT_SOCKET_SPREAD_BUSY", "1", 1);
+    Side s;
+    if (tcp_open_mode(&s, rank, n, id, 0, dev)) return 1;
+    unsigned char *src = malloc(BIG + 64);
+    if (!src) return 1;
+    int k = 0;
+    /* 4 pieces of 128 KiB + 1 (allreduce/hier_pipe's at 1 MiB), 8 of about 100 KiB, 16 of 65 KiB
+     * (just above the inline size), 3 of 500 KiB (just under the wide size) */
+    static const struct { uint64_t len; int parts; } bursts[] = {
+        {4 * (128u << 10) + 4, 4}, {8 * 100003u, 8}, {16 * ((64u << 10) + 1), 16},
+        {3 * (500u << 10), 3}};
+    for (int b = 0; b < 4; b++) burst_round(&s, src, bursts[b].len, bursts[b].parts, k++);
+    static const uint64_t lone[] = {65537, 100003, (256u << 10) + 3, (512u << 10) - 1};
+    for (int b = 0; b < 4; b++) exchange_round(&s, src, lone[b], (uint64_t)b * 8 + 1, k++);
+    free(src);
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
 }
 
 /* MSCCLRT_SOCKET_NSOCKS=0 is refused by name, before any connection */
@@ -400,6 +446,30 @@ static void t_piece_socket(void) {
     CHECK_EQ_INT(1, tcp_piece_socket(128u << 10, 3, 2, false, 512u << 10));   /* two: as before */
 }
 
+/* MSCCLRT_SOCKET_SPREAD_BUSY: which puts ask whether the peer is idle, and the wide_bytes they
+ * pass to tcp_piece_socket */
+static void t_put_wide(void) {
+    const uint64_t K = 1024, W = 512 * K;
+    /* off (the default): by size alone, the peer's state never asked */
+    CHECK(!tcp_spread_asks(128 * K, W, false));
+    CHECK_EQ_INT(W, tcp_put_wide(128 * K, W, false, false));
+    /* on: only puts between the inline size and the wide size ask ... */
+    CHECK(!tcp_spread_asks(TCP_INLINE, W, true));
+    CHECK(tcp_spread_asks(TCP_INLINE + 1, W, true));
+    CHECK(tcp_spread_asks(W - 1, W, true));
+    CHECK(!tcp_spread_asks(W, W, true));
+    CHECK(!tcp_spread_asks(128 * K, 0, true));   /* WIDE_BYTES=0: everything spreads anyway */
+    /* ... and spread (0) when the peer is busy, keep to the first sockets when it is idle */
+    CHECK_EQ_INT(0, tcp_put_wide(128 * K, W, true, false));
+    CHECK_EQ_INT(W, tcp_put_wide(128 * K, W, true, true));
+    CHECK_EQ_INT(W, tcp_put_wide(TCP_INLINE, W, true, false));   /* inline: socket 0 regardless */
+    CHECK_EQ_INT(W, tcp_put_wide(W, W, true, false));
+    /* the socket a busy 128 KiB put gets: any of the four (seq 3 -> socket 3), an idle one's
+     * only the first two */
+    CHECK_EQ_INT(3, tcp_piece_socket(128 * K, 3, 4, false, tcp_put_wide(128 * K, W, true, false)));
+    CHECK_EQ_INT(1, tcp_piece_socket(128 * K, 3, 4, false, tcp_put_wide(128 * K, W, true, true)));
+}
+
 /* MSCCLRT_SOCKET_NSOCKS=-1: four sockets while no rank has more than four ranks on other nodes */
 static void t_nsocks_auto(void) {
     const int two_by_one[] = {0, 1}, two_by_four[] = {0, 0, 0, 0, 1, 1, 1, 1};
@@ -433,6 +503,7 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
     /* the default socket count (-1: by the layout, 4 here) and the narrow/wide spreading of
      * MSCCLRT_SOCKET_WIDE_BYTES over them */
     if (strcmp(scen, "exchange-auto") == 0) return rank_exchange_with(rank, n, id, dev, 0);
+    if (strcmp(scen, "spread-busy") == 0) return rank_spread_busy(rank, n, id, dev);
     if (strcmp(scen, "nsocks-zero") == 0) return rank_nsocks_zero(rank, n, id);
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
@@ -460,6 +531,9 @@ int main(int argc, char **argv) {
     TEST("net/tcp the default socket count (4 for 2 ranks a node) spreads puts of 512 KiB and "
          "more over all, smaller ones over 2: puts 1 B..64 MiB (4 ranks, 2 nodes)",
          CHECK_EQ_INT(0, run("exchange-auto", 4, four)));
+    TEST("net/tcp MSCCLRT_SOCKET_SPREAD_BUSY=1: puts in flight together spread over every socket, "
+         "lone ones keep to two; data before each signal (4 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("spread-busy", 4, four)));
     TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=0 is refused by name (2 ranks)",
          CHECK_EQ_INT(0, run("nsocks-zero", 2, two)));
     TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
@@ -469,6 +543,8 @@ int main(int argc, char **argv) {
     TEST("net/tcp the socket of each piece, socket 0 kept for control or not", t_piece_socket());
     TEST("net/tcp a put that finds the pipe idle is split where the threads run apart", t_piece_bytes());
     TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=-1: four sockets while a rank has few ranks on other nodes", t_nsocks_auto());
+    TEST("net/tcp MSCCLRT_SOCKET_SPREAD_BUSY: a put under the wide size spreads only when others "
+         "are in flight", t_put_wide());
     TEST("net/tcp socket 0 kept for control (MSCCLRT_SOCKET_CONTROL=1): a signal waits for the "
          "pieces on the other sockets (2 ranks, 4 sockets)", CHECK_EQ_INT(0, run("reorder-control", 2, two)));
     TEST("net/tcp socket 0 kept for control: puts 1 B..64 MiB (4 ranks, 2 nodes)",
@@ -484,6 +560,8 @@ int main(int argc, char **argv) {
          "signals after data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-piece", 2, two)));
     TEST("net/tcp device mode (fake driver): the default socket count, narrow and wide puts "
          "(2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-auto", 2, two)));
+    TEST("net/tcp device mode (fake driver): MSCCLRT_SOCKET_SPREAD_BUSY=1, puts in flight "
+         "together and lone ones (2 ranks)", CHECK_EQ_INT(0, run("dev-spread-busy", 2, two)));
     TEST("net/tcp device mode (fake driver): all pairs across nodes (4 ranks, 2 nodes)",
          CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
     TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",
