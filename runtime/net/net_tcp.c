@@ -1,5 +1,7 @@
 /*
- * net_tcp.c - the "socket" backend: port-channel data between nodes over TCP.
+ * net_tcp.c - the "socket" backend: port-channel data between nodes over TCP. This file holds
+ * the backend's calls (put, signal, flush) and its connection setup and teardown; sending is in
+ * net_tcp_tx.c, receiving in net_tcp_rx.c, their shared state in net_tcp.h. The design:
  *
  * Connections: every rank listens on one address (net_sock_pick) and publishes it with a
  * bootstrap allgather; for each pair of ranks on different nodes the lower rank opens nsocks
@@ -53,637 +55,9 @@
  * inline or queued, staged and sent by the tx thread; a header received, a piece landed (its
  * copy queued), a signal applied, a flush acked, a flush confirmed by every peer.
  */
-#include "net/net_internal.h"
-#include "core/clock.h"
-#include "core/cpus.h"
-#include "core/err.h"
-#include "core/log.h"
-#include "core/param.h"
-#include "cuda/cuda_driver.h"
+#include "net/net_tcp.h"
 
-#include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
-
-#define TCP_SLOTS   4                    /* device mode: pinned staging pieces per socket */
-#define TCP_RX_SLOTS 2                   /* device mode: pinned receive pieces per socket */
-#define TCP_QMAX    64                   /* queued items per socket */
-#define TCP_PEND_MAX (1u << 16)          /* a peer's SIGNAL/FLUSH waiting for its data, at most */
-
-typedef struct TcpItem {
-    TcpHdr h;
-    const void *data;        /* PUT payload (host memory or a staging slot) */
-    int slot;                /* staging slot to wait for and free, or -1 */
-    uint64_t counts[TCP_SOCKS_MAX];   /* SIGNAL/FLUSH: pieces sent on each socket before it */
-} TcpItem;
-
-typedef struct TcpPeer TcpPeer;
-
-typedef struct TcpSock {
-    TcpPeer *peer;
-    int idx, fd;
-    pthread_t rx, tx;
-    bool rx_on, tx_on;
-    pthread_mutex_t mu;      /* the queue, slots, ack, sending */
-    pthread_cond_t cv;
-    TcpItem q[TCP_QMAX];
-    unsigned qhead, qtail;   /* qtail - qhead items queued; qhead's is being sent */
-    size_t hdone;            /* bytes of qhead's message already written (header first) */
-    bool sending;            /* a thread (tx, or the caller inline) is writing to fd */
-    bool ack_due;            /* rx threads ask tx to send an ACK of ack_value (never block) */
-    uint64_t ack_value;
-    bool dead;               /* tx stopped after a failure: producers stop waiting */
-    bool hsrc_used;          /* device mode: a put from a host source went on this socket
-                                (net_flush_sources then waits for the queue to drain too) */
-    /* device mode */
-    char *tx_stage, *rx_stage;   /* pinned, TCP_SLOTS and TCP_RX_SLOTS pieces */
-    bool busy[TCP_SLOTS];
-    CuEvent ev[TCP_SLOTS];
-    CuStream tx_stream;
-    CuEvent rx_ev[TCP_RX_SLOTS]; /* rx thread only: the slot's HtoD copy, once rx_used */
-    bool rx_used[TCP_RX_SLOTS];
-    unsigned rx_next;            /* the slot the next piece is read into */
-} TcpSock;
-
-typedef struct TcpPending {
-    int type;
-    uint32_t region;
-    uint64_t off, value, need;
-    uint64_t need_s[TCP_SOCKS_MAX];   /* pieces to land on each socket first */
-} TcpPending;
-
-struct TcpPeer {
-    struct Tcp *t;
-    int rank;
-    TcpSock s[TCP_SOCKS_MAX];
-    uint64_t sent;           /* pieces queued (proxy thread only) */
-    uint64_t sent_s[TCP_SOCKS_MAX];   /* of them, per socket (proxy thread only) */
-    unsigned next;           /* round-robin socket of the next piece */
-    pthread_mutex_t mu;      /* landed, pending, acked, gone */
-    pthread_cond_t cv;
-    CuStream h2d;            /* device mode: every piece's HtoD copy and every signal, in order */
-    bool h2d_busy;           /* device mode: h2d may hold copies not known complete (a piece
-                                into device memory was queued since it was last found idle) */
-    uint64_t landed;         /* pieces from this peer written into our memory */
-    uint64_t landed_s[TCP_SOCKS_MAX]; /* of them, per socket */
-    uint64_t need_s[TCP_SOCKS_MAX];   /* per-socket counts of the last SIGNAL/FLUSH received */
-    TcpPending *pend;        /* FIFO of SIGNAL/FLUSH waiting for their pieces (landed_before) */
-    size_t phead, ptail, pcap;
-    uint64_t need;           /* count of the last SIGNAL/FLUSH received (tcp_rx_check) */
-    uint64_t asked;          /* highest count sent in a FLUSH: an ACK may not exceed it */
-    uint64_t acked;          /* highest ACK from the peer */
-    bool gone;               /* the peer said BYE */
-};
-
-typedef struct Tcp {
-    Net *n;
-    TcpPeer **peers;         /* [nranks]; NULL for ranks on this node */
-    int nsocks;
-    int spin_us;             /* MSCCLRT_SOCKET_SPIN_US */
-    int tx_spin_us;          /* MSCCLRT_SOCKET_TX_SPIN_US, resolved */
-    int split;               /* MSCCLRT_SOCKET_SPLIT, resolved to 0 or 1 (tcp_piece_bytes) */
-    uint64_t split_min;      /* MSCCLRT_SOCKET_SPLIT_MIN_BYTES: smaller puts stay whole */
-    uint64_t wide;           /* MSCCLRT_SOCKET_WIDE_BYTES: smaller puts use the first sockets */
-    bool spread_busy;        /* MSCCLRT_SOCKET_SPREAD_BUSY: ... unless others are in flight */
-    uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
-    bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
-    uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
-    _Atomic int stopping;
-    CuContext ctx;
-} Tcp;
-
-static Tcp *tcp_of(Net *n) { return n->be_state; }
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* A deadline timeout_ms from now, for pthread_cond_timedwait (CLOCK_REALTIME). */
-static struct timespec deadline_in(int ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
-    return ts;
-}
-
-static TcpHdr hdr(Net *n, int type) {
-    return (TcpHdr){.magic = TCP_MAGIC, .version = TCP_VERSION, .type = (uint16_t)type,
-                    .rank = (uint32_t)n->rank};
-}
-
-/* Trace timestamps: microseconds of CLOCK_MONOTONIC, comparable between processes of a host. */
-static double trace_us(void) { return rt_now_s() * 1e6; }
-
-static const char *cu_name(CuResult r) {
-    const char *s = "?";
-    if (cu.cuGetErrorName) cu.cuGetErrorName(r, &s);
-    return s;
-}
-
-static void sock_dead(TcpSock *s) {
-    pthread_mutex_lock(&s->mu);
-    s->dead = true;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    TcpPeer *p = s->peer;   /* wake a flush waiting for this peer */
-    pthread_mutex_lock(&p->mu);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-}
-
-/* ==== receiving ============================================================================= */
-
-/* Whether every piece sent before e has landed: each socket's own count, since pieces of later
- * puts on one socket may land before earlier pieces on another. p->mu held. */
-static bool landed_before(const TcpPeer *p, const TcpPending *e) {
-    for (int i = 0; i < p->t->nsocks; i++)
-        if (p->landed_s[i] < e->need_s[i]) return false;
-    return true;
-}
-
-/* Device mode: a signal to host memory (a region of net_reg_host, e.g. the native kernels'
- * counters for senders on other nodes) is written by this thread at once when every piece
- * before it is in memory already: none went through p->h2d since that stream was last idle.
- * The GPU polls that memory through its mapping, so the signal costs one store instead of a
- * cuStreamWriteValue64 (a driver call on the core the rank shares with its progress threads,
- * then the stream's turn on the GPU), twice per piece of the native send/recv across nodes.
- * p->mu held. */
-static bool signal_direct(TcpPeer *p, bool host) {
-    if (!host) return false;
-    if (p->h2d_busy && cu.cuStreamQuery(p->h2d) == CU_OK) p->h2d_busy = false;
-    return !p->h2d_busy;
-}
-
-/* Applies the pending entries whose data has landed; p->mu held. Returns false on a failure.
- * Device mode: a signal is queued on p->h2d behind the copies of the pieces it counts (they
- * were queued before landed grew), or written at once (signal_direct); a flush is answered
- * once that stream has completed. */
-static bool pending_run(TcpPeer *p) {
-    Net *n = p->t->n;
-    while (p->phead != p->ptail) {
-        TcpPending *e = &p->pend[p->phead % p->pcap];
-        if (!landed_before(p, e)) break;
-        if (e->type == TCP_SIGNAL) {
-            /* checked on arrival; checked again now: the region may have been released since */
-            uint64_t addr;
-            bool host = false;
-            if (!net_region_addr(n, e->region, e->off, 8, &addr, &host)) {
-                net_set_error(n, "net: rank %d signalled offset %llu of region %u, which this "
-                              "rank no longer has registered that large", p->rank,
-                              (unsigned long long)e->off, e->region);
-                return false;
-            }
-            if (n->opt.host_mem || signal_direct(p, host)) {
-                __atomic_store_n((uint64_t *)(uintptr_t)addr, e->value, __ATOMIC_RELEASE);
-            } else {
-                CuResult cr = cu.cuStreamWriteValue64(p->h2d, addr, e->value, 0);
-                if (cr != CU_OK) {
-                    net_set_error(n, "net: writing rank %d's signal: cuStreamWriteValue64: %s",
-                                  p->rank, cu_name(cr));
-                    return false;
-                }
-            }
-            LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu from rank %d (after %llu pieces) applied "
-                      "t=%.1f", (unsigned long long)e->value, p->rank,
-                      (unsigned long long)e->need, trace_us());
-        } else {   /* FLUSH: socket 0's tx thread answers */
-            if (!n->opt.host_mem) {   /* "landed" means queued: the ACK promises completion */
-                CuResult cr = cu_stream_wait(p->h2d);
-                if (cr != CU_OK) {
-                    net_set_error(n, "net: copying rank %d's data into device memory: "
-                                  "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
-                    return false;
-                }
-                p->h2d_busy = false;
-            }
-            LOG_TRACE(LOG_SUB_XPORT, "net: flush from rank %d (%llu pieces) acked t=%.1f",
-                      p->rank, (unsigned long long)e->need, trace_us());
-            TcpSock *s0 = &p->s[0];
-            pthread_mutex_lock(&s0->mu);
-            s0->ack_due = true;
-            if (e->need > s0->ack_value) s0->ack_value = e->need;
-            pthread_cond_broadcast(&s0->cv);
-            pthread_mutex_unlock(&s0->mu);
-        }
-        p->phead++;
-    }
-    return true;
-}
-
-static bool pending_push(TcpPeer *p, const TcpPending *e) {
-    if (p->ptail - p->phead >= TCP_PEND_MAX) {
-        net_set_error(p->t->n, "net: rank %d has %u signals and flushes waiting for data it has "
-                      "not sent", p->rank, TCP_PEND_MAX);
-        return false;
-    }
-    if (p->ptail - p->phead == p->pcap) {
-        size_t cap = p->pcap ? p->pcap * 2 : 64;
-        TcpPending *np = malloc(cap * sizeof *np);
-        if (!np) {
-            net_set_error(p->t->n, "net: out of memory queueing rank %d's signals", p->rank);
-            return false;
-        }
-        for (size_t i = 0; i < p->pcap; i++) np[i] = p->pend[(p->phead + i) % p->pcap];
-        p->ptail -= p->phead;
-        p->phead = 0;
-        free(p->pend);
-        p->pend = np;
-        p->pcap = cap;
-    }
-    p->pend[p->ptail++ % p->pcap] = *e;
-    return true;
-}
-
-/* Checks a header from the peer (tcp_rx_check, under the peer's and the tables' locks, in
- * pending_run's order); false: error recorded, naming the peer. */
-static bool rx_check(TcpSock *s, const TcpHdr *h, TcpRx *rx) {
-    TcpPeer *p = s->peer;
-    Net *n = p->t->n;
-    char why[256];
-    pthread_mutex_lock(&p->mu);
-    TcpRxState st = {.peer = (uint32_t)p->rank, .sock = (uint32_t)s->idx, .need = p->need,
-                     .asked = p->asked};
-    pthread_mutex_lock(&n->mu);
-    bool ok = tcp_rx_check(h, &st, n->regs, (uint32_t)n->nregs, rx, why, sizeof why);
-    pthread_mutex_unlock(&n->mu);
-    if (ok && (rx->type == TCP_SIGNAL || rx->type == TCP_FLUSH)) p->need = rx->count;
-    pthread_mutex_unlock(&p->mu);
-    if (!ok)
-        net_set_error(n, "net: rank %d sent a malformed message on socket %d: %s", p->rank,
-                      s->idx, why);
-    return ok;
-}
-
-/* Receives one checked PUT's payload into its region; false (error recorded) on failure. */
-static bool rx_put(TcpSock *s, const TcpRx *rx) {
-    TcpPeer *p = s->peer;
-    Net *n = p->t->n;
-    int to = n->opt.timeout_ms;
-    /* host memory (host_mem mode, or a region of pinned host memory the GPU maps, net_reg_host):
-     * straight into it; a signal after it then follows the data the GPU reads over its mapping */
-    if (n->opt.host_mem || rx->host) {
-        if (net_sock_recv_all(s->fd, (void *)(uintptr_t)rx->addr, rx->len, to) != 0)
-            goto recv_fail;
-    } else {
-        const unsigned k = s->rx_next++ % TCP_RX_SLOTS;
-        char *stage = s->rx_stage + (size_t)k * TCP_PIECE;
-        CuResult cr = s->rx_used[k] ? cu_event_wait(s->rx_ev[k]) : CU_OK;
-        if (cr != CU_OK) {
-            net_set_error(n, "net: writing a piece from rank %d into device memory: "
-                          "cuMemcpyHtoDAsync: %s", p->rank, cu_name(cr));
-            return false;
-        }
-        if (net_sock_recv_all(s->fd, stage, rx->len, to) != 0) goto recv_fail;
-        /* queued before landed grows (below): a signal counting this piece is queued after it */
-        cr = cu.cuMemcpyHtoDAsync(rx->addr, stage, rx->len, p->h2d);
-        if (cr == CU_OK) cr = cu.cuEventRecord(s->rx_ev[k], p->h2d);
-        if (cr != CU_OK) {
-            net_set_error(n, "net: writing %llu bytes from rank %d into device memory: "
-                          "cuMemcpyHtoDAsync: %s", (unsigned long long)rx->len, p->rank,
-                          cu_name(cr));
-            return false;
-        }
-        s->rx_used[k] = true;
-    }
-    pthread_mutex_lock(&p->mu);
-    if (!n->opt.host_mem && !rx->host) p->h2d_busy = true;
-    p->landed++;
-    p->landed_s[s->idx]++;
-    LOG_TRACE(LOG_SUB_XPORT, "net: piece %llu from rank %d (%llu bytes at offset %llu of "
-              "region %u, socket %d) landed t=%.1f", (unsigned long long)p->landed, p->rank,
-              (unsigned long long)rx->len, (unsigned long long)rx->off, rx->region, s->idx,
-              trace_us());
-    bool ok = pending_run(p);
-    pthread_mutex_unlock(&p->mu);
-    return ok;
-recv_fail:
-    if (!atomic_load(&p->t->stopping))
-        net_set_error(n, "net: receiving a put from rank %d on socket %d: %s", p->rank, s->idx,
-                      errno == EPIPE ? "rank closed its connection in the middle of a message"
-                      : errno == ETIMEDOUT ? "the rest of the message did not come within "
-                      "MSCCLRT_NET_TIMEOUT_MS" : strerror(errno));
-    return false;
-}
-
-/* Reads and checks the per-socket counts after a SIGNAL or FLUSH header into e->need_s; false
- * (error recorded, naming the peer) on failure. */
-static bool rx_counts(TcpSock *s, TcpPending *e) {
-    TcpPeer *p = s->peer;
-    Net *n = p->t->n;
-    const uint32_t k = (uint32_t)p->t->nsocks;
-    if (net_sock_recv_all(s->fd, e->need_s, k * sizeof *e->need_s, n->opt.timeout_ms) != 0) {
-        if (!atomic_load(&p->t->stopping))
-            net_set_error(n, "net: receiving a signal's counts from rank %d: %s", p->rank,
-                          errno == EPIPE ? "rank closed its connection in the middle of a message"
-                          : strerror(errno));
-        return false;
-    }
-    char why[200];
-    pthread_mutex_lock(&p->mu);   /* only socket 0's thread writes need_s; others read landed */
-    bool ok = tcp_counts_check(e->need_s, k, e->need, p->need_s, why, sizeof why);
-    if (ok) memcpy(p->need_s, e->need_s, k * sizeof *e->need_s);
-    pthread_mutex_unlock(&p->mu);
-    if (!ok)
-        net_set_error(n, "net: rank %d sent a malformed message on socket %d: the per-socket "
-                      "counts after a %s: %s", p->rank, s->idx,
-                      e->type == TCP_SIGNAL ? "SIGNAL" : "FLUSH", why);
-    return ok;
-}
-
-static void *rx_main(void *arg) {
-    TcpSock *s = arg;
-    TcpPeer *p = s->peer;
-    Tcp *t = p->t;
-    Net *n = t->n;
-    cu_capture_relaxed();   /* its staging copies run beside users' graph captures */
-    if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
-    for (;;) {
-        TcpHdr h;
-        if (net_sock_recv_spin(s->fd, &h, sizeof h, t->spin_us) != 0) {
-            if (atomic_load(&t->stopping)) break;
-            pthread_mutex_lock(&p->mu);
-            bool gone = p->gone;
-            pthread_mutex_unlock(&p->mu);
-            if (!gone)
-                net_set_error(n, "net: rank %d closed its connection (socket %d)%s%s", p->rank,
-                              s->idx, errno == EPIPE ? "" : ": ",
-                              errno == EPIPE ? "" : strerror(errno));
-            break;
-        }
-        TcpRx rx;
-        if (!rx_check(s, &h, &rx)) break;   /* nothing of it touched memory */
-        LOG_TRACE(LOG_SUB_XPORT, "net: message type %u from rank %d on socket %d (len/value "
-                  "%llu, count %llu) received t=%.1f", (unsigned)h.type, p->rank, s->idx,
-                  (unsigned long long)h.len, (unsigned long long)h.arg, trace_us());
-        bool ok = true;
-        if (rx.type == TCP_PUT) {
-            ok = rx_put(s, &rx);
-        } else if (rx.type == TCP_SIGNAL || rx.type == TCP_FLUSH) {
-            TcpPending e = {.type = rx.type, .region = rx.region, .off = rx.off,
-                            .value = rx.value, .need = rx.count};
-            ok = rx_counts(s, &e);
-            if (ok) {
-                pthread_mutex_lock(&p->mu);
-                ok = pending_push(p, &e) && pending_run(p);
-                pthread_mutex_unlock(&p->mu);
-            }
-        } else if (rx.type == TCP_ACK) {
-            pthread_mutex_lock(&p->mu);
-            if (rx.count > p->acked) p->acked = rx.count;
-            pthread_cond_broadcast(&p->cv);
-            pthread_mutex_unlock(&p->mu);
-        } else {   /* TCP_BYE */
-            pthread_mutex_lock(&p->mu);
-            p->gone = true;
-            pthread_cond_broadcast(&p->cv);
-            pthread_mutex_unlock(&p->mu);
-        }
-        if (!ok) break;
-    }
-    if (!atomic_load(&t->stopping)) sock_dead(s);   /* wake a flush waiting on this peer */
-    return NULL;
-}
-
-/* ==== sending =============================================================================== */
-
-/* Writes it's message (its header, then a PUT's payload or a SIGNAL's or FLUSH's per-socket
- * counts) from byte *done on; wait_ms as net_sock_sendv (0: returns -1 with EAGAIN once the
- * socket would block). */
-static int send_msg(TcpSock *s, const TcpItem *it, size_t *done, int wait_ms) {
-    const bool counted = it->h.type == TCP_SIGNAL || it->h.type == TCP_FLUSH;
-    struct iovec iov[2] = {
-        {.iov_base = (void *)&it->h, .iov_len = sizeof it->h},
-        {.iov_base = counted ? (void *)it->counts : (void *)it->data,
-         .iov_len = it->h.type == TCP_PUT ? it->h.len
-                  : counted ? (size_t)s->peer->t->nsocks * sizeof it->counts[0] : 0},
-    };
-    return net_sock_sendv(s->fd, iov, 2, done, wait_ms);
-}
-
-/* Records a failed send on s (errno says why) and stops the socket; s->mu not held. */
-static void send_failed(TcpSock *s) {
-    Tcp *t = s->peer->t;
-    if (!atomic_load(&t->stopping))
-        net_set_error(t->n, "net: sending to rank %d on socket %d: %s", s->peer->rank, s->idx,
-                      errno == ETIMEDOUT ? "the rank took no data within "
-                      "MSCCLRT_NET_TIMEOUT_MS (not answering)" : errno == EPIPE ||
-                      errno == ECONNRESET ? "the rank closed its connection" :
-                      strerror(errno));
-    sock_dead(s);
-}
-
-/* Whether the send thread of s has nothing to do (s->mu held) */
-static bool tx_idle(Tcp *t, const TcpSock *s) {
-    return s->sending || (!atomic_load(&t->stopping) && s->qhead == s->qtail && !s->ack_due);
-}
-
-static void *tx_main(void *arg) {
-    TcpSock *s = arg;
-    TcpPeer *p = s->peer;
-    Tcp *t = p->t;
-    Net *n = t->n;
-    const int to = n->opt.timeout_ms;
-    cu_capture_relaxed();
-    if (!n->opt.host_mem) cu.cuCtxSetCurrent(t->ctx);
-    for (;;) {
-        pthread_mutex_lock(&s->mu);
-        /* an inline write by the caller owns the socket until it is done; off the application's
-         * CPUs the thread looks again for tx_spin_us first (yielding), since waking it on an
-         * idle CPU costs more than sending a piece */
-        if (t->tx_spin_us > 0 && tx_idle(t, s)) {
-            const double until = rt_now_s() + t->tx_spin_us * 1e-6;
-            while (tx_idle(t, s) && rt_now_s() < until) {
-                pthread_mutex_unlock(&s->mu);
-                sched_yield();
-                pthread_mutex_lock(&s->mu);
-            }
-        }
-        while (tx_idle(t, s)) pthread_cond_wait(&s->cv, &s->mu);
-        if (s->ack_due && s->hdone == 0) {   /* acks first (a peer's flush waits on them), but
-                                                never inside a message already begun */
-            TcpHdr h = hdr(n, TCP_ACK);
-            h.arg = s->ack_value;
-            s->ack_due = false;
-            s->sending = true;
-            pthread_mutex_unlock(&s->mu);
-            int rc = net_sock_send_all(s->fd, &h, sizeof h, to);
-            pthread_mutex_lock(&s->mu);
-            s->sending = false;
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-            if (rc != 0) {
-                send_failed(s);
-                break;
-            }
-            continue;
-        }
-        if (s->qhead == s->qtail) {   /* stopping with nothing left: say goodbye */
-            pthread_mutex_unlock(&s->mu);
-            TcpHdr h = hdr(n, TCP_BYE);
-            net_sock_send_all(s->fd, &h, sizeof h, 1000);
-            break;
-        }
-        TcpItem it = s->q[s->qhead % TCP_QMAX];
-        size_t done = s->hdone;
-        s->sending = true;
-        pthread_mutex_unlock(&s->mu);
-        if (it.slot >= 0 && done == 0) {   /* a message begun inline was staged already */
-            CuResult cr = cu_event_wait(s->ev[it.slot]);
-            if (cr != CU_OK) {
-                net_set_error(n, "net: staging a put to rank %d: cuMemcpyDtoHAsync: %s",
-                              p->rank, cu_name(cr));
-                sock_dead(s);
-                break;
-            }
-            LOG_TRACE(LOG_SUB_XPORT, "net: put to rank %d (%llu bytes, socket %d) staged "
-                      "t=%.1f", p->rank, (unsigned long long)it.h.len, s->idx, trace_us());
-        }
-        int rc = send_msg(s, &it, &done, to);
-        pthread_mutex_lock(&s->mu);
-        s->sending = false;
-        if (rc == 0) {
-            s->hdone = 0;
-            s->qhead++;
-            if (it.slot >= 0) s->busy[it.slot] = false;
-        }
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        if (rc != 0) {
-            send_failed(s);
-            break;
-        }
-        LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket %d) "
-                  "sent by the tx thread t=%.1f", (unsigned)it.h.type, p->rank,
-                  (unsigned long long)it.h.len, s->idx, trace_us());
-    }
-    return NULL;
-}
-
-/* Waits (s->mu held) until the queue has room and, when want_slot, a staging slot is free.
- * Returns the slot (or 0), -1 on failure or timeout (error made). */
-static int wait_room(Tcp *t, TcpSock *s, bool want_slot) {
-    Net *n = t->n;
-    struct timespec dl = deadline_in(n->opt.timeout_ms);
-    for (;;) {
-        if (s->dead || atomic_load(&n->failed) == 1) {
-            pthread_mutex_unlock(&s->mu);
-            if (atomic_load(&n->failed) == 1) net_check(n);
-            else rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d: connection to rank %d is broken",
-                         n->rank, s->peer->rank);
-            pthread_mutex_lock(&s->mu);
-            return -1;
-        }
-        int slot = want_slot ? -1 : 0;
-        for (int i = 0; want_slot && i < TCP_SLOTS && slot < 0; i++)
-            if (!s->busy[i]) slot = i;
-        if (s->qtail - s->qhead < TCP_QMAX && slot >= 0) return slot;
-        if (pthread_cond_timedwait(&s->cv, &s->mu, &dl) == ETIMEDOUT) {
-            rt_fail(MSCCLRT_ERR_TIMEOUT, "net: rank %d: rank %d took no data on socket %d "
-                    "within %d ms (MSCCLRT_NET_TIMEOUT_MS): it is not answering", n->rank,
-                    s->peer->rank, s->idx, n->opt.timeout_ms);
-            return -1;
-        }
-    }
-}
-
-/* Whether this thread writes it itself when its socket is idle: a signal or flush, a staged
- * piece of at most TCP_INLINE bytes (its copy is waited for first: a larger one would hold the
- * proxy on the copy engine), or a piece already in host memory of at most inline_max bytes. On
- * a core the rank shares with its progress threads (mpirun binds a rank to one) waking the tx
- * thread for a piece costs a scheduler hand-off each, about 20 us of a piece's cycle (c37). */
-static bool writes_inline(const Tcp *t, const TcpItem *it) {
-    if (it->h.type != TCP_PUT) return true;
-    return it->slot >= 0 ? it->h.len <= TCP_INLINE : it->h.len <= t->inline_max;
-}
-
-/* Hands it (room made by wait_room; a put's slot staged or being staged) to socket s: written
- * at once by this thread when s is idle and writes_inline (what the socket does not take
- * without blocking is left to the tx thread), else queued for the tx thread. s->mu held;
- * unlocked on return. */
-static mscclrt_result post(Tcp *t, TcpSock *s, const TcpItem *it) {
-    Net *n = t->n;
-    size_t done = 0;
-    if (writes_inline(t, it) && !s->sending && s->qhead == s->qtail) {
-        s->sending = true;
-        pthread_mutex_unlock(&s->mu);
-        CuResult cr = it->slot >= 0 ? cu_event_wait(s->ev[it->slot]) : CU_OK;
-        int rc = cr == CU_OK ? send_msg(s, it, &done, 0) : 0;
-        int err = errno;
-        pthread_mutex_lock(&s->mu);
-        s->sending = false;
-        if (cr == CU_OK && rc == 0) {   /* all of it went: nothing to queue */
-            if (it->slot >= 0) s->busy[it->slot] = false;
-            pthread_cond_broadcast(&s->cv);   /* the tx thread may owe an ACK */
-            pthread_mutex_unlock(&s->mu);
-            LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket "
-                      "%d) sent inline t=%.1f", (unsigned)it->h.type, s->peer->rank,
-                      (unsigned long long)it->h.len, s->idx, trace_us());
-            return MSCCLRT_SUCCESS;
-        }
-        if (cr != CU_OK || err != EAGAIN) {
-            if (it->slot >= 0) s->busy[it->slot] = false;
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-            if (cr != CU_OK) {
-                net_set_error(n, "net: staging a put to rank %d: cuMemcpyDtoHAsync: %s",
-                              s->peer->rank, cu_name(cr));
-                sock_dead(s);
-            } else {
-                errno = err;
-                send_failed(s);
-            }
-            mscclrt_result r = net_check(n);
-            return r != MSCCLRT_SUCCESS ? r : rt_fail(MSCCLRT_ERR_REMOTE, "net: rank %d: "
-                                                      "sending to rank %d failed", n->rank,
-                                                      s->peer->rank);
-        }
-        /* the socket is full: the tx thread writes the rest (the queue was empty, and only
-         * this thread queues, so the message becomes the head; hdone belongs to the head and
-         * is set here only) */
-        s->hdone = done;
-    }
-    s->q[s->qtail++ % TCP_QMAX] = *it;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket %d) "
-              "queued (%zu bytes written inline) t=%.1f", (unsigned)it->h.type, s->peer->rank,
-              (unsigned long long)it->h.len, s->idx, done, trace_us());
-    return MSCCLRT_SUCCESS;
-}
-
-static mscclrt_result enqueue(Tcp *t, TcpSock *s, const TcpItem *it) {
-    pthread_mutex_lock(&s->mu);
-    if (wait_room(t, s, false) < 0) {
-        pthread_mutex_unlock(&s->mu);
-        return t->n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
-    }
-    return post(t, s, it);
-}
-
-/* Whether nothing is queued or being written on any of p's sockets */
-static bool peer_idle(Tcp *t, TcpPeer *p) {
-    bool idle = true;
-    for (int i = 0; i < t->nsocks && idle; i++) {
-        TcpSock *s = &p->s[i];
-        pthread_mutex_lock(&s->mu);
-        idle = !s->sending && s->qhead == s->qtail;
-        pthread_mutex_unlock(&s->mu);
-    }
-    return idle;
-}
+/* ==== the backend's calls ================================================================== */
 
 static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
                               uint64_t bytes) {
@@ -700,7 +74,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
     const bool split = t->split > 0 && tcp_put_splits(bytes, t->split_min);
     /* whether anything is on its way to the peer (its sockets' locks): asked once, only where
      * the cut or the socket choice depends on it */
-    const bool idle = (split || tcp_spread_asks(bytes, t->wide, t->spread_busy)) && peer_idle(t, p);
+    const bool idle = (split || tcp_spread_asks(bytes, t->wide, t->spread_busy)) && tcp_peer_idle(t, p);
     const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split_min, split, idle);
     const uint64_t wide = tcp_put_wide(bytes, t->wide, t->spread_busy, idle);
     for (uint64_t o = 0; o < bytes; o += piece) {
@@ -723,10 +97,10 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
                 s->hsrc_used = true;
                 pthread_mutex_unlock(&s->mu);
             }
-            TRY(enqueue(t, s, &it));
+            TRY(tcp_enqueue(t, s, &it));
         } else {
             pthread_mutex_lock(&s->mu);
-            int slot = wait_room(t, s, true);
+            int slot = tcp_wait_room(t, s, true);
             if (slot < 0) {
                 pthread_mutex_unlock(&s->mu);
                 return n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
@@ -744,7 +118,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
                                (unsigned long long)len, (unsigned long long)(src + o), p->rank,
                                cu_name(cr));
             }
-            TRY(post(t, s, &it));
+            TRY(tcp_post(t, s, &it));
         }
         p->sent++;
         p->sent_s[s->idx]++;
@@ -763,7 +137,7 @@ static mscclrt_result tcp_signal(Net *n, const NetWindow *w, uint64_t off, uint6
     memcpy(it.counts, p->sent_s, sizeof it.counts);
     LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu to rank %d (after %llu pieces) posted t=%.1f",
               (unsigned long long)value, p->rank, (unsigned long long)p->sent, trace_us());
-    return enqueue(t, &p->s[0], &it);
+    return tcp_enqueue(t, &p->s[0], &it);
 }
 
 static mscclrt_result tcp_flush(Net *n) {
@@ -780,7 +154,7 @@ static mscclrt_result tcp_flush(Net *n) {
         TcpItem it = {.h = hdr(n, TCP_FLUSH), .slot = -1};
         it.h.arg = p->sent;
         memcpy(it.counts, p->sent_s, sizeof it.counts);
-        TRY(enqueue(t, &p->s[0], &it));
+        TRY(tcp_enqueue(t, &p->s[0], &it));
     }
     double t0 = now_ms();
     for (int q = 0; q < n->nranks; q++) {
@@ -1108,9 +482,9 @@ static mscclrt_result tcp_connect(Net *n) {
         TcpPeer *p = t->peers[q];
         for (int i = 0; p && i < t->nsocks; i++) {
             TcpSock *s = &p->s[i];
-            int rc = pthread_create(&s->rx, NULL, rx_main, s);
+            int rc = pthread_create(&s->rx, NULL, tcp_rx_main, s);
             if (rc == 0) s->rx_on = true;
-            if (rc == 0 && (rc = pthread_create(&s->tx, NULL, tx_main, s)) == 0) s->tx_on = true;
+            if (rc == 0 && (rc = pthread_create(&s->tx, NULL, tcp_tx_main, s)) == 0) s->tx_on = true;
             if (rc != 0) {
                 res = rt_fail(MSCCLRT_ERR_SYSTEM, "net: rank %d: cannot start the socket "
                               "threads for rank %d: %s", n->rank, q, strerror(rc));

@@ -2,9 +2,9 @@
  * net_wire.c - the checks a receiver of the socket backend applies to every message header
  * before it touches memory: pure functions of the header's bytes, the rank's table of
  * registered regions and what the connection has seen so far (no sockets, no locks, no
- * logging), so tests/fuzz/fuzz_net.c drives them directly. net_tcp.c's receive threads and its
- * accept loop call them; a false verdict comes with the reason, which the caller reports
- * naming the peer.
+ * logging), so tests/fuzz/fuzz_net.c drives them directly. net_tcp_rx.c's receive threads and
+ * the accept loop (net_accept.c) call them; a false verdict comes with the reason, which the
+ * caller reports naming the peer.
  *
  * Every field is compared as an unsigned number with what this rank set up: a region id must
  * name a live region (id i+1 is regs[i]; ids of 2^31 and more are just large, never negative),
