@@ -120,6 +120,12 @@ void net_release(Net *n, const void *owner);
 mscclrt_result net_put(Net *n, uint64_t dst, uint64_t src, uint64_t bytes);
 /* Writes value into the 8 bytes at window address dst, after the data put to that peer before. */
 mscclrt_result net_signal(Net *n, uint64_t dst, uint64_t value);
+/* net_put(dst, src, bytes) then net_signal(sig, value) as one operation: where both reach the
+ * same peer the backend may send them together (the socket backend with
+ * MSCCLRT_SOCKET_PUT_SIGNAL=1 writes a one-piece put and its signal in one message write);
+ * otherwise, or for a backend without the pair, the two calls in turn. */
+mscclrt_result net_put_signal(Net *n, uint64_t dst, uint64_t src, uint64_t bytes, uint64_t sig,
+                              uint64_t value);
 /* Returns once everything issued so far has landed at every peer; bounded by the timeout. */
 mscclrt_result net_flush(Net *n);
 /* Returns once the sources of everything issued so far have been read, so the caller may

@@ -379,15 +379,34 @@ mscclrt_result net_put(Net *n, uint64_t dst, uint64_t src, uint64_t bytes) {
     return n->be->put(n, &w, off, src, bytes);
 }
 
+/* The window and offset of a signal's 8 bytes at dst, which must be 8-byte aligned */
+static mscclrt_result signal_window(Net *n, uint64_t dst, NetWindow *w, uint64_t *off) {
+    TRY(window_of(n, dst, 8, "signal", w, off));
+    if (*off % 8)
+        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: signal to offset %llu of rank %d's region "
+                       "%u is not 8-byte aligned", (unsigned long long)*off, w->peer, w->id);
+    return MSCCLRT_SUCCESS;
+}
+
 mscclrt_result net_signal(Net *n, uint64_t dst, uint64_t value) {
     TRY(net_check(n));
     NetWindow w;
     uint64_t off;
-    TRY(window_of(n, dst, 8, "signal", &w, &off));
-    if (off % 8)
-        return rt_fail(MSCCLRT_ERR_INVALID_ARG, "net: signal to offset %llu of rank %d's region "
-                       "%u is not 8-byte aligned", (unsigned long long)off, w.peer, w.id);
+    TRY(signal_window(n, dst, &w, &off));
     return n->be->signal(n, &w, off, value);
+}
+
+mscclrt_result net_put_signal(Net *n, uint64_t dst, uint64_t src, uint64_t bytes, uint64_t sig,
+                              uint64_t value) {
+    TRY(net_check(n));
+    NetWindow w, sw;
+    uint64_t off, soff;
+    TRY(window_of(n, dst, bytes, "put", &w, &off));
+    TRY(signal_window(n, sig, &sw, &soff));
+    if (bytes && w.peer == sw.peer && n->be->put_signal)
+        return n->be->put_signal(n, &w, off, src, bytes, &sw, soff, value);
+    if (bytes) TRY(n->be->put(n, &w, off, src, bytes));
+    return n->be->signal(n, &sw, soff, value);
 }
 
 mscclrt_result net_flush(Net *n) {

@@ -42,6 +42,10 @@ typedef struct NetBackend {
     void (*dereg)(Net *n, NetRegion *r);
     mscclrt_result (*put)(Net *n, const NetWindow *w, uint64_t off, uint64_t src, uint64_t bytes);
     mscclrt_result (*signal)(Net *n, const NetWindow *w, uint64_t off, uint64_t value);
+    /* put then signal, both to w's peer (sw on the same peer); NULL: put, then signal */
+    mscclrt_result (*put_signal)(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
+                                 uint64_t bytes, const NetWindow *sw, uint64_t soff,
+                                 uint64_t value);
     mscclrt_result (*flush)(Net *n);
     /* returns once every source of the puts issued so far has been read (its bytes are out of
      * the caller's memory); NULL: flush, which waits for more */
@@ -167,6 +171,14 @@ static inline bool tcp_spread_asks(uint64_t put_bytes, uint64_t wide_bytes, bool
 static inline uint64_t tcp_put_wide(uint64_t put_bytes, uint64_t wide_bytes, bool spread_busy,
                                     bool idle) {
     return tcp_spread_asks(put_bytes, wide_bytes, spread_busy) && !idle ? 0 : wide_bytes;
+}
+
+/* Whether a put of put_bytes may travel with the signal after it in one item
+ * (MSCCLRT_SOCKET_PUT_SIGNAL): it must be one piece (at most piece, the sender's piece size)
+ * on socket 0, where every signal goes (at most TCP_INLINE bytes, which no setting moves off
+ * socket 0 and no split cuts). Pure. */
+static inline bool tcp_joins_signal(uint64_t put_bytes, uint64_t piece) {
+    return put_bytes > 0 && put_bytes <= TCP_INLINE && put_bytes <= piece;
 }
 
 /* A put's pieces are at least this large when it is split (tcp_piece_bytes) */

@@ -59,17 +59,61 @@
 
 /* ==== the backend's calls ================================================================== */
 
-static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
-                              uint64_t bytes) {
-    Tcp *t = tcp_of(n);
-    TcpPeer *p = t->peers[w->peer];
-    /* host memory (host_mem mode, or a host source the GPU writes through its mapping, e.g.
-     * the native kernels' outgoing packets) goes straight from the caller's bytes: no staging
-     * copy, whose launch and completion cost more than a small message's whole trip */
+/* Hands one piece (it: its PUT header filled in, and with it->sig the SIGNAL that follows it)
+ * to socket s: from host memory as it is, else staged into one of s's pinned slots first. The
+ * caller counts the piece. */
+static mscclrt_result put_piece(Tcp *t, TcpPeer *p, TcpSock *s, TcpItem *it, uint64_t src,
+                                bool host) {
+    Net *n = t->n;
+    const uint64_t len = it->h.len;
+    it->data = (const void *)(uintptr_t)src;
+    it->slot = -1;
+    if (host) {
+        if (!n->opt.host_mem) {
+            pthread_mutex_lock(&s->mu);
+            s->hsrc_used = true;
+            pthread_mutex_unlock(&s->mu);
+        }
+        return tcp_enqueue(t, s, it);
+    }
+    pthread_mutex_lock(&s->mu);
+    int slot = tcp_wait_room(t, s, true);
+    if (slot < 0) {
+        pthread_mutex_unlock(&s->mu);
+        return n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
+    }
+    s->busy[slot] = true;
+    it->slot = slot;
+    it->data = s->tx_stage + (size_t)slot * TCP_PIECE;
+    CuResult cr = cu.cuMemcpyDtoHAsync((void *)it->data, src, len, s->tx_stream);
+    if (cr == CU_OK) cr = cu.cuEventRecord(s->ev[slot], s->tx_stream);
+    if (cr != CU_OK) {
+        s->busy[slot] = false;
+        pthread_mutex_unlock(&s->mu);
+        return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging %llu bytes at 0x%llx for rank "
+                       "%d: cuMemcpyDtoHAsync: %s", n->rank, (unsigned long long)len,
+                       (unsigned long long)src, p->rank, cu_name(cr));
+    }
+    return tcp_post(t, s, it);
+}
+
+/* Whether the put's source is host memory (host_mem mode, or a host source the GPU writes
+ * through its mapping, e.g. the native kernels' outgoing packets): then it goes straight from
+ * the caller's bytes, with no staging copy, whose launch and completion cost more than a small
+ * message's whole trip. Logs the put as posted. */
+static bool put_posted(Net *n, const TcpPeer *p, uint64_t src, uint64_t bytes) {
     const bool host = n->opt.host_mem || net_host_src(n, src, bytes);
     LOG_TRACE(LOG_SUB_XPORT, "net: put of %llu bytes to rank %d posted%s t=%.1f",
               (unsigned long long)bytes, p->rank, host && !n->opt.host_mem ? " (host source)" : "",
               trace_us());
+    return host;
+}
+
+static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
+                              uint64_t bytes) {
+    Tcp *t = tcp_of(n);
+    TcpPeer *p = t->peers[w->peer];
+    const bool host = put_posted(n, p, src, bytes);
     /* the receiver takes any piece up to TCP_PIECE, so the cut is this rank's own choice */
     const bool split = t->split > 0 && tcp_put_splits(bytes, t->split_min);
     /* whether anything is on its way to the peer (its sockets' locks): asked once, only where
@@ -78,7 +122,6 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
     const uint64_t piece = tcp_piece_bytes(bytes, t->piece, t->split_min, split, idle);
     const uint64_t wide = tcp_put_wide(bytes, t->wide, t->spread_busy, idle);
     for (uint64_t o = 0; o < bytes; o += piece) {
-        uint64_t len = bytes - o < piece ? bytes - o : piece;
         /* a small put travels with the signals on socket 0: the receiver then wakes one
          * thread, which finds the data and its signal in order; large ones spread out, over
          * the sockets after 0 where socket 0 is kept for control (MSCCLRT_SOCKET_CONTROL: a
@@ -86,58 +129,64 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
          * large piece; the receiver's per-socket counts keep signals after their data) */
         TcpSock *s = &p->s[tcp_piece_socket(bytes, bytes <= TCP_INLINE ? 0 : p->next++,
                                              (uint32_t)t->nsocks, t->control, wide)];
-        TcpItem it = {.h = hdr(n, TCP_PUT), .data = (const void *)(uintptr_t)(src + o),
-                      .slot = -1};
+        TcpItem it = {.h = hdr(n, TCP_PUT)};
         it.h.region = w->id;
         it.h.off = off + o;
-        it.h.len = len;
-        if (host) {
-            if (!n->opt.host_mem) {
-                pthread_mutex_lock(&s->mu);
-                s->hsrc_used = true;
-                pthread_mutex_unlock(&s->mu);
-            }
-            TRY(tcp_enqueue(t, s, &it));
-        } else {
-            pthread_mutex_lock(&s->mu);
-            int slot = tcp_wait_room(t, s, true);
-            if (slot < 0) {
-                pthread_mutex_unlock(&s->mu);
-                return n->failed == 1 ? MSCCLRT_ERR_REMOTE : MSCCLRT_ERR_TIMEOUT;
-            }
-            s->busy[slot] = true;
-            it.slot = slot;
-            it.data = s->tx_stage + (size_t)slot * TCP_PIECE;
-            CuResult cr = cu.cuMemcpyDtoHAsync((void *)it.data, src + o, len, s->tx_stream);
-            if (cr == CU_OK) cr = cu.cuEventRecord(s->ev[slot], s->tx_stream);
-            if (cr != CU_OK) {
-                s->busy[slot] = false;
-                pthread_mutex_unlock(&s->mu);
-                return rt_fail(MSCCLRT_ERR_CUDA, "net: rank %d: staging %llu bytes at 0x%llx "
-                               "for rank %d: cuMemcpyDtoHAsync: %s", n->rank,
-                               (unsigned long long)len, (unsigned long long)(src + o), p->rank,
-                               cu_name(cr));
-            }
-            TRY(tcp_post(t, s, &it));
-        }
+        it.h.len = bytes - o < piece ? bytes - o : piece;
+        TRY(put_piece(t, p, s, &it, src + o, host));
         p->sent++;
         p->sent_s[s->idx]++;
     }
     return MSCCLRT_SUCCESS;
 }
 
+/* The SIGNAL header of value into w at off, after every piece sent to p so far (their total
+ * and per-socket counts into it). Logs it as posted. */
+static TcpHdr signal_hdr(Net *n, TcpPeer *p, const NetWindow *w, uint64_t off, uint64_t value,
+                         uint64_t *counts) {
+    TcpHdr h = hdr(n, TCP_SIGNAL);
+    h.region = w->id;
+    h.off = off;
+    h.len = value;
+    h.arg = p->sent;
+    memcpy(counts, p->sent_s, sizeof p->sent_s);
+    LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu to rank %d (after %llu pieces) posted t=%.1f",
+              (unsigned long long)value, p->rank, (unsigned long long)p->sent, trace_us());
+    return h;
+}
+
 static mscclrt_result tcp_signal(Net *n, const NetWindow *w, uint64_t off, uint64_t value) {
     Tcp *t = tcp_of(n);
     TcpPeer *p = t->peers[w->peer];
-    TcpItem it = {.h = hdr(n, TCP_SIGNAL), .slot = -1};
+    TcpItem it = {.slot = -1};
+    it.h = signal_hdr(n, p, w, off, value, it.counts);
+    return tcp_enqueue(t, &p->s[0], &it);
+}
+
+/* A put and the signal after it (net_put_signal, both to w's peer). With
+ * MSCCLRT_SOCKET_PUT_SIGNAL=1 a put that travels as one piece on socket 0 (tcp_joins_signal)
+ * and its signal go as one item: one write of both messages (one system call, one hand-off)
+ * where the put and then the signal would take two; the receiver reads the same two messages.
+ * Otherwise the put, then the signal. */
+static mscclrt_result tcp_put_signal(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
+                                     uint64_t bytes, const NetWindow *sw, uint64_t soff,
+                                     uint64_t value) {
+    Tcp *t = tcp_of(n);
+    if (!t->put_signal || !tcp_joins_signal(bytes, t->piece)) {
+        TRY(tcp_put(n, w, off, src, bytes));
+        return tcp_signal(n, sw, soff, value);
+    }
+    TcpPeer *p = t->peers[w->peer];
+    const bool host = put_posted(n, p, src, bytes);
+    TcpItem it = {.h = hdr(n, TCP_PUT), .sig = true};
     it.h.region = w->id;
     it.h.off = off;
-    it.h.len = value;
-    it.h.arg = p->sent;
-    memcpy(it.counts, p->sent_s, sizeof it.counts);
-    LOG_TRACE(LOG_SUB_XPORT, "net: signal %llu to rank %d (after %llu pieces) posted t=%.1f",
-              (unsigned long long)value, p->rank, (unsigned long long)p->sent, trace_us());
-    return tcp_enqueue(t, &p->s[0], &it);
+    it.h.len = bytes;
+    /* the signal counts the piece it travels behind */
+    p->sent++;
+    p->sent_s[0]++;
+    it.sh = signal_hdr(n, p, sw, soff, value, it.counts);
+    return put_piece(t, p, &p->s[0], &it, src, host);
 }
 
 static mscclrt_result tcp_flush(Net *n) {
@@ -406,13 +455,15 @@ static mscclrt_result tcp_connect(Net *n) {
     int lfd = -1;
     NetAddr *addrs = NULL;
     /* the transport's settings, read once (params.def gives their ranges) */
-    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, SPREAD_BUSY, PIECE, CONTROL, INLINE, NSET };
+    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, SPREAD_BUSY, PIECE, CONTROL, INLINE, PUT_SIGNAL,
+           NSET };
     static const ParamId set_id[NSET] = {
         [SPIN] = PARAM_SOCKET_SPIN_US, [TX_SPIN] = PARAM_SOCKET_TX_SPIN_US,
         [SPLIT] = PARAM_SOCKET_SPLIT, [SPLIT_MIN] = PARAM_SOCKET_SPLIT_MIN_BYTES,
         [WIDE] = PARAM_SOCKET_WIDE_BYTES, [SPREAD_BUSY] = PARAM_SOCKET_SPREAD_BUSY,
         [PIECE] = PARAM_SOCKET_PIECE_BYTES,
         [CONTROL] = PARAM_SOCKET_CONTROL, [INLINE] = PARAM_SOCKET_INLINE_BYTES,
+        [PUT_SIGNAL] = PARAM_SOCKET_PUT_SIGNAL,
     };
     long long set[NSET];
     for (int i = 0; i < NSET; i++) TRY_GOTO(param_int(set_id[i], &set[i]), res, fail);
@@ -425,6 +476,7 @@ static mscclrt_result tcp_connect(Net *n) {
     t->piece = (uint64_t)set[PIECE];
     t->control = set[CONTROL] != 0;
     t->inline_max = (uint64_t)set[INLINE];
+    t->put_signal = set[PUT_SIGNAL] != 0;
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);
         t->ctx = (CuContext)n->opt.cu_ctx;
@@ -512,6 +564,7 @@ const NetBackend net_tcp = {
     .dereg = NULL,
     .put = tcp_put,
     .signal = tcp_signal,
+    .put_signal = tcp_put_signal,
     .flush = tcp_flush,
     .flush_sources = tcp_flush_sources,
 };

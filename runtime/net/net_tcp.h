@@ -39,7 +39,11 @@ typedef struct TcpItem {
     TcpHdr h;
     const void *data;        /* PUT payload (host memory or a staging slot) */
     int slot;                /* staging slot to wait for and free, or -1 */
-    uint64_t counts[TCP_SOCKS_MAX];   /* SIGNAL/FLUSH: pieces sent on each socket before it */
+    uint64_t counts[TCP_SOCKS_MAX];   /* SIGNAL/FLUSH: pieces sent on each socket before it;
+                                         a PUT with sig: those of its signal */
+    bool sig;                /* a PUT followed in the same write by the SIGNAL sh (its counts in
+                                counts): net_put_signal with MSCCLRT_SOCKET_PUT_SIGNAL=1 */
+    TcpHdr sh;
 } TcpItem;
 
 typedef struct TcpPeer TcpPeer;
@@ -113,6 +117,7 @@ typedef struct Tcp {
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
+    bool put_signal;         /* MSCCLRT_SOCKET_PUT_SIGNAL: a one-piece put and its signal as one */
     _Atomic int stopping;
     CuContext ctx;
 } Tcp;

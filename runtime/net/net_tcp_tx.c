@@ -7,17 +7,19 @@
 #include "net/net_tcp.h"
 
 /* Writes it's message (its header, then a PUT's payload or a SIGNAL's or FLUSH's per-socket
- * counts) from byte *done on; wait_ms as net_sock_sendv (0: returns -1 with EAGAIN once the
- * socket would block). */
+ * counts; a PUT with sig, then its SIGNAL's header and counts) from byte *done on; wait_ms as
+ * net_sock_sendv (0: returns -1 with EAGAIN once the socket would block). */
 static int send_msg(TcpSock *s, const TcpItem *it, size_t *done, int wait_ms) {
     const bool counted = it->h.type == TCP_SIGNAL || it->h.type == TCP_FLUSH;
-    struct iovec iov[2] = {
+    const size_t counts_len = (size_t)s->peer->t->nsocks * sizeof it->counts[0];
+    struct iovec iov[4] = {
         {.iov_base = (void *)&it->h, .iov_len = sizeof it->h},
         {.iov_base = counted ? (void *)it->counts : (void *)it->data,
-         .iov_len = it->h.type == TCP_PUT ? it->h.len
-                  : counted ? (size_t)s->peer->t->nsocks * sizeof it->counts[0] : 0},
+         .iov_len = it->h.type == TCP_PUT ? it->h.len : counted ? counts_len : 0},
+        {.iov_base = (void *)&it->sh, .iov_len = sizeof it->sh},
+        {.iov_base = (void *)it->counts, .iov_len = counts_len},
     };
-    return net_sock_sendv(s->fd, iov, 2, done, wait_ms);
+    return net_sock_sendv(s->fd, iov, it->sig ? 4 : 2, done, wait_ms);
 }
 
 /* Records a failed send on s (errno says why) and stops the socket; s->mu not held. */
@@ -113,8 +115,9 @@ void *tcp_tx_main(void *arg) {
             break;
         }
         LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket %d) "
-                  "sent by the tx thread t=%.1f", (unsigned)it.h.type, p->rank,
-                  (unsigned long long)it.h.len, s->idx, trace_us());
+                  "sent by the tx thread%s t=%.1f", (unsigned)it.h.type, p->rank,
+                  (unsigned long long)it.h.len, s->idx, it.sig ? " with its signal" : "",
+                  trace_us());
     }
     return NULL;
 }
@@ -176,8 +179,9 @@ mscclrt_result tcp_post(Tcp *t, TcpSock *s, const TcpItem *it) {
             pthread_cond_broadcast(&s->cv);   /* the tx thread may owe an ACK */
             pthread_mutex_unlock(&s->mu);
             LOG_TRACE(LOG_SUB_XPORT, "net: message type %u to rank %d (len/value %llu, socket "
-                      "%d) sent inline t=%.1f", (unsigned)it->h.type, s->peer->rank,
-                      (unsigned long long)it->h.len, s->idx, trace_us());
+                      "%d) sent inline%s t=%.1f", (unsigned)it->h.type, s->peer->rank,
+                      (unsigned long long)it->h.len, s->idx, it->sig ? " with its signal" : "",
+                      trace_us());
             return MSCCLRT_SUCCESS;
         }
         if (cr != CU_OK || err != EAGAIN) {

@@ -96,6 +96,11 @@ static int net_ops_write(void *ctx, uint64_t addr, uint64_t value, char *err, si
     return net_result(net_signal(ctx, addr, value), err, n);
 }
 
+static int net_ops_copy_signal(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes,
+                               uint64_t addr, uint64_t value, char *err, size_t n) {
+    return net_result(net_put_signal(ctx, dst, src, bytes, addr, value), err, n);
+}
+
 /* A plan's flush: the kernel may end and its caller reuse the put sources once they have been
  * read; the peers see the data before any signal that follows it, so no round trip to them */
 static int net_ops_flush(void *ctx, char *err, size_t n) {
@@ -108,7 +113,7 @@ mscclrt_result proxy_route_net(Proxy *p, Net *n) {
         return rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: port proxy already routes to another "
                        "network transport", p->rank);
     ProxyOps ops = {.ctx = n, .copy = net_ops_copy, .write = net_ops_write,
-                    .flush = net_ops_flush};
+                    .flush = net_ops_flush, .copy_signal = net_ops_copy_signal};
     /* every window address: the tag byte, any index and offset */
     TRY(proxy_fifo_route(&p->fifo, NET_WIN_TAG, NET_WIN_TAG + (1ull << 56), &ops));
     p->net = n;

@@ -34,6 +34,11 @@ typedef struct ProxyOps {
      * A flush trigger runs every route's flush before the default ops write the flush mark,
      * because a route's completion is not ordered with the default ops' stream. */
     int (*flush)(void *ctx, char *err, size_t errlen);
+    /* optional: copy, then write value into addr, as one operation (the network route hands
+     * the pair to its transport at once: net_put_signal). The FIFO uses it when a put's trigger
+     * is followed by a signal's on the same route and both are already posted. */
+    int (*copy_signal)(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes, uint64_t addr,
+                       uint64_t value, char *err, size_t errlen);
 } ProxyOps;
 
 /* Ordering across routes: a signal is ordered after the puts issued before it on the same

@@ -2,7 +2,9 @@
  * proxy_fifo.c - the consumer side of the port-channel FIFO (plan_abi.h): takes triggers in slot
  * order once their sequence mark shows they are complete, performs them through ProxyOps, keeps
  * the count of signals sent on each registered peer counter, and publishes how many slots were
- * taken so producers can reuse them. Pure C (no CUDA): tests drive it from host threads.
+ * taken so producers can reuse them. A put whose signal is already posted right behind it, on a
+ * route with copy_signal (the network's), goes with that signal as one operation. Pure C (no
+ * CUDA): tests drive it from host threads.
  */
 #include "proxy/proxy.h"
 #include "core/clock.h"
@@ -178,19 +180,52 @@ static int perform(ProxyFifo *f, const ProxyOps *dflt, uint64_t slot, const MkTr
     }
 }
 
+/* Reads the trigger of slot into t if the producer has posted it (its mark seen first: the
+ * producer fences before the mark, so the body is read only after it). */
+static bool take(ProxyFifo *f, uint64_t slot, MkTrigger *t) {
+    MkTrigger *e = &f->ring[slot & (MK_FIFO_SLOTS - 1)];
+    if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(slot + 1)) return false;
+    const volatile MkTrigger *v = e;
+    *t = (MkTrigger){v->dst, v->src, v->bytes, v->kind, v->seq};
+    return true;
+}
+
+/* A put (slot) and the signal after it (slot + 1) through r's copy_signal, when the signal's
+ * counter is registered; otherwise each on its own (the signal then fails as it would alone).
+ * 1: done as a pair; 0: not a pair (nothing done); -1: failed. */
+static int perform_pair(ProxyFifo *f, const ProxyOps *r, uint64_t slot, const MkTrigger *put,
+                        const MkTrigger *sig) {
+    pthread_mutex_lock(&f->mu);
+    ProxyCount *c = count_find(f, sig->dst);
+    uint64_t v = c ? ++c->sent : 0;
+    pthread_mutex_unlock(&f->mu);
+    if (!c) return 0;
+    LOG_TRACE(LOG_SUB_PROXY, "trigger #%" PRIu64 ": kind %u dst 0x%" PRIx64 " src 0x%" PRIx64
+              " bytes %" PRIu64 " with #%" PRIu64 " (kind %u dst 0x%" PRIx64 ") taken t=%.1f",
+              slot, put->kind, put->dst, put->src, put->bytes, slot + 1, sig->kind, sig->dst,
+              rt_now_s() * 1e6);
+    char err[400] = "";
+    if (r->copy_signal(r->ctx, put->dst, put->src, put->bytes, sig->dst, v, err, sizeof err) != 0)
+        return fail_at(f, slot, err);
+    return 1;
+}
+
 int proxy_fifo_poll(ProxyFifo *f, const ProxyOps *ops, int max) {
     if (atomic_load_explicit(&f->failed, memory_order_acquire)) return -1;
     uint64_t slot = atomic_load_explicit(&f->taken, memory_order_relaxed);
     int n = 0;
-    while (n < max) {
-        MkTrigger *e = &f->ring[slot & (MK_FIFO_SLOTS - 1)];
-        /* the producer fences before the mark: the body is read only after seeing it */
-        if (__atomic_load_n(&e->seq, __ATOMIC_ACQUIRE) != (uint32_t)(slot + 1)) break;
-        const volatile MkTrigger *v = e;
-        MkTrigger t = {v->dst, v->src, v->bytes, v->kind, v->seq};
-        if (perform(f, ops, slot, &t) != 0) return -1;
-        slot++;
-        n++;
+    MkTrigger t, next;
+    while (n < max && take(f, slot, &t)) {
+        /* a put whose signal is posted right behind it on a route that can send both at once */
+        const ProxyOps *r = t.kind == MK_TRIG_PUT ? route_of(f, ops, t.dst) : NULL;
+        int pair = 0;
+        if (r && r->copy_signal && n + 1 < max && take(f, slot + 1, &next) &&
+            next.kind == MK_TRIG_SIGNAL && route_of(f, ops, next.dst) == r)
+            pair = perform_pair(f, r, slot, &t, &next);
+        if (pair < 0) return -1;
+        if (pair == 0 && perform(f, ops, slot, &t) != 0) return -1;
+        slot += pair ? 2 : 1;
+        n += pair ? 2 : 1;
         atomic_store_explicit(&f->taken, slot, memory_order_release);
     }
     if (n) /* the slots before are free for producers again */

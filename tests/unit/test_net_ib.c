@@ -69,12 +69,15 @@ static int rank_exchange(int rank, int n, const BootId *id) {
     const int nsz = (int)(sizeof sizes / sizeof *sizes);
     unsigned char *src = malloc(BIG + 64);
     if (!src) return 1;
-    /* 1: each size, then a signal; the receiver checks the data once the signal shows */
+    /* 1: each size, then a signal; the receiver checks the data once the signal shows; the
+     * even sizes again through net_put_signal (ib has no pair of its own: put, then signal) */
     for (int k = 0; k < nsz; k++)
         exchange_round(&s, src, sizes[k], (uint64_t)(k * 13) % 64, k);
+    for (int k = 0; k < nsz; k += 2)
+        exchange_round_as(&s, src, sizes[k], (uint64_t)(k * 13) % 64, nsz + 1 + k, true);
     /* 2: NSMALL 3-byte puts (more than a queue pair holds), no signal: flush alone must
      * guarantee they landed (the fake delays every write at the receiver) */
-    const int round = nsz;
+    const int round = 2 * nsz + 1;
     for (uint64_t i = 0; i < 3 * NSMALL; i++) src[i] = pat(rank, i, round);
     for (int q = 0; q < n; q++) {
         if (!net_peer_remote(s.net, q)) continue;

@@ -4,7 +4,8 @@
  * (the environment is read once per process). Puts of 1 B to 64 MiB at odd sizes and offsets,
  * each followed by a signal the receiver checks the data behind (ordering over 3 sockets, and
  * over the default count with its narrow and wide puts, and with MSCCLRT_SOCKET_SPREAD_BUSY's puts
- * in flight together), flush; MSCCLRT_SOCKET_NSOCKS=0 refused;
+ * in flight together, and with MSCCLRT_SOCKET_PUT_SIGNAL's put and signal in one write), flush;
+ * MSCCLRT_SOCKET_NSOCKS=0 refused;
  * a plan's flush (net_flush_sources) that lets the source be overwritten at once; 4
  * ranks on 2 nodes; a burst of small puts that overfills the sockets (messages the
  * caller began inline and the tx thread finishes); the same in device mode on the fake CUDA
@@ -95,6 +96,35 @@ static void burst_round(Side *s, unsigned char *src, uint64_t len, int parts, in
         CHECK(first_bad(s->recv + (size_t)q * (BIG + 64), q, len, k) == len);
     }
     CHECK_OK(boot_barrier(s->boot));
+}
+
+/* net_put_signal with MSCCLRT_SOCKET_PUT_SIGNAL=on (1) or off (0): one-piece puts up to 64 KiB
+ * and their signal in one write, larger ones (and every one when off) as put then signal; the
+ * data is always behind the signal. Then plain puts and signals again, the counts continuing. */
+static int rank_put_signal(int rank, int n, const BootId *id, bool dev, const char *on) {
+    setenv("MSCCLRT_SOCKET_PUT_SIGNAL", on, 1);
+    Side s;
+    if (tcp_open_mode(&s, rank, n, id, 3, dev)) return 1;
+    unsigned char *src = malloc(BIG + 64);
+    if (!src) return 1;
+    static const uint64_t sizes[] = {1, 8, 4095, 65536, 65537, 300001, (1u << 20) + 7};
+    int k = 0;
+    for (int r = 0; r < 2; r++)   /* twice: the second round finds the sockets warm */
+        for (int i = 0; i < 7; i++) exchange_round_as(&s, src, sizes[i], (uint64_t)i * 8, k++, true);
+    for (int i = 0; i < 7; i++) exchange_round(&s, src, sizes[i], (uint64_t)i * 8 + 3, k++);
+    /* bad input through the pair: a misaligned signal and a put out of its window */
+    for (int q = 0; q < n; q++) {
+        if (!net_peer_remote(s.net, q)) continue;
+        CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, net_put_signal(s.net, s.win_recv[q], (uint64_t)(uintptr_t)src,
+                                                             8, s.win_ctr[q] + 3, 1));
+        CHECK_EQ_INT(MSCCLRT_ERR_INVALID_ARG, net_put_signal(s.net, s.win_recv[q] + (uint64_t)n *
+                     (BIG + 64) - 4, (uint64_t)(uintptr_t)src, 8, s.win_ctr[q], 1));
+        break;
+    }
+    free(src);
+    CHECK_OK(boot_barrier(s.boot));
+    side_close(&s);
+    return h_failed ? 1 : 0;
 }
 
 static int rank_spread_busy(int rank, int n, const BootId *id, bool dev) {
@@ -448,6 +478,16 @@ static void t_piece_socket(void) {
 
 /* MSCCLRT_SOCKET_SPREAD_BUSY: which puts ask whether the peer is idle, and the wide_bytes they
  * pass to tcp_piece_socket */
+/* MSCCLRT_SOCKET_PUT_SIGNAL: which puts travel with their signal */
+static void t_joins_signal(void) {
+    CHECK(!tcp_joins_signal(0, 512u << 10));   /* nothing to carry: the signal alone */
+    CHECK(tcp_joins_signal(1, 512u << 10));
+    CHECK(tcp_joins_signal(TCP_INLINE, 512u << 10));
+    CHECK(!tcp_joins_signal(TCP_INLINE + 1, 512u << 10));   /* may leave socket 0 */
+    CHECK(!tcp_joins_signal(32u << 10, 16u << 10));         /* two pieces of the sender's size */
+    CHECK(tcp_joins_signal(16u << 10, 16u << 10));
+}
+
 static void t_put_wide(void) {
     const uint64_t K = 1024, W = 512 * K;
     /* off (the default): by size alone, the peer's state never asked */
@@ -504,6 +544,8 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
      * MSCCLRT_SOCKET_WIDE_BYTES over them */
     if (strcmp(scen, "exchange-auto") == 0) return rank_exchange_with(rank, n, id, dev, 0);
     if (strcmp(scen, "spread-busy") == 0) return rank_spread_busy(rank, n, id, dev);
+    if (strcmp(scen, "put-signal") == 0) return rank_put_signal(rank, n, id, dev, "1");
+    if (strcmp(scen, "put-signal-off") == 0) return rank_put_signal(rank, n, id, dev, "0");
     if (strcmp(scen, "nsocks-zero") == 0) return rank_nsocks_zero(rank, n, id);
     return strcmp(scen, "exchange") == 0 ? rank_exchange(rank, n, id, dev)
            : strcmp(scen, "burst") == 0 ? rank_burst(rank, n, id, dev)
@@ -534,6 +576,11 @@ int main(int argc, char **argv) {
     TEST("net/tcp MSCCLRT_SOCKET_SPREAD_BUSY=1: puts in flight together spread over every socket, "
          "lone ones keep to two; data before each signal (4 ranks, 2 nodes)",
          CHECK_EQ_INT(0, run("spread-busy", 4, four)));
+    TEST("net/tcp MSCCLRT_SOCKET_PUT_SIGNAL=1: a put of up to 64 KiB and its signal in one write, "
+         "larger ones in turn; data before each signal (4 ranks, 2 nodes)",
+         CHECK_EQ_INT(0, run("put-signal", 4, four)));
+    TEST("net/tcp net_put_signal with MSCCLRT_SOCKET_PUT_SIGNAL=0: put, then signal (2 ranks)",
+         CHECK_EQ_INT(0, run("put-signal-off", 2, two)));
     TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=0 is refused by name (2 ranks)",
          CHECK_EQ_INT(0, run("nsocks-zero", 2, two)));
     TEST("net/tcp a burst of small puts beyond the socket buffers (2 ranks)",
@@ -545,6 +592,8 @@ int main(int argc, char **argv) {
     TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=-1: four sockets while a rank has few ranks on other nodes", t_nsocks_auto());
     TEST("net/tcp MSCCLRT_SOCKET_SPREAD_BUSY: a put under the wide size spreads only when others "
          "are in flight", t_put_wide());
+    TEST("net/tcp MSCCLRT_SOCKET_PUT_SIGNAL: one-piece puts on socket 0 travel with their signal",
+         t_joins_signal());
     TEST("net/tcp socket 0 kept for control (MSCCLRT_SOCKET_CONTROL=1): a signal waits for the "
          "pieces on the other sockets (2 ranks, 4 sockets)", CHECK_EQ_INT(0, run("reorder-control", 2, two)));
     TEST("net/tcp socket 0 kept for control: puts 1 B..64 MiB (4 ranks, 2 nodes)",
@@ -562,6 +611,8 @@ int main(int argc, char **argv) {
          "(2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-auto", 2, two)));
     TEST("net/tcp device mode (fake driver): MSCCLRT_SOCKET_SPREAD_BUSY=1, puts in flight "
          "together and lone ones (2 ranks)", CHECK_EQ_INT(0, run("dev-spread-busy", 2, two)));
+    TEST("net/tcp device mode (fake driver): MSCCLRT_SOCKET_PUT_SIGNAL=1, staged puts with their "
+         "signal in one write (2 ranks)", CHECK_EQ_INT(0, run("dev-put-signal", 2, two)));
     TEST("net/tcp device mode (fake driver): all pairs across nodes (4 ranks, 2 nodes)",
          CHECK_EQ_INT(0, run("dev-exchange", 4, four)));
     TEST("net/tcp device mode (fake driver): a burst of small puts (2 ranks)",

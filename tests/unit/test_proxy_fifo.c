@@ -61,7 +61,7 @@ static int host_write(void *ctx, uint64_t addr, uint64_t v, char *err, size_t le
     return 0;
 }
 
-static const ProxyOps host_ops = {NULL, host_copy, host_write, NULL};
+static const ProxyOps host_ops = {.copy = host_copy, .write = host_write};
 
 typedef struct { Shared *s; int p; } ProdArg;
 
