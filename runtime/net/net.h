@@ -126,6 +126,9 @@ mscclrt_result net_signal(Net *n, uint64_t dst, uint64_t value);
  * otherwise, or for a backend without the pair, the two calls in turn. */
 mscclrt_result net_put_signal(Net *n, uint64_t dst, uint64_t src, uint64_t bytes, uint64_t sig,
                               uint64_t value);
+/* The largest put net_put_signal may send together with its signal (0: none; the callers then
+ * need not pair them at all). Fixed once the transport is connected. */
+uint64_t net_put_signal_max(const Net *n);
 /* Returns once everything issued so far has landed at every peer; bounded by the timeout. */
 mscclrt_result net_flush(Net *n);
 /* Returns once the sources of everything issued so far have been read, so the caller may

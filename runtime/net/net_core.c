@@ -409,6 +409,10 @@ mscclrt_result net_put_signal(Net *n, uint64_t dst, uint64_t src, uint64_t bytes
     return n->be->signal(n, &sw, soff, value);
 }
 
+uint64_t net_put_signal_max(const Net *n) {
+    return n->be->put_signal_max ? n->be->put_signal_max(n) : 0;
+}
+
 mscclrt_result net_flush(Net *n) {
     TRY(net_check(n));
     if (!n->nremote) return MSCCLRT_SUCCESS;

@@ -46,6 +46,8 @@ typedef struct NetBackend {
     mscclrt_result (*put_signal)(Net *n, const NetWindow *w, uint64_t off, uint64_t src,
                                  uint64_t bytes, const NetWindow *sw, uint64_t soff,
                                  uint64_t value);
+    /* the largest put put_signal sends together with its signal (NULL or 0: none) */
+    uint64_t (*put_signal_max)(const Net *n);
     mscclrt_result (*flush)(Net *n);
     /* returns once every source of the puts issued so far has been read (its bytes are out of
      * the caller's memory); NULL: flush, which waits for more */

@@ -189,6 +189,12 @@ static mscclrt_result tcp_put_signal(Net *n, const NetWindow *w, uint64_t off, u
     return put_piece(t, p, &p->s[0], &it, src, host);
 }
 
+static uint64_t tcp_put_signal_max(const Net *n) {
+    const Tcp *t = n->be_state;
+    if (!t || !t->put_signal) return 0;
+    return TCP_INLINE < t->piece ? TCP_INLINE : t->piece;   /* what tcp_joins_signal takes */
+}
+
 static mscclrt_result tcp_flush(Net *n) {
     Tcp *t = tcp_of(n);
     /* ask every peer with unconfirmed pieces first, then wait: the peers answer in parallel */
@@ -565,6 +571,7 @@ const NetBackend net_tcp = {
     .put = tcp_put,
     .signal = tcp_signal,
     .put_signal = tcp_put_signal,
+    .put_signal_max = tcp_put_signal_max,
     .flush = tcp_flush,
     .flush_sources = tcp_flush_sources,
 };

@@ -113,7 +113,8 @@ mscclrt_result proxy_route_net(Proxy *p, Net *n) {
         return rt_fail(MSCCLRT_ERR_INTERNAL, "rank %d: port proxy already routes to another "
                        "network transport", p->rank);
     ProxyOps ops = {.ctx = n, .copy = net_ops_copy, .write = net_ops_write,
-                    .flush = net_ops_flush, .copy_signal = net_ops_copy_signal};
+                    .flush = net_ops_flush, .copy_signal = net_ops_copy_signal,
+                    .pair_max = net_put_signal_max(n)};
     /* every window address: the tag byte, any index and offset */
     TRY(proxy_fifo_route(&p->fifo, NET_WIN_TAG, NET_WIN_TAG + (1ull << 56), &ops));
     p->net = n;

@@ -35,11 +35,15 @@ typedef struct ProxyOps {
      * because a route's completion is not ordered with the default ops' stream. */
     int (*flush)(void *ctx, char *err, size_t errlen);
     /* optional: copy, then write value into addr, as one operation (the network route hands
-     * the pair to its transport at once: net_put_signal). The FIFO uses it when a put's trigger
-     * is followed by a signal's on the same route and both are already posted. */
+     * the pair to its transport at once: net_put_signal). The FIFO uses it for a put of at most
+     * pair_max bytes whose next trigger is a signal on the same route, posted already or within
+     * PROXY_PAIR_WAIT_US (a kernel posts a put's signal right after it, one system fence
+     * later); pair_max 0: never. */
     int (*copy_signal)(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes, uint64_t addr,
                        uint64_t value, char *err, size_t errlen);
+    uint64_t pair_max;
 } ProxyOps;
+#define PROXY_PAIR_WAIT_US 2
 
 /* Ordering across routes: a signal is ordered after the puts issued before it on the same
  * route (a peer is reached through one route only, so a channel's data and its signal share

@@ -190,6 +190,15 @@ static bool take(ProxyFifo *f, uint64_t slot, MkTrigger *t) {
     return true;
 }
 
+/* take, waiting up to PROXY_PAIR_WAIT_US for the producer to post the slot */
+static bool take_soon(ProxyFifo *f, uint64_t slot, MkTrigger *t) {
+    if (take(f, slot, t)) return true;
+    const double until = rt_now_s() + PROXY_PAIR_WAIT_US * 1e-6;
+    while (rt_now_s() < until)
+        if (take(f, slot, t)) return true;
+    return false;
+}
+
 /* A put (slot) and the signal after it (slot + 1) through r's copy_signal, when the signal's
  * counter is registered; otherwise each on its own (the signal then fails as it would alone).
  * 1: done as a pair; 0: not a pair (nothing done); -1: failed. */
@@ -216,11 +225,12 @@ int proxy_fifo_poll(ProxyFifo *f, const ProxyOps *ops, int max) {
     int n = 0;
     MkTrigger t, next;
     while (n < max && take(f, slot, &t)) {
-        /* a put whose signal is posted right behind it on a route that can send both at once */
+        /* a put whose signal comes right behind it, on a route that can send both at once */
         const ProxyOps *r = t.kind == MK_TRIG_PUT ? route_of(f, ops, t.dst) : NULL;
         int pair = 0;
-        if (r && r->copy_signal && n + 1 < max && take(f, slot + 1, &next) &&
-            next.kind == MK_TRIG_SIGNAL && route_of(f, ops, next.dst) == r)
+        if (r && r->copy_signal && t.bytes <= r->pair_max && n + 1 < max &&
+            take_soon(f, slot + 1, &next) && next.kind == MK_TRIG_SIGNAL &&
+            route_of(f, ops, next.dst) == r)
             pair = perform_pair(f, r, slot, &t, &next);
         if (pair < 0) return -1;
         if (pair == 0 && perform(f, ops, slot, &t) != 0) return -1;

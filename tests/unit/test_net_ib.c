@@ -73,6 +73,7 @@ static int rank_exchange(int rank, int n, const BootId *id) {
      * even sizes again through net_put_signal (ib has no pair of its own: put, then signal) */
     for (int k = 0; k < nsz; k++)
         exchange_round(&s, src, sizes[k], (uint64_t)(k * 13) % 64, k);
+    CHECK_EQ_INT(0, net_put_signal_max(s.net));   /* the proxy never pairs for ib */
     for (int k = 0; k < nsz; k += 2)
         exchange_round_as(&s, src, sizes[k], (uint64_t)(k * 13) % 64, nsz + 1 + k, true);
     /* 2: NSMALL 3-byte puts (more than a queue pair holds), no signal: flush alone must

@@ -105,6 +105,8 @@ static int rank_put_signal(int rank, int n, const BootId *id, bool dev, const ch
     setenv("MSCCLRT_SOCKET_PUT_SIGNAL", on, 1);
     Side s;
     if (tcp_open_mode(&s, rank, n, id, 3, dev)) return 1;
+    /* what the proxy pairs: up to the inline size when on, nothing when off */
+    CHECK_EQ_INT(on[0] == '1' ? TCP_INLINE : 0, net_put_signal_max(s.net));
     unsigned char *src = malloc(BIG + 64);
     if (!src) return 1;
     static const uint64_t sizes[] = {1, 8, 4095, 65536, 65537, 300001, (1u << 20) + 7};

@@ -55,9 +55,10 @@ static void expect_log(const Rec *r, int from, const char *const *want, int n) {
     for (int i = 0; i < n; i++) CHECK_STR(want[i], r->log[from + i]);
 }
 
-/* Pairs: a put and the signal right behind it on the network route reach copy_signal once;
- * not across routes, not on the default route, not before the signal is posted, not when the
- * poll may take one trigger, and not for an unregistered counter (which then fails alone). */
+/* Pairs: a put of at most pair_max bytes and the signal right behind it on the network route
+ * reach copy_signal once; not across routes, not on the default route, not when the signal is
+ * not posted within PROXY_PAIR_WAIT_US, not when the poll may take one trigger, not for a
+ * larger put, and not for an unregistered counter (which then fails alone). */
 static void t_pairs(Rec *log) {
     const uint64_t win = NET_WIN_TAG | (1ull << NET_WIN_OFF_BITS);
     uint64_t counters[2] = {0x5000, win + 64};
@@ -68,7 +69,7 @@ static void t_pairs(Rec *log) {
     CHECK_EQ_INT(MSCCLRT_SUCCESS, proxy_fifo_register(&g, counters, 2));
     Rec pl = {0}, other = {0};
     ProxyOps pnet = {.ctx = &pl, .copy = rec_copy, .write = rec_write, .flush = rec_flush,
-                     .copy_signal = rec_copy_signal};
+                     .copy_signal = rec_copy_signal, .pair_max = 16};
     ProxyOps pd = {.ctx = &other, .copy = rec_copy, .write = rec_write};
     order_log = &pl;
     CHECK_EQ_INT(MSCCLRT_SUCCESS, proxy_fifo_route(&g, NET_WIN_TAG, NET_WIN_TAG + (1ull << 56),
@@ -79,11 +80,11 @@ static void t_pairs(Rec *log) {
     push(gring, 3, MK_TRIG_SIGNAL, 0x5000, 0, 0);
     push(gring, 4, MK_TRIG_PUT, 0x4000, 0x100, 4);      /* the default route: no pairs */
     push(gring, 5, MK_TRIG_SIGNAL, 0x5000, 0, 0);
-    push(gring, 6, MK_TRIG_PUT, win + 16, 0x400, 32);   /* its signal not yet posted */
+    push(gring, 6, MK_TRIG_PUT, win + 16, 0x400, 8);    /* its signal not posted in time */
     CHECK_EQ_INT(7, proxy_fifo_poll(&g, &pd, 64));
     static const char *const net_log[] = {"pair fe00010000000008 200 16 fe00010000000040 1",
                                            "copy fe00010000000008 300 8",
-                                           "copy fe00010000000010 400 32"};
+                                           "copy fe00010000000010 400 8"};
     static const char *const dflt_log[] = {"write 5000 1", "copy 4000 100 4", "write 5000 2"};
     expect_log(&pl, 0, net_log, 3);
     expect_log(&other, 0, dflt_log, 3);
@@ -97,12 +98,18 @@ static void t_pairs(Rec *log) {
     static const char *const late_log[] = {"write fe00010000000040 2", "copy fe00010000000008 500 8",
                                             "write fe00010000000040 3"};
     expect_log(&pl, 3, late_log, 3);
+    /* a put larger than pair_max goes alone, its signal after it */
+    push(gring, 10, MK_TRIG_PUT, win + 8, 0x700, 17);
+    push(gring, 11, MK_TRIG_SIGNAL, win + 64, 0, 0);
+    CHECK_EQ_INT(2, proxy_fifo_poll(&g, &pd, 64));
+    static const char *const big_log[] = {"copy fe00010000000008 700 17", "write fe00010000000040 4"};
+    expect_log(&pl, 6, big_log, 2);
     /* a signal to a counter no context registered: the put goes alone, the signal fails */
-    push(gring, 10, MK_TRIG_PUT, win + 8, 0x600, 8);
-    push(gring, 11, MK_TRIG_SIGNAL, win + 72, 0, 0);
+    push(gring, 12, MK_TRIG_PUT, win + 8, 0x600, 8);
+    push(gring, 13, MK_TRIG_SIGNAL, win + 72, 0, 0);
     CHECK_EQ_INT(-1, proxy_fifo_poll(&g, &pd, 64));
-    CHECK_STR("copy fe00010000000008 600 8", pl.log[6]);
-    CHECK_CONTAINS(g.err, "trigger #11");
+    CHECK_STR("copy fe00010000000008 600 8", pl.log[8]);
+    CHECK_CONTAINS(g.err, "trigger #13");
     CHECK_CONTAINS(g.err, "no context of this rank registered");
     order_log = log;
     proxy_fifo_fini(&g);
