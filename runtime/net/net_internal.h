@@ -175,12 +175,15 @@ static inline uint64_t tcp_put_wide(uint64_t put_bytes, uint64_t wide_bytes, boo
     return tcp_spread_asks(put_bytes, wide_bytes, spread_busy) && !idle ? 0 : wide_bytes;
 }
 
-/* Whether a put of put_bytes may travel with the signal after it in one item
+/* The largest put that may travel with the signal after it in one item
  * (MSCCLRT_SOCKET_PUT_SIGNAL): it must be one piece (at most piece, the sender's piece size)
  * on socket 0, where every signal goes (at most TCP_INLINE bytes, which no setting moves off
- * socket 0 and no split cuts). Pure. */
+ * socket 0 and no split cuts). tcp_joins_signal: whether a put of put_bytes does. Pure. */
+static inline uint64_t tcp_join_max(uint64_t piece) {
+    return piece < TCP_INLINE ? piece : TCP_INLINE;
+}
 static inline bool tcp_joins_signal(uint64_t put_bytes, uint64_t piece) {
-    return put_bytes > 0 && put_bytes <= TCP_INLINE && put_bytes <= piece;
+    return put_bytes > 0 && put_bytes <= tcp_join_max(piece);
 }
 
 /* A put's pieces are at least this large when it is split (tcp_piece_bytes) */

@@ -192,7 +192,7 @@ static mscclrt_result tcp_put_signal(Net *n, const NetWindow *w, uint64_t off, u
 static uint64_t tcp_put_signal_max(const Net *n) {
     const Tcp *t = n->be_state;
     if (!t || !t->put_signal) return 0;
-    return TCP_INLINE < t->piece ? TCP_INLINE : t->piece;   /* what tcp_joins_signal takes */
+    return tcp_join_max(t->piece);
 }
 
 static mscclrt_result tcp_flush(Net *n) {

@@ -2,9 +2,9 @@
  * proxy_fifo.c - the consumer side of the port-channel FIFO (plan_abi.h): takes triggers in slot
  * order once their sequence mark shows they are complete, performs them through ProxyOps, keeps
  * the count of signals sent on each registered peer counter, and publishes how many slots were
- * taken so producers can reuse them. A put whose signal is already posted right behind it, on a
- * route with copy_signal (the network's), goes with that signal as one operation. Pure C (no
- * CUDA): tests drive it from host threads.
+ * taken so producers can reuse them. A small put whose signal is posted right behind it (or
+ * within PROXY_PAIR_WAIT_US), on a route with copy_signal (the network's), goes with that
+ * signal as one operation. Pure C (no CUDA): tests drive it from host threads.
  */
 #include "proxy/proxy.h"
 #include "core/clock.h"
@@ -139,6 +139,16 @@ static const ProxyOps *route_of(ProxyFifo *f, const ProxyOps *dflt, uint64_t add
     return dflt;
 }
 
+/* The value of the next signal to the peer counter at addr (its count, raised), false when no
+ * context of this rank registered that counter. */
+static bool count_next(ProxyFifo *f, uint64_t addr, uint64_t *v) {
+    pthread_mutex_lock(&f->mu);
+    ProxyCount *c = count_find(f, addr);
+    if (c) *v = ++c->sent;
+    pthread_mutex_unlock(&f->mu);
+    return c != NULL;
+}
+
 static int perform(ProxyFifo *f, const ProxyOps *dflt, uint64_t slot, const MkTrigger *t) {
     char err[400] = "";
     const ProxyOps *ops = t->kind == MK_TRIG_FLUSH ? dflt : route_of(f, dflt, t->dst);
@@ -152,11 +162,8 @@ static int perform(ProxyFifo *f, const ProxyOps *dflt, uint64_t slot, const MkTr
             return fail_at(f, slot, err);
         return 0;
     case MK_TRIG_SIGNAL: {
-        pthread_mutex_lock(&f->mu);
-        ProxyCount *c = count_find(f, t->dst);
-        uint64_t v = c ? ++c->sent : 0;
-        pthread_mutex_unlock(&f->mu);
-        if (!c) {
+        uint64_t v = 0;
+        if (!count_next(f, t->dst, &v)) {
             snprintf(err, sizeof err, "signal to peer counter 0x%" PRIx64 ", which no context of "
                      "this rank registered", t->dst);
             return fail_at(f, slot, err);
@@ -204,11 +211,8 @@ static bool take_soon(ProxyFifo *f, uint64_t slot, MkTrigger *t) {
  * 1: done as a pair; 0: not a pair (nothing done); -1: failed. */
 static int perform_pair(ProxyFifo *f, const ProxyOps *r, uint64_t slot, const MkTrigger *put,
                         const MkTrigger *sig) {
-    pthread_mutex_lock(&f->mu);
-    ProxyCount *c = count_find(f, sig->dst);
-    uint64_t v = c ? ++c->sent : 0;
-    pthread_mutex_unlock(&f->mu);
-    if (!c) return 0;
+    uint64_t v = 0;
+    if (!count_next(f, sig->dst, &v)) return 0;
     LOG_TRACE(LOG_SUB_PROXY, "trigger #%" PRIu64 ": kind %u dst 0x%" PRIx64 " src 0x%" PRIx64
               " bytes %" PRIu64 " with #%" PRIu64 " (kind %u dst 0x%" PRIx64 ") taken t=%.1f",
               slot, put->kind, put->dst, put->src, put->bytes, slot + 1, sig->kind, sig->dst,

@@ -89,13 +89,7 @@ static void burst_round(Side *s, unsigned char *src, uint64_t len, int parts, in
                              len - o < part ? len - o : part));
         CHECK_OK(net_signal(s->net, s->win_ctr[q] + (uint64_t)s->rank * 8, (uint64_t)k + 1));
     }
-    CHECK_OK(net_flush(s->net));
-    for (int q = 0; q < s->n; q++) {
-        if (!net_peer_remote(s->net, q)) continue;
-        CHECK(wait_ctr(s, q, (uint64_t)k + 1));
-        CHECK(first_bad(s->recv + (size_t)q * (BIG + 64), q, len, k) == len);
-    }
-    CHECK_OK(boot_barrier(s->boot));
+    exchange_check(s, len, 0, k);
 }
 
 /* net_put_signal with MSCCLRT_SOCKET_PUT_SIGNAL=on (1) or off (0): one-piece puts up to 64 KiB

@@ -109,6 +109,24 @@ static bool wait_ctr(Side *s, int from, uint64_t v) {
     return true;
 }
 
+/* The receiving half of round k: the sender's sources are flushed (they are reused next round;
+ * data read only before flush returns), then each receiver waits for every remote rank's
+ * signal k + 1 and checks the len bytes of pattern k at offset off behind it. */
+static __attribute__((unused)) void exchange_check(Side *s, uint64_t len, uint64_t off, int k) {
+    CHECK_OK(net_flush(s->net));
+    for (int q = 0; q < s->n; q++) {
+        if (!net_peer_remote(s->net, q)) continue;
+        CHECK(wait_ctr(s, q, (uint64_t)k + 1));
+        /* the signal is visible, so all of the data before it must be too */
+        uint64_t bad = first_bad(s->recv + (size_t)q * (BIG + 64) + off, q, len, k);
+        if (bad != len)
+            fprintf(stderr, "rank %d: from rank %d size %llu: first bad byte %llu\n", s->rank, q,
+                    (unsigned long long)len, (unsigned long long)bad);
+        CHECK(bad == len);
+    }
+    CHECK_OK(boot_barrier(s->boot));   /* nobody overwrites a buffer still being checked */
+}
+
 /* Round k: `len` bytes of pattern k to every remote rank at offset off, then a signal (with
  * pair, both through one net_put_signal); once the sender flushed, each receiver waits for
  * every signal and checks the data behind it. */
@@ -126,19 +144,7 @@ static __attribute__((unused)) void exchange_round_as(Side *s, unsigned char *sr
         CHECK_OK(net_put(s->net, dst, (uint64_t)(uintptr_t)src, len));
         CHECK_OK(net_signal(s->net, ctr, (uint64_t)k + 1));
     }
-    /* the source is reused next round: flush first (data read only before flush returns) */
-    CHECK_OK(net_flush(s->net));
-    for (int q = 0; q < s->n; q++) {
-        if (!net_peer_remote(s->net, q)) continue;
-        CHECK(wait_ctr(s, q, (uint64_t)k + 1));
-        /* the signal is visible, so all of the data before it must be too */
-        uint64_t bad = first_bad(s->recv + (size_t)q * (BIG + 64) + off, q, len, k);
-        if (bad != len)
-            fprintf(stderr, "rank %d: from rank %d size %llu: first bad byte %llu\n", s->rank, q,
-                    (unsigned long long)len, (unsigned long long)bad);
-        CHECK(bad == len);
-    }
-    CHECK_OK(boot_barrier(s->boot));   /* nobody overwrites a buffer still being checked */
+    exchange_check(s, len, off, k);
 }
 
 static __attribute__((unused)) void exchange_round(Side *s, unsigned char *src, uint64_t len, uint64_t off, int k) {
