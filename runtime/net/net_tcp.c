@@ -129,7 +129,7 @@ static mscclrt_result tcp_put(Net *n, const NetWindow *w, uint64_t off, uint64_t
          * large piece; the receiver's per-socket counts keep signals after their data) */
         TcpSock *s = &p->s[tcp_piece_socket(bytes, bytes <= TCP_INLINE ? 0 : p->next++,
                                              (uint32_t)t->nsocks, t->control, wide)];
-        TcpItem it = {.h = hdr(n, TCP_PUT)};
+        TcpItem it = {.h = hdr(n, TCP_PUT), .split = piece < bytes};
         it.h.region = w->id;
         it.h.off = off + o;
         it.h.len = bytes - o < piece ? bytes - o : piece;

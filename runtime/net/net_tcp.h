@@ -44,6 +44,8 @@ typedef struct TcpItem {
     bool sig;                /* a PUT followed in the same write by the SIGNAL sh (its counts in
                                 counts): net_put_signal with MSCCLRT_SOCKET_PUT_SIGNAL=1 */
     TcpHdr sh;
+    bool split;              /* a PUT piece of a put cut in several (tcp_piece_bytes): never
+                                written by the poster (tcp_writes_inline) */
 } TcpItem;
 
 typedef struct TcpPeer TcpPeer;

@@ -48,7 +48,7 @@ static int tcp_open_mode(Side *s, int rank, int n, const BootId *id, int nsocks,
 static int rank_exchange_with(int rank, int n, const BootId *id, bool dev, int nsocks) {
     Side s;
     if (tcp_open_mode(&s, rank, n, id, nsocks, dev)) return 1;
-    static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, (512u << 10) + 1,
+    static const uint64_t sizes[] = {1, 3, 8, 4095, 4097, 65537, 256u << 10, (512u << 10) + 1,
                                      (1u << 20) + 7, (8u << 20) - 5, BIG};
     const int nsz = (int)(sizeof sizes / sizeof *sizes);
     unsigned char *src = malloc(BIG + 64);
@@ -441,6 +441,21 @@ static void t_piece_bytes(void) {
     CHECK(tcp_put_splits(128 * K, 128 * K) && !tcp_put_splits(64 * K, 64 * K));
 }
 
+/* who writes a message when its socket is idle (tcp_writes_inline): the poster, except a
+ * split put's staged pieces, which go to the send thread so that staging and sending overlap */
+static void t_writes_inline(void) {
+    const uint64_t K = 1024;
+    CHECK(tcp_writes_inline(false, false, false, 0, 0));               /* a signal or flush */
+    CHECK(tcp_writes_inline(true, true, false, 64 * K, 0));            /* a small staged put */
+    CHECK(!tcp_writes_inline(true, true, false, 64 * K + 1, 1 << 20)); /* a larger one */
+    CHECK(!tcp_writes_inline(true, true, true, 64 * K, 1 << 20));      /* a split put's piece */
+    CHECK(!tcp_writes_inline(true, true, true, 4 * K, 1 << 20));
+    CHECK(tcp_writes_inline(true, false, false, 64 * K, 64 * K));      /* host bytes: inline_max */
+    CHECK(tcp_writes_inline(true, false, true, 64 * K, 64 * K));       /* no copy to wait for */
+    CHECK(!tcp_writes_inline(true, false, false, 64 * K + 1, 64 * K));
+    CHECK(!tcp_writes_inline(true, false, false, 1, 0));
+}
+
 /* the sender's choice of socket for a piece (tcp_piece_socket) */
 static void t_piece_socket(void) {
     /* small puts and one socket: socket 0, control or not */
@@ -530,6 +545,12 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
         setenv("MSCCLRT_SOCKET_PIECE_BYTES", rank % 2 ? "65536" : "16384", 1);
         return rank_exchange(rank, n, id, dev);
     }
+    /* puts cut in 4 where the pipe is idle (MSCCLRT_SOCKET_SPLIT=1): 256 KiB as 64 KiB pieces,
+     * which in device mode go staged to the send threads, not written by the poster */
+    if (strcmp(scen, "exchange-split") == 0) {
+        setenv("MSCCLRT_SOCKET_SPLIT", "1", 1);
+        return rank_exchange(rank, n, id, dev);
+    }
     /* socket 0 kept for control: large puts on the other sockets only, signals still after
      * the pieces sent before them on every socket (MSCCLRT_SOCKET_CONTROL) */
     if (strcmp(scen, "reorder-control") == 0 || strcmp(scen, "exchange-control") == 0) {
@@ -585,6 +606,7 @@ int main(int argc, char **argv) {
          CHECK_EQ_INT(0, run("reorder", 2, two)));
     TEST("net/tcp the socket of each piece, socket 0 kept for control or not", t_piece_socket());
     TEST("net/tcp a put that finds the pipe idle is split where the threads run apart", t_piece_bytes());
+    TEST("net/tcp a split put's staged pieces go to the send thread", t_writes_inline());
     TEST("net/tcp MSCCLRT_SOCKET_NSOCKS=-1: four sockets while a rank has few ranks on other nodes", t_nsocks_auto());
     TEST("net/tcp MSCCLRT_SOCKET_SPREAD_BUSY: a put under the wide size spreads only when others "
          "are in flight", t_put_wide());
@@ -603,6 +625,8 @@ int main(int argc, char **argv) {
          CHECK(access(lib, R_OK) == 0); CHECK_EQ_INT(0, run("dev-exchange", 2, two)));
     TEST("net/tcp device mode (fake driver): pieces of 16 and 64 KiB (MSCCLRT_SOCKET_PIECE_BYTES), "
          "signals after data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-piece", 2, two)));
+    TEST("net/tcp device mode: puts split into pieces staged by the send threads, signals after "
+         "data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-split", 2, two)));
     TEST("net/tcp device mode (fake driver): the default socket count, narrow and wide puts "
          "(2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-auto", 2, two)));
     TEST("net/tcp device mode (fake driver): MSCCLRT_SOCKET_SPREAD_BUSY=1, puts in flight "
