@@ -321,13 +321,16 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     /* across nodes, what no algorithm serves still runs: composed of send/recv, or as the
      * built-in collective over the port proxy */
     const bool composed = algo_p2pcoll_serves(c, q);
-    long long first = 0, first_a2a = 0;
+    long long first = 0, first_a2a = 0, first_ag = 0;
     if (composed) TRY(param_int(PARAM_P2PCOLL_BYTES, &first));
     if (composed) TRY(param_int(PARAM_P2PCOLL_ALLTOALL_BYTES, &first_a2a));
-    if (composed && algo_p2pcoll_first(q, (uint64_t)first, (uint64_t)first_a2a)) {
+    if (composed) TRY(param_int(PARAM_P2PCOLL_ALLGATHER_BYTES, &first_ag));
+    const P2pFirst limits = {(uint64_t)first, (uint64_t)first_a2a, (uint64_t)first_ag};
+    if (composed && algo_p2pcoll_first(q, &limits)) {
         LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: composed send/recv "
-                  "(MSCCLRT_P2PCOLL_BYTES=%lld, MSCCLRT_P2PCOLL_ALLTOALL_BYTES=%lld)", c->rank, fn,
-                  (unsigned long long)q->message_bytes, first, first_a2a);
+                  "(MSCCLRT_P2PCOLL_BYTES=%lld, MSCCLRT_P2PCOLL_ALLTOALL_BYTES=%lld, "
+                  "MSCCLRT_P2PCOLL_ALLGATHER_BYTES=%lld)", c->rank, fn,
+                  (unsigned long long)q->message_bytes, first, first_a2a, first_ag);
         return algo_p2pcoll_run(c, q, fn);
     }
     const bool net_native = algo_native_net_serves(c, q);

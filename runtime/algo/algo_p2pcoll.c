@@ -107,12 +107,15 @@ bool algo_p2pcoll_serves(mscclrt_comm *c, const mscclrt_request *q) {
     return 2 * c->nranks <= MN_P2P_MAX && algo_native_reaches_all(c);   /* one group's entries */
 }
 
-bool algo_p2pcoll_first(const mscclrt_request *q, uint64_t limit, uint64_t alltoall_limit) {
-    if (!q || q->message_bytes == 0) return false;
-    if (q->collective == MSCCLRT_COLL_ALLTOALL) return q->message_bytes <= alltoall_limit;
-    if (q->message_bytes > limit) return false;
-    return q->collective == MSCCLRT_COLL_BROADCAST || q->collective == MSCCLRT_COLL_GATHER ||
-           q->collective == MSCCLRT_COLL_SCATTER;
+bool algo_p2pcoll_first(const mscclrt_request *q, const P2pFirst *first) {
+    if (!q || !first || q->message_bytes == 0) return false;
+    switch (q->collective) {
+    case MSCCLRT_COLL_ALLTOALL: return q->message_bytes <= first->alltoall;
+    case MSCCLRT_COLL_ALLGATHER: return q->message_bytes <= first->allgather;
+    case MSCCLRT_COLL_BROADCAST: case MSCCLRT_COLL_GATHER: case MSCCLRT_COLL_SCATTER:
+        return q->message_bytes <= first->rooted;
+    default: return false;
+    }
 }
 
 /* The staging buffer for at least `bytes` (its context current). */

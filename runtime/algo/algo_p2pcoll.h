@@ -31,13 +31,19 @@ int p2pcoll_steps(const mscclrt_request *q, int n, int rank, P2pStep *out, int m
 /* Whether c serves q as composed send/recv: c spans nodes, its native send/recv reaches every
  * rank, and q's collective composes (allgather, alltoall, broadcast, gather, scatter). */
 bool algo_p2pcoll_serves(mscclrt_comm *c, const mscclrt_request *q);
-/* Whether q goes composed before any plan is considered: a broadcast, gather or scatter (one
- * side of each pair only sends, so the multi-node plans pay a handshake and two hops where the
- * send/recv kernel pays one) of at most `limit` bytes (MSCCLRT_P2PCOLL_BYTES; 0: never), or an
- * alltoall of at most `alltoall_limit` (MSCCLRT_P2PCOLL_ALLTOALL_BYTES; 0, the default: never;
- * measured level with the plans at 64 KiB-1 MiB across two nodes of one GPU, c70/c71).
- * The same on every rank: the size and collective are the call's. */
-bool algo_p2pcoll_first(const mscclrt_request *q, uint64_t limit, uint64_t alltoall_limit);
+/* The sizes up to which calls go composed before any plan is considered (0: never). */
+typedef struct P2pFirst {
+    uint64_t rooted;     /* broadcast, gather, scatter (MSCCLRT_P2PCOLL_BYTES): one side of each
+                            pair only sends, so the multi-node plans pay a handshake and two
+                            hops where the send/recv kernel pays one */
+    uint64_t alltoall;   /* MSCCLRT_P2PCOLL_ALLTOALL_BYTES (default 0: measured level with the
+                            plans at 64 KiB-1 MiB across two nodes of one GPU, c70/c71) */
+    uint64_t allgather;  /* MSCCLRT_P2PCOLL_ALLGATHER_BYTES (default 0, not yet measured) */
+} P2pFirst;
+
+/* Whether q goes composed before any plan is considered: its collective's size in `first`
+ * covers its message. The same on every rank: the size and collective are the call's. */
+bool algo_p2pcoll_first(const mscclrt_request *q, const P2pFirst *first);
 /* Runs q (filled as for selection) as one group of send/recv on q->stream; in-place alltoall
  * first copies its buffer into the communicator's staging memory (grown as needed, kept). */
 mscclrt_result algo_p2pcoll_run(mscclrt_comm *c, const mscclrt_request *q, const char *fn);

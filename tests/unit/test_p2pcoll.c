@@ -221,14 +221,21 @@ int main(void) {
             memset(&q, 0, sizeof q);
             q.collective = (mscclrt_coll)c;
             q.message_bytes = q.in_bytes = q.out_bytes = v[i].bytes;
-            right += algo_p2pcoll_first(&q, v[i].limit, 0) == (rooted && v[i].fits);
+            const P2pFirst rooted_only = {v[i].limit, 0, 0};
+            right += algo_p2pcoll_first(&q, &rooted_only) == (rooted && v[i].fits);
             /* MSCCLRT_P2PCOLL_ALLTOALL_BYTES: alltoall alone, by its own limit */
             const bool a2a = c == MSCCLRT_COLL_ALLTOALL;
-            right += algo_p2pcoll_first(&q, 0, v[i].limit) == (a2a && v[i].fits);
-            total += 2;
+            const P2pFirst a2a_only = {0, v[i].limit, 0};
+            right += algo_p2pcoll_first(&q, &a2a_only) == (a2a && v[i].fits);
+            /* MSCCLRT_P2PCOLL_ALLGATHER_BYTES: allgather alone, by its own limit */
+            const bool ag = c == MSCCLRT_COLL_ALLGATHER;
+            const P2pFirst ag_only = {0, 0, v[i].limit};
+            right += algo_p2pcoll_first(&q, &ag_only) == (ag && v[i].fits);
+            total += 3;
         }
     }
     TEST("p2pcoll: MSCCLRT_P2PCOLL_BYTES sends small broadcast, gather and scatter composed first, "
-         "MSCCLRT_P2PCOLL_ALLTOALL_BYTES small alltoall", CHECK_EQ_INT(total, right));
+         "MSCCLRT_P2PCOLL_ALLTOALL_BYTES small alltoall, MSCCLRT_P2PCOLL_ALLGATHER_BYTES small "
+         "allgather", CHECK_EQ_INT(total, right));
     return harness_report();
 }
