@@ -210,8 +210,9 @@ uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_
 
 /* Whether the thread that posts a message writes it itself when its socket is idle (else the
  * socket's send thread does): a signal or flush always; a piece already in host memory of at
- * most inline_max bytes (MSCCLRT_SOCKET_INLINE_BYTES); a staged piece of at most TCP_INLINE
- * bytes only when its put was not split - the poster waits for the piece's staging copy before
+ * most inline_max bytes (MSCCLRT_SOCKET_INLINE_BYTES); a staged piece of at most staged_max
+ * bytes (MSCCLRT_SOCKET_STAGED_INLINE_BYTES, at most TCP_INLINE, the most socket 0 carries with
+ * the signals) only when its put was not split - the poster waits for the piece's staging copy before
  * it writes, so the pieces of a split put written this way were staged, waited for and sent one
  * after the other on the proxy, the opposite of what the cut is for: all_reduce of 2 MiB
  * (allreduce/hier_pipe's 256 KiB puts, cut into 64 KiB pieces) took 1326 us against 737 with
@@ -219,9 +220,9 @@ uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_
  * loopback TCP); with the pieces on the send threads 660 and 310 (c81; NCCL 672 and 278).
  * Pure. */
 static inline bool tcp_writes_inline(bool put, bool staged, bool split, uint64_t len,
-                                     uint64_t inline_max) {
+                                     uint64_t inline_max, uint64_t staged_max) {
     if (!put) return true;
-    return staged ? !split && len <= TCP_INLINE : len <= inline_max;
+    return staged ? !split && len <= staged_max && len <= TCP_INLINE : len <= inline_max;
 }
 
 /* Checks the per-socket counts that follow a SIGNAL or FLUSH header: nsocks of them, summing to

@@ -461,15 +461,15 @@ static mscclrt_result tcp_connect(Net *n) {
     int lfd = -1;
     NetAddr *addrs = NULL;
     /* the transport's settings, read once (params.def gives their ranges) */
-    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, SPREAD_BUSY, PIECE, CONTROL, INLINE, PUT_SIGNAL,
-           NSET };
+    enum { SPIN, TX_SPIN, SPLIT, SPLIT_MIN, WIDE, SPREAD_BUSY, PIECE, CONTROL, INLINE,
+           STAGED_INLINE, PUT_SIGNAL, NSET };
     static const ParamId set_id[NSET] = {
         [SPIN] = PARAM_SOCKET_SPIN_US, [TX_SPIN] = PARAM_SOCKET_TX_SPIN_US,
         [SPLIT] = PARAM_SOCKET_SPLIT, [SPLIT_MIN] = PARAM_SOCKET_SPLIT_MIN_BYTES,
         [WIDE] = PARAM_SOCKET_WIDE_BYTES, [SPREAD_BUSY] = PARAM_SOCKET_SPREAD_BUSY,
         [PIECE] = PARAM_SOCKET_PIECE_BYTES,
         [CONTROL] = PARAM_SOCKET_CONTROL, [INLINE] = PARAM_SOCKET_INLINE_BYTES,
-        [PUT_SIGNAL] = PARAM_SOCKET_PUT_SIGNAL,
+        [STAGED_INLINE] = PARAM_SOCKET_STAGED_INLINE_BYTES, [PUT_SIGNAL] = PARAM_SOCKET_PUT_SIGNAL,
     };
     long long set[NSET];
     for (int i = 0; i < NSET; i++) TRY_GOTO(param_int(set_id[i], &set[i]), res, fail);
@@ -482,6 +482,7 @@ static mscclrt_result tcp_connect(Net *n) {
     t->piece = (uint64_t)set[PIECE];
     t->control = set[CONTROL] != 0;
     t->inline_max = (uint64_t)set[INLINE];
+    t->staged_inline = (uint64_t)set[STAGED_INLINE];
     t->put_signal = set[PUT_SIGNAL] != 0;
     if (!n->opt.host_mem) {
         TRY_GOTO(cu_load(), res, fail);

@@ -119,6 +119,7 @@ typedef struct Tcp {
     uint64_t piece;          /* MSCCLRT_SOCKET_PIECE_BYTES: this rank's pieces, 1..TCP_PIECE */
     bool control;            /* MSCCLRT_SOCKET_CONTROL: socket 0 kept for signals, small puts */
     uint64_t inline_max;     /* MSCCLRT_SOCKET_INLINE_BYTES: ready pieces the poster writes */
+    uint64_t staged_inline;  /* MSCCLRT_SOCKET_STAGED_INLINE_BYTES: staged ones it writes */
     bool put_signal;         /* MSCCLRT_SOCKET_PUT_SIGNAL: a one-piece put and its signal as one */
     _Atomic int stopping;
     CuContext ctx;

@@ -150,14 +150,14 @@ int tcp_wait_room(Tcp *t, TcpSock *s, bool want_slot) {
 }
 
 /* Whether this thread writes it itself when its socket is idle (tcp_writes_inline: a signal or
- * flush, a staged piece of at most TCP_INLINE bytes of a put not split - its copy is waited for
- * first: a larger one would hold the proxy on the copy engine - or a piece already in host
+ * flush, a staged piece of at most staged_inline bytes of a put not split - its copy is waited
+ * for first: a larger one would hold the proxy on the copy engine - or a piece already in host
  * memory of at most inline_max bytes). On a core the rank shares with its progress threads
  * (mpirun binds a rank to one) waking the tx thread for a piece costs a scheduler hand-off
  * each, about 20 us of a piece's cycle (c37). */
 static bool writes_inline(const Tcp *t, const TcpItem *it) {
     return tcp_writes_inline(it->h.type == TCP_PUT, it->slot >= 0, it->split, it->h.len,
-                             t->inline_max);
+                             t->inline_max, t->staged_inline);
 }
 
 /* Hands it (room made by tcp_wait_room; a put's slot staged or being staged) to socket s: written

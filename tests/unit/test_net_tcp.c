@@ -442,18 +442,23 @@ static void t_piece_bytes(void) {
 }
 
 /* who writes a message when its socket is idle (tcp_writes_inline): the poster, except a
- * split put's staged pieces, which go to the send thread so that staging and sending overlap */
+ * split put's staged pieces, which go to the send thread so that staging and sending overlap,
+ * and staged pieces above MSCCLRT_SOCKET_STAGED_INLINE_BYTES */
 static void t_writes_inline(void) {
-    const uint64_t K = 1024;
-    CHECK(tcp_writes_inline(false, false, false, 0, 0));               /* a signal or flush */
-    CHECK(tcp_writes_inline(true, true, false, 64 * K, 0));            /* a small staged put */
-    CHECK(!tcp_writes_inline(true, true, false, 64 * K + 1, 1 << 20)); /* a larger one */
-    CHECK(!tcp_writes_inline(true, true, true, 64 * K, 1 << 20));      /* a split put's piece */
-    CHECK(!tcp_writes_inline(true, true, true, 4 * K, 1 << 20));
-    CHECK(tcp_writes_inline(true, false, false, 64 * K, 64 * K));      /* host bytes: inline_max */
-    CHECK(tcp_writes_inline(true, false, true, 64 * K, 64 * K));       /* no copy to wait for */
-    CHECK(!tcp_writes_inline(true, false, false, 64 * K + 1, 64 * K));
-    CHECK(!tcp_writes_inline(true, false, false, 1, 0));
+    const uint64_t K = 1024, D = 64 * K;   /* MSCCLRT_SOCKET_STAGED_INLINE_BYTES' default */
+    CHECK(tcp_writes_inline(false, false, false, 0, 0, 0));              /* a signal or flush */
+    CHECK(tcp_writes_inline(true, true, false, 64 * K, 0, D));           /* a small staged put */
+    CHECK(!tcp_writes_inline(true, true, false, 64 * K + 1, 1 << 20, 1 << 20)); /* a larger one */
+    CHECK(!tcp_writes_inline(true, true, true, 64 * K, 1 << 20, D));     /* a split put's piece */
+    CHECK(!tcp_writes_inline(true, true, true, 4 * K, 1 << 20, D));
+    /* MSCCLRT_SOCKET_STAGED_INLINE_BYTES: 0 sends every staged piece to the send thread */
+    CHECK(!tcp_writes_inline(true, true, false, 1, 1 << 20, 0));
+    CHECK(tcp_writes_inline(true, true, false, 16 * K, 0, 16 * K));
+    CHECK(!tcp_writes_inline(true, true, false, 16 * K + 1, 0, 16 * K));
+    CHECK(tcp_writes_inline(true, false, false, 64 * K, 64 * K, 0));     /* host bytes: inline_max */
+    CHECK(tcp_writes_inline(true, false, true, 64 * K, 64 * K, 0));      /* no copy to wait for */
+    CHECK(!tcp_writes_inline(true, false, false, 64 * K + 1, 64 * K, D));
+    CHECK(!tcp_writes_inline(true, false, false, 1, 0, D));
 }
 
 /* the sender's choice of socket for a piece (tcp_piece_socket) */
@@ -551,6 +556,11 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
         setenv("MSCCLRT_SOCKET_SPLIT", "1", 1);
         return rank_exchange(rank, n, id, dev);
     }
+    /* MSCCLRT_SOCKET_STAGED_INLINE_BYTES=0: every staged piece through the send threads */
+    if (strcmp(scen, "exchange-staged-queued") == 0) {
+        setenv("MSCCLRT_SOCKET_STAGED_INLINE_BYTES", "0", 1);
+        return rank_exchange(rank, n, id, dev);
+    }
     /* socket 0 kept for control: large puts on the other sockets only, signals still after
      * the pieces sent before them on every socket (MSCCLRT_SOCKET_CONTROL) */
     if (strcmp(scen, "reorder-control") == 0 || strcmp(scen, "exchange-control") == 0) {
@@ -627,6 +637,8 @@ int main(int argc, char **argv) {
          "signals after data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-piece", 2, two)));
     TEST("net/tcp device mode: puts split into pieces staged by the send threads, signals after "
          "data (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-split", 2, two)));
+    TEST("net/tcp device mode: MSCCLRT_SOCKET_STAGED_INLINE_BYTES=0, every staged piece by the "
+         "send threads (2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-staged-queued", 2, two)));
     TEST("net/tcp device mode (fake driver): the default socket count, narrow and wide puts "
          "(2 ranks)", CHECK_EQ_INT(0, run("dev-exchange-auto", 2, two)));
     TEST("net/tcp device mode (fake driver): MSCCLRT_SOCKET_SPREAD_BUSY=1, puts in flight "
