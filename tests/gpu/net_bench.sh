@@ -60,6 +60,10 @@ ours=$PWD/$BUILD/lib/nccl/libnccl.so.2
 GPU_LOG_DIR=$log NT_BUILD_ONLY=1 sh tests/gpu/nccl_tests.sh || exit $?
 bin=$PWD/$BUILD/nccl-tests-mpi
 
+# the machine's layout beside the figures: which CPUs are local to which GPU decides where the
+# progress threads run (MSCCLRT_PROGRESS_CPUS=numa) and how many of them share those CPUs
+{ nvidia-smi topo -m; lscpu | grep -i -e '^CPU(s)' -e numa; } >"$log/topo.txt" 2>&1
+
 export NCCL_NVLS_ENABLE=0
 unset MSCCLRT_ENABLE_NVLS
 guard=$PWD/$BUILD/lib/libnvls_guard.so
