@@ -550,17 +550,19 @@ static int rank_main(const char *scen, int rank, int n, const BootId *id) {
         setenv("MSCCLRT_SOCKET_PIECE_BYTES", rank % 2 ? "65536" : "16384", 1);
         return rank_exchange(rank, n, id, dev);
     }
-    /* puts cut in 4 where the pipe is idle (MSCCLRT_SOCKET_SPLIT=1): 256 KiB as 64 KiB pieces,
-     * which in device mode go staged to the send threads, not written by the poster */
-    if (strcmp(scen, "exchange-split") == 0) {
-        setenv("MSCCLRT_SOCKET_SPLIT", "1", 1);
-        return rank_exchange(rank, n, id, dev);
-    }
-    /* MSCCLRT_SOCKET_STAGED_INLINE_BYTES=0: every staged piece through the send threads */
-    if (strcmp(scen, "exchange-staged-queued") == 0) {
-        setenv("MSCCLRT_SOCKET_STAGED_INLINE_BYTES", "0", 1);
-        return rank_exchange(rank, n, id, dev);
-    }
+    /* the exchange under one setting of the sender's choices */
+    static const struct { const char *scen, *var, *val; } exchange_with_env[] = {
+        /* puts cut in 4 where the pipe is idle: 256 KiB as 64 KiB pieces, which in device mode
+         * go staged to the send threads, not written by the poster */
+        {"exchange-split", "MSCCLRT_SOCKET_SPLIT", "1"},
+        /* every staged piece through the send threads */
+        {"exchange-staged-queued", "MSCCLRT_SOCKET_STAGED_INLINE_BYTES", "0"},
+    };
+    for (size_t i = 0; i < sizeof exchange_with_env / sizeof *exchange_with_env; i++)
+        if (strcmp(scen, exchange_with_env[i].scen) == 0) {
+            setenv(exchange_with_env[i].var, exchange_with_env[i].val, 1);
+            return rank_exchange(rank, n, id, dev);
+        }
     /* socket 0 kept for control: large puts on the other sockets only, signals still after
      * the pieces sent before them on every socket (MSCCLRT_SOCKET_CONTROL) */
     if (strcmp(scen, "reorder-control") == 0 || strcmp(scen, "exchange-control") == 0) {
