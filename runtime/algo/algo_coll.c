@@ -325,7 +325,8 @@ static mscclrt_result coll(mscclrt_comm *c, mscclrt_request *q, const char *fn) 
     if (composed) TRY(param_int(PARAM_P2PCOLL_BYTES, &first));
     if (composed) TRY(param_int(PARAM_P2PCOLL_ALLTOALL_BYTES, &first_a2a));
     if (composed) TRY(param_int(PARAM_P2PCOLL_ALLGATHER_BYTES, &first_ag));
-    const P2pFirst limits = {(uint64_t)first, (uint64_t)first_a2a, (uint64_t)first_ag};
+    const P2pFirst limits = {(uint64_t)first, (uint64_t)first_a2a,
+                             p2pcoll_allgather_limit(first_ag, a->ranks_per_node)};
     if (composed && algo_p2pcoll_first(q, &limits)) {
         LOG_TRACE(LOG_SUB_EXEC, "rank %d: %s of %llu bytes: composed send/recv "
                   "(MSCCLRT_P2PCOLL_BYTES=%lld, MSCCLRT_P2PCOLL_ALLTOALL_BYTES=%lld, "

@@ -38,8 +38,15 @@ typedef struct P2pFirst {
                             hops where the send/recv kernel pays one */
     uint64_t alltoall;   /* MSCCLRT_P2PCOLL_ALLTOALL_BYTES (default 0: measured level with the
                             plans at 64 KiB-1 MiB across two nodes of one GPU, c70/c71) */
-    uint64_t allgather;  /* MSCCLRT_P2PCOLL_ALLGATHER_BYTES (default 0, not yet measured) */
+    uint64_t allgather;  /* MSCCLRT_P2PCOLL_ALLGATHER_BYTES (p2pcoll_allgather_limit) */
 } P2pFirst;
+
+/* The allgather limit of P2pFirst from MSCCLRT_P2PCOLL_ALLGATHER_BYTES (`setting`) and the
+ * layout (ranks per node, 0 where nodes differ; the same on every rank): a setting of 0 or more
+ * as it is; -1 (default) P2PCOLL_ALLGATHER_AUTO_BYTES where every node holds one rank - there
+ * an allgather is one send/recv of the input with each peer - else 0 (unmeasured). */
+#define P2PCOLL_ALLGATHER_AUTO_BYTES (1ull << 20)
+uint64_t p2pcoll_allgather_limit(long long setting, int ranks_per_node);
 
 /* Whether q goes composed before any plan is considered: its collective's size in `first`
  * covers its message. The same on every rank: the size and collective are the call's. */

@@ -237,5 +237,16 @@ int main(void) {
     TEST("p2pcoll: MSCCLRT_P2PCOLL_BYTES sends small broadcast, gather and scatter composed first, "
          "MSCCLRT_P2PCOLL_ALLTOALL_BYTES small alltoall, MSCCLRT_P2PCOLL_ALLGATHER_BYTES small "
          "allgather", CHECK_EQ_INT(total, right));
+    /* MSCCLRT_P2PCOLL_ALLGATHER_BYTES -1 (default): 1 MiB where every node holds one rank,
+     * else none; a setting of 0 or more is taken as it is whatever the layout */
+    TEST("p2pcoll: the default allgather limit is 1 MiB with one rank a node, 0 otherwise",
+         CHECK_EQ_INT(P2PCOLL_ALLGATHER_AUTO_BYTES, p2pcoll_allgather_limit(-1, 1));
+         CHECK_EQ_INT(1048576, P2PCOLL_ALLGATHER_AUTO_BYTES);
+         CHECK_EQ_INT(0, p2pcoll_allgather_limit(-1, 2));
+         CHECK_EQ_INT(0, p2pcoll_allgather_limit(-1, 8));
+         CHECK_EQ_INT(0, p2pcoll_allgather_limit(-1, 0));   /* nodes of different sizes */
+         CHECK_EQ_INT(0, p2pcoll_allgather_limit(0, 1));
+         CHECK_EQ_INT(4096, p2pcoll_allgather_limit(4096, 4));
+         CHECK_EQ_INT(1ull << 40, p2pcoll_allgather_limit(1ll << 40, 1)));
     return harness_report();
 }
