@@ -187,7 +187,7 @@ static void t_numa(void) {
     only.kind = CPUS_PROXY;
     CHECK_EQ_INT(0, run_child_o("numa", &mine, NULL, only));         /* the proxy stays */
     only.threads = NULL;
-    CHECK_EQ_INT(0, run_child_o(NULL, &mine, NULL, only));           /* by default too */
+    CHECK_EQ_INT(0, run_child_o(NULL, &one, NULL, only));            /* by default it moves */
     only.kind = CPUS_SOCKET;
     CHECK_EQ_INT(0, run_child_o(NULL, &one, NULL, only));            /* a socket thread moves */
     only.kind = CPUS_PROXY;
