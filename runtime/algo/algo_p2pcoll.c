@@ -8,7 +8,9 @@
  * the ranks of this node through mapped memory and those of other nodes through the port
  * proxy. In-place alltoall sends from a copy of its buffer in staging memory the communicator
  * keeps (grown when too small, never freed under a graph that may use it: freed with the comm).
- * The reductions are not composed here.
+ * Small calls also go this way first where it measured faster than the plans (P2pFirst: the
+ * rooted collectives up to MSCCLRT_P2PCOLL_BYTES, allgather with one rank a node up to
+ * p2pcoll_allgather_limit). The reductions are not composed here.
  */
 #include "algo/algo_p2pcoll.h"
 #include "algo/algo.h"
