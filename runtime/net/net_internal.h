@@ -212,9 +212,9 @@ uint64_t tcp_piece_bytes(uint64_t put_bytes, uint64_t max_piece, uint64_t split_
  * socket's send thread does): a signal or flush always; a piece already in host memory of at
  * most inline_max bytes (MSCCLRT_SOCKET_INLINE_BYTES); a staged piece of at most staged_max
  * bytes (MSCCLRT_SOCKET_STAGED_INLINE_BYTES, at most TCP_INLINE, the most socket 0 carries with
- * the signals) only when its put was not split - the poster waits for the piece's staging copy before
- * it writes, so the pieces of a split put written this way were staged, waited for and sent one
- * after the other on the proxy, the opposite of what the cut is for: all_reduce of 2 MiB
+ * the signals) only when its put was not split - the poster waits for the piece's staging
+ * copy before it writes, so the pieces of a split put written this way were staged, waited for
+ * and sent one after the other on the proxy, the opposite of what the cut is for: all_reduce of 2 MiB
  * (allreduce/hier_pipe's 256 KiB puts, cut into 64 KiB pieces) took 1326 us against 737 with
  * the cut from 512 KiB and NCCL's 805, all_reduce 512 KiB 421 against 296 (c80, 2 x H200,
  * loopback TCP); with the pieces on the send threads 660 and 310 (c81; NCCL 672 and 278).
