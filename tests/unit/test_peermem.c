@@ -12,6 +12,7 @@
 #include "peermem/pm_internal.h"
 #include "core/err.h"
 #include "../harness.h"
+#include "fork_ranks.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -283,22 +284,15 @@ static int child(const BootId *id, int rank, Step step) {
     return h_failed ? 1 : 0;
 }
 
+/* a rank of run_forked: the step to run, or NULL for all_or_none's child_agree */
+static int rank_main(const BootId *id, int rank, int n, void *arg) {
+    (void)n;
+    Step step = *(Step *)arg;
+    return step ? child(id, rank, step) : child_agree(id, rank);
+}
+
 static int run_forked(Step step) {
-    BootId id;
-    if (boot_get_unique_id(&id) != MSCCLRT_SUCCESS) return 1;
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-        fflush(stdout);
-        fflush(stderr);
-        pids[r] = fork();
-        if (pids[r] == 0) _exit(step ? child(&id, r, step) : child_agree(&id, r));
-    }
-    int bad = 0;
-    for (int r = 0; r < 2; r++) {
-        int st = 0;
-        if (pids[r] < 0 || waitpid(pids[r], &st, 0) != pids[r] || !WIFEXITED(st) || WEXITSTATUS(st)) bad++;
-    }
-    return bad;
+    return fork_ranks(2, rank_main, &step);
 }
 
 static void steps_all(Boot *b, PeerMem *pm) {
