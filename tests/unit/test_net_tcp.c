@@ -359,7 +359,7 @@ static int rank_hostreg(int rank, int n, const BootId *id) {
 }
 
 /* ---- faults ------------------------------------------------------------------------------- */
-/* mode 1: rank 1 dies after the setup (its sockets close); mode 2: rank 1 stops (SIGSTOP);
+/* mode 1: rank 1 dies after the setup (killed: its sockets close); mode 2: rank 1 stops (SIGSTOP);
  * mode 3: rank 1 stops, and rank 0 waits with net_flush_sources (its sockets fill, so the
  * sources are never all read). Rank 0 puts and flushes: the error must name rank 1 within the
  * 1.5 s timeout. */
@@ -368,7 +368,9 @@ static int rank_fault(int rank, int n, const BootId *id, int mode) {
     if (tcp_open(&s, rank, n, id, 2, 1500)) return 1;
     CHECK_OK(boot_barrier(s.boot));
     if (rank == 1) {
-        if (mode == 1) _exit(0);      /* no goodbye: the kernel closes the sockets */
+        /* no goodbye: the kernel closes the sockets (SIGKILL, not _exit: under TSan _exit
+         * finalizes while the receive threads go on, and they took the puts and the flush) */
+        if (mode == 1) raise(SIGKILL);
         raise(SIGSTOP);               /* the parent kills us once rank 0 is done */
         _exit(0);
     }
@@ -376,8 +378,10 @@ static int rank_fault(int rank, int n, const BootId *id, int mode) {
     unsigned char *src = calloc(1, BIG);
     double t0 = now_s();
     mscclrt_result r = MSCCLRT_SUCCESS;
-    if (mode == 3) {   /* 8 MiB: queued whole (no wait for room), more than the sockets take */
-        r = net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, 8u << 20);
+    if (mode == 3) {   /* 32 MiB: queued whole (64 pieces, no wait for room), far more than the
+                        * sockets take: 8 MiB fitted once into two sockets' buffers (autotuned up
+                        * to tcp_wmem's 4 MiB each) and the flush returned (under TSan) */
+        r = net_put(s.net, s.win_recv[1], (uint64_t)(uintptr_t)src, 32u << 20);
         if (r == MSCCLRT_SUCCESS) r = net_flush_sources(s.net);
     }
     for (int i = 0; i < 4 && r == MSCCLRT_SUCCESS && mode != 3; i++)

@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -154,6 +155,53 @@ static __attribute__((unused)) void exchange_round(Side *s, unsigned char *src, 
 /* ---- the parent: re-executes itself per rank ------------------------------------------------ */
 static const char *net_test_self;
 
+/* How many variables spawn_rank sets: MSCCLRT_HOSTID and the pairs of env (NAME, VALUE, ...,
+ * NULL). */
+static size_t child_env_count(const char *const *env) {
+    size_t n = 1;
+    while (env && env[2 * (n - 1)]) n++;
+    return n;
+}
+
+/* This process's environment with MSCCLRT_HOSTID=hostid and env's pairs set in place of any
+ * earlier values, those first (a name given twice takes its last value, as setenv in turn
+ * would): a NULL-terminated array for execve (child_env_free), or NULL
+ * when out of memory. */
+static char **child_env(const char *hostid, const char *const *env) {
+    extern char **environ;
+    const size_t nset = child_env_count(env);
+    size_t have = 0;
+    while (environ[have]) have++;
+    char **out = calloc(have + nset + 1, sizeof *out);
+    if (!out) return NULL;
+    for (size_t i = 0; i < nset; i++) {
+        const char *name = i == 0 ? "MSCCLRT_HOSTID" : env[2 * (i - 1)];
+        const char *value = i == 0 ? hostid : env[2 * (i - 1) + 1];
+        for (size_t j = i + 1; j < nset; j++)   /* a name set twice takes its last value */
+            if (strcmp(env[2 * (j - 1)], name) == 0) value = env[2 * (j - 1) + 1];
+        const size_t len = strlen(name) + strlen(value) + 2;
+        if (!(out[i] = malloc(len))) {
+            while (i > 0) free(out[--i]);
+            free(out);
+            return NULL;
+        }
+        snprintf(out[i], len, "%s=%s", name, value);
+    }
+    size_t k = nset;
+    for (size_t i = 0; i < have; i++) {   /* the rest, less the names set above */
+        bool replaced = false;
+        for (size_t j = 0; j < nset && !replaced; j++)
+            replaced = strncmp(environ[i], out[j], strcspn(out[j], "=") + 1) == 0;
+        if (!replaced) out[k++] = environ[i];
+    }
+    return out;
+}
+
+static void child_env_free(char **envp, const char *const *env) {
+    for (size_t i = 0; i < child_env_count(env); i++) free(envp[i]);
+    free(envp);
+}
+
 /* Rank `rank` of n as "SELF child SCEN RANK N ID" with MSCCLRT_HOSTID=hostid and the pairs of
  * env (NAME, VALUE, ..., NULL) set. */
 static pid_t spawn_rank(const char *scen, int rank, int n, const BootId *id, const char *hostid,
@@ -162,15 +210,20 @@ static pid_t spawn_rank(const char *scen, int rank, int n, const BootId *id, con
     for (int i = 0; i < BOOT_ID_BYTES; i++) sprintf(hex + 2 * i, "%02x", id->bytes[i]);
     snprintf(rs, sizeof rs, "%d", rank);
     snprintf(ns, sizeof ns, "%d", n);
+    /* the child's environment is made here: the child of a process with threads (the
+     * bootstrap root's) must not allocate before exec (fork_ranks.h says why) */
+    char **envp = child_env(hostid, env);
+    if (!envp) return -1;
     fflush(stdout);
     fflush(stderr);
     pid_t p = fork();
     if (p == 0) {
-        setenv("MSCCLRT_HOSTID", hostid, 1);
-        for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
-        execl(net_test_self, net_test_self, "child", scen, rs, ns, hex, (char *)NULL);
+        char child[] = "child";
+        char *const argv[] = {(char *)net_test_self, child, (char *)scen, rs, ns, hex, NULL};
+        execve(net_test_self, argv, envp);
         _exit(127);
     }
+    child_env_free(envp, env);
     return p;
 }
 
@@ -179,6 +232,10 @@ static bool status_ok(int st) { return WIFEXITED(st) && WEXITSTATUS(st) == 0; }
 /* Waits for pid; a failure is printed and counts 1. */
 static int reap_rank(const char *scen, int r, pid_t pid) {
     int st = 0;
+    if (pid < 0) {   /* never started: waitpid(-1) would reap another rank */
+        fprintf(stderr, "%s: rank %d could not be started\n", scen, r);
+        return 1;
+    }
     if (waitpid(pid, &st, 0) == pid && status_ok(st)) return 0;
     fprintf(stderr, "%s: rank %d %s %d\n", scen, r, WIFSIGNALED(st) ? "killed by signal"
             : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
@@ -211,8 +268,10 @@ static int run_ranks(const char *scen, int n, const char *const *hostids,
     int bad = 0;
     if (silent >= 0) {
         bad += reap_rank(scen, decider, pids[decider]);
-        kill(pids[silent], SIGKILL);
-        waitpid(pids[silent], NULL, 0);
+        if (pids[silent] > 0) {   /* kill(-1) would signal every process */
+            kill(pids[silent], SIGKILL);
+            waitpid(pids[silent], NULL, 0);
+        }
     }
     for (int r = 0; r < n; r++)
         if (silent < 0 || (r != silent && r != decider)) bad += reap_rank(scen, r, pids[r]);
