@@ -449,14 +449,20 @@ typedef struct {
 #define PROCS_GRACE_S 10.0              /* after a rank's check failed, the others' time to end */
 #define PROCS_INIT_GRACE_S 2.0          /* after a rank could not join, the others' time to fail */
 
-/* Rank r's process: waits until every rank is forked, joins through the id, checks, reports. */
-static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, int go, int report,
-                                    pid_t parent) {
+/* Rank r's process: waits for the id, which comes once every rank is forked (end of file: the
+ * parent could not make one, and says why), joins through it, checks, reports. */
+static _Noreturn void procs_child(const GpuRun *g, int r, int idfd, int report, pid_t parent) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the ranks never outlive mscclrt-run */
     if (getppid() != parent) _exit(1);
-    char c;
-    while (read(go, &c, 1) < 0 && errno == EINTR) {}
-    close(go);
+    mscclrt_unique_id id;
+    size_t got = 0;
+    while (got < sizeof id) {
+        ssize_t m = read(idfd, (char *)&id + got, sizeof id - got);
+        if (m < 0 && errno == EINTR) continue;
+        if (m <= 0) _exit(1);
+        got += (size_t)m;
+    }
+    close(idfd);
     ChildReport rep;
     memset(&rep, 0, sizeof rep);
     mscclrt_comm *comm = NULL;
@@ -479,6 +485,7 @@ static _Noreturn void procs_child(const GpuRun *g, mscclrt_unique_id id, int r, 
 typedef struct {
     pid_t pid;
     int fd;                             /* read end of its report pipe */
+    int idfd;                           /* write end of its id pipe, until the id is sent */
     bool done;
     int status;                         /* waitpid's */
     const char *killed;                 /* why we killed it, or NULL */
@@ -522,30 +529,40 @@ static void procs_reap(Child *k, int n, bool block, double give_up) {
     }
 }
 
-/* --launch procs: one child per rank (device = rank, or rank mod --gpus), joined through a unique id made here
- * before forking (it starts the rendezvous thread; CUDA is never touched in this process). */
+/* Closes the write ends of the id pipes not closed yet (a rank waiting on one reads its end). */
+static void procs_close_ids(Child *k, int n) {
+    for (int r = 0; r < n; r++)
+        if (k[r].idfd >= 0) {
+            close(k[r].idfd);
+            k[r].idfd = -1;
+        }
+}
+
+/* --launch procs: one child per rank (device = rank, or rank mod --gpus), joined through a
+ * unique id made here once every rank is forked and sent to each through a pipe. Making it
+ * starts the rendezvous thread, and a child forked beside a thread inherits whatever locks that
+ * thread held (malloc's under ASan, stdio's): no rank is forked after it. CUDA is never touched
+ * in this process. */
 static int gpu_procs(const GpuRun *g, const Opts *o) {
     const int n = g->n;
     double limit = o->timeout ? (double)o->timeout : PROCS_DEFAULT_TIMEOUT_S;
-    mscclrt_unique_id id;
-    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS)
-        return fail_api("--backend gpu: cannot start the rendezvous of the ranks");
     Child *k = calloc((size_t)n, sizeof *k);
     if (!k) return fail_api("out of memory");
-    int go[2];
-    if (pipe(go) != 0) {
-        free(k);
-        fprintf(stderr, "mscclrt-run: pipe: %s\n", strerror(errno));
-        return 1;
-    }
+    for (int r = 0; r < n; r++) k[r].idfd = -1;
     fflush(stdout);
     fflush(stderr);
     pid_t parent = getpid();
     int rc = 1, started = 0;
     for (int r = 0; r < n; r++) {
-        int rp[2];
+        int rp[2], ip[2];
         if (pipe(rp) != 0) {
             fprintf(stderr, "mscclrt-run: pipe: %s\n", strerror(errno));
+            break;
+        }
+        if (pipe(ip) != 0) {
+            fprintf(stderr, "mscclrt-run: pipe: %s\n", strerror(errno));
+            close(rp[0]);
+            close(rp[1]);
             break;
         }
         pid_t pid = fork();
@@ -553,27 +570,50 @@ static int gpu_procs(const GpuRun *g, const Opts *o) {
             fprintf(stderr, "mscclrt-run: fork (rank %d): %s\n", r, strerror(errno));
             close(rp[0]);
             close(rp[1]);
+            close(ip[0]);
+            close(ip[1]);
             break;
         }
         if (pid == 0) {
-            close(go[1]);
             close(rp[0]);
-            for (int q = 0; q < r; q++) close(k[q].fd);
-            procs_child(g, id, r, go[0], rp[1], parent);
+            close(ip[1]);
+            for (int q = 0; q < r; q++) {
+                close(k[q].fd);
+                close(k[q].idfd);
+            }
+            procs_child(g, r, ip[0], rp[1], parent);
         }
         close(rp[1]);
+        close(ip[0]);
         k[r].pid = pid;
         k[r].fd = rp[0];
+        k[r].idfd = ip[1];
         started++;
     }
-    close(go[0]);
     if (started < n) {
         procs_kill(k, n, NULL);
-        close(go[1]);
+        procs_close_ids(k, n);
         procs_reap(k, n, true, now_s() + 10);
         goto out;
     }
-    close(go[1]);                       /* all forked: the ranks start */
+    mscclrt_unique_id id;
+    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) {
+        fail_api("--backend gpu: cannot start the rendezvous of the ranks");
+        procs_kill(k, n, NULL);
+        procs_close_ids(k, n);
+        procs_reap(k, n, true, now_s() + 10);
+        goto out;
+    }
+    /* all forked: the ranks start. A rank already gone (its failure is reported below) closed
+     * its end: EPIPE, not SIGPIPE */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, was;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &was);
+    for (int r = 0; r < n; r++)
+        if (!write_all(k[r].idfd, &id, sizeof id) && errno != EPIPE)
+            fprintf(stderr, "mscclrt-run: sending rank %d the id: %s\n", r, strerror(errno));
+    sigaction(SIGPIPE, &was, NULL);
+    procs_close_ids(k, n);
     double t0 = now_s(), grace = 0, init_grace = 0;
     bool stop = false;
     for (;;) {
