@@ -278,6 +278,19 @@ static bool write_all(int fd, const void *buf, size_t len) {
     return true;
 }
 
+/* Reads len bytes into buf (retrying after signals); false at an error or end of file first. */
+static bool read_all(int fd, void *buf, size_t len) {
+    char *p = buf;
+    while (len) {
+        ssize_t k = read(fd, p, len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return false;
+        p += k;
+        len -= (size_t)k;
+    }
+    return true;
+}
+
 /* Writes DIR/rankR.KIND.bin: into a new file of an unpredictable name in DIR (mkostemp creates it
  * with O_EXCL, so nothing planted there is followed or overwritten), then renamed to the final
  * name (rename replaces a symlink found there; it does not follow it). So no partial file is
@@ -455,13 +468,7 @@ static _Noreturn void procs_child(const GpuRun *g, int r, int idfd, int report, 
     prctl(PR_SET_PDEATHSIG, SIGKILL);   /* the ranks never outlive mscclrt-run */
     if (getppid() != parent) _exit(1);
     mscclrt_unique_id id;
-    size_t got = 0;
-    while (got < sizeof id) {
-        ssize_t m = read(idfd, (char *)&id + got, sizeof id - got);
-        if (m < 0 && errno == EINTR) continue;
-        if (m <= 0) _exit(1);
-        got += (size_t)m;
-    }
+    if (!read_all(idfd, &id, sizeof id)) _exit(1);
     close(idfd);
     ChildReport rep;
     memset(&rep, 0, sizeof rep);
@@ -510,15 +517,7 @@ static void procs_reap(Child *k, int n, bool block, double give_up) {
             pid_t w = waitpid(k[r].pid, &k[r].status, WNOHANG);
             if (w == k[r].pid || (w < 0 && errno == ECHILD)) {
                 k[r].done = true;
-                ssize_t got = 0, want = (ssize_t)sizeof k[r].rep;
-                char *p = (char *)&k[r].rep;
-                while (got < want) {
-                    ssize_t m = read(k[r].fd, p + got, (size_t)(want - got));
-                    if (m < 0 && errno == EINTR) continue;
-                    if (m <= 0) break;
-                    got += m;
-                }
-                k[r].have_rep = got == want;
+                k[r].have_rep = read_all(k[r].fd, &k[r].rep, sizeof k[r].rep);
                 if (k[r].have_rep) k[r].rep.msg[sizeof k[r].rep.msg - 1] = 0;
             } else {
                 left++;
@@ -590,15 +589,9 @@ static int gpu_procs(const GpuRun *g, const Opts *o) {
         k[r].idfd = ip[1];
         started++;
     }
-    if (started < n) {
-        procs_kill(k, n, NULL);
-        procs_close_ids(k, n);
-        procs_reap(k, n, true, now_s() + 10);
-        goto out;
-    }
     mscclrt_unique_id id;
-    if (mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) {
-        fail_api("--backend gpu: cannot start the rendezvous of the ranks");
+    if (started < n || mscclrt_get_unique_id(&id) != MSCCLRT_SUCCESS) {
+        if (started == n) fail_api("--backend gpu: cannot start the rendezvous of the ranks");
         procs_kill(k, n, NULL);
         procs_close_ids(k, n);
         procs_reap(k, n, true, now_s() + 10);
